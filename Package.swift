@@ -1,0 +1,80 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// Settings shared by every target: Swift 6 language mode (complete strict concurrency).
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+]
+
+let package = Package(
+    name: "tabsync",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "tabsync-server", targets: ["tabsync-server"]),
+        .executable(name: "tabsync", targets: ["tabsync"]),
+        .library(name: "TabsyncCore", targets: ["TabsyncCore"]),
+        .library(name: "TabsyncClient", targets: ["TabsyncClient"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+    ],
+    targets: [
+        // Pure model, operations, validation, ordering rules and position keys. Standard library only.
+        .target(name: "TabsyncCore", swiftSettings: swiftSettings),
+        // Code generated from proto/tabsync/v1/tabsync.proto, plus the one boundary converting it to core types.
+        .target(
+            name: "TabsyncProto",
+            dependencies: ["TabsyncCore", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            swiftSettings: swiftSettings
+        ),
+        // Thin C interop.
+        .systemLibrary(name: "CLibwebsockets", pkgConfig: "libwebsockets",
+                       providers: [.apt(["libwebsockets-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // Durable storage behind the store protocol.
+        .target(name: "TabsyncStore", dependencies: ["TabsyncCore", "CSQLite"], swiftSettings: swiftSettings),
+        // WebSocket + HTTP server on libwebsockets.
+        .target(
+            name: "TabsyncServer",
+            dependencies: [
+                "TabsyncCore", "TabsyncProto", "TabsyncStore", "CLibwebsockets",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Client library on libwebsockets.
+        .target(
+            name: "TabsyncClient",
+            dependencies: [
+                "TabsyncCore", "TabsyncProto", "CLibwebsockets",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "tabsync-server",
+            dependencies: ["TabsyncServer", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "tabsync",
+            dependencies: ["TabsyncClient", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings
+        ),
+
+        // test targets
+        .testTarget(
+            name: "TabsyncCoreTests",
+            dependencies: ["TabsyncCore", .product(name: "PropertyBased", package: "swift-property-based")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncProtoTests",
+            dependencies: ["TabsyncProto", "TabsyncCore"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

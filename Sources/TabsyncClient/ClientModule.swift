@@ -1,0 +1,4 @@
+import TabsyncCore
+
+/// Placeholder: the client library is built in the server issue.
+enum ClientModule {}

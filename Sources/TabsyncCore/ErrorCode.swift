@@ -1,0 +1,40 @@
+/// The wire codes of refusals and errors, mirroring `tabsync.v1.ErrorCode` one to one.
+///
+/// The raw values are the proto enum's numbers, so a conversion is a plain lookup.
+/// `precedence` orders codes for DESIGN.md's rule "when several apply, the first is the answer".
+public enum ErrorCode: Int, Sendable, CaseIterable, Hashable {
+    case invalidArgument = 1
+    case tabExists = 2
+    case tabGone = 3
+    case locked = 4
+    case notEditable = 5
+    case limitExceeded = 6
+    case rateLimited = 7
+    case unauthorized = 8
+    case notPermitted = 9
+    case unavailable = 10
+    case protocolError = 11
+
+    /// The code's name on the wire (protobuf JSON uses it), e.g. `TAB_GONE`.
+    public var wireName: String {
+        switch self {
+        case .invalidArgument: "INVALID_ARGUMENT"
+        case .tabExists: "TAB_EXISTS"
+        case .tabGone: "TAB_GONE"
+        case .locked: "LOCKED"
+        case .notEditable: "NOT_EDITABLE"
+        case .limitExceeded: "LIMIT_EXCEEDED"
+        case .rateLimited: "RATE_LIMITED"
+        case .unauthorized: "UNAUTHORIZED"
+        case .notPermitted: "NOT_PERMITTED"
+        case .unavailable: "UNAVAILABLE"
+        case .protocolError: "PROTOCOL_ERROR"
+        }
+    }
+
+    /// Looks a code up by its wire name.
+    public init?(wireName: String) {
+        guard let code = ErrorCode.allCases.first(where: { $0.wireName == wireName }) else { return nil }
+        self = code
+    }
+}

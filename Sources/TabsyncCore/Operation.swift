@@ -1,0 +1,81 @@
+/// Where an added or moved tab goes.
+public enum Place: Sendable, Hashable {
+    /// At the end of the list (an absent place, an empty `Place`, or an empty key).
+    case end
+    /// A fractional position key the client computed from the neighbours it saw.
+    case key(String)
+    /// The display index the tab has right after the op, read against the server's order when
+    /// the op is applied; for a move it counts the list without the moved tab. Past the end = the end.
+    case index(UInt32)
+}
+
+/// Which tab an activate names.
+public enum ActivateTarget: Sendable, Hashable {
+    case tabId(String)
+    /// A display index; out of range is `INVALID_ARGUMENT`.
+    case index(UInt32)
+}
+
+/// The fields an update sets; `nil` = not present. An empty string clears url, icon or badge.
+public struct TabUpdate: Sendable, Hashable {
+    public var tabId: String
+    public var title: String?
+    public var url: String?
+    public var icon: String?
+    public var badge: String?
+    public var locked: Bool?
+
+    public init(
+        tabId: String, title: String? = nil, url: String? = nil, icon: String? = nil,
+        badge: String? = nil, locked: Bool? = nil
+    ) {
+        self.tabId = tabId
+        self.title = title
+        self.url = url
+        self.icon = icon
+        self.badge = badge
+        self.locked = locked
+    }
+
+    /// True when no field is present (such an update is refused).
+    public var isEmpty: Bool {
+        title == nil && url == nil && icon == nil && badge == nil && locked == nil
+    }
+}
+
+/// One operation on a workspace, as submitted by a client or as applied by the server.
+///
+/// A *canonical* op (what ``Workspace/apply(_:limits:)`` returns and `Applied` carries) has
+/// every place resolved to the final key, `open` turned into the `add` or `activate` it became,
+/// and `activate` naming a tab id; a client can apply it without knowing any rule.
+public enum Operation: Sendable, Hashable {
+    case add(tab: Tab, place: Place, activate: Bool)
+    case open(tab: Tab, place: Place)
+    case move(tabId: String, place: Place)
+    case remove(tabId: String)
+    case activate(ActivateTarget)
+    case update(TabUpdate)
+    case setEditable(Bool)
+    case replace(tabs: [Tab])
+    /// Server-made only: new keys for all tabs, same order.
+    case rekey(keys: [TabKey])
+
+    /// The op's kind, for metrics, logs and the load generator's mix.
+    public var kind: Kind {
+        switch self {
+        case .add: .add
+        case .open: .open
+        case .move: .move
+        case .remove: .remove
+        case .activate: .activate
+        case .update: .update
+        case .setEditable: .setEditable
+        case .replace: .replace
+        case .rekey: .rekey
+        }
+    }
+
+    public enum Kind: String, Sendable, CaseIterable {
+        case add, open, move, remove, activate, update, setEditable, replace, rekey
+    }
+}

@@ -1,0 +1,43 @@
+/// An authoritative (or replicated) tab workspace: its tabs in display order and the active tab.
+///
+/// Invariants, after every successful `apply` (checked by ``invariantViolations(limits:)``):
+/// ids unique; keys valid and unique; `tabs` sorted by key, bytewise; `activeTabId` is empty
+/// exactly when there are no tabs, else names an existing tab; tab count ≤ `Limits.maxTabs`.
+/// `apply` either changes the workspace and returns the canonical op, or throws and changes nothing.
+public struct Workspace: Sendable, Equatable {
+    /// 1–64 chars of `[A-Za-z0-9._-]`.
+    public let id: String
+    /// Ops applied so far; 0 for a workspace that does not exist yet.
+    public internal(set) var version: UInt64
+    /// Opaque; changes whenever history cannot continue (a wiped store).
+    public var epoch: String
+    /// Display order: ascending key, bytewise.
+    public internal(set) var tabs: [Tab]
+    /// "" exactly when `tabs` is empty.
+    public internal(set) var activeTabId: String
+    /// When false, add, move, remove, replace and open-that-adds are refused `NOT_EDITABLE`.
+    public internal(set) var editable: Bool
+
+    /// A new, empty workspace at version 0.
+    public init(id: String, epoch: String = "") {
+        self.id = id
+        self.version = 0
+        self.epoch = epoch
+        self.tabs = []
+        self.activeTabId = ""
+        self.editable = true
+    }
+
+    /// A workspace restored from a snapshot (store, `Welcome`). The caller vouches for the
+    /// invariants; ``invariantViolations(limits:)`` checks them.
+    public init(
+        id: String, version: UInt64, epoch: String, tabs: [Tab], activeTabId: String, editable: Bool
+    ) {
+        self.id = id
+        self.version = version
+        self.epoch = epoch
+        self.tabs = tabs
+        self.activeTabId = activeTabId
+        self.editable = editable
+    }
+}
