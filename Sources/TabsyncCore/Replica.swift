@@ -1,0 +1,107 @@
+/// The pure state a client keeps: the confirmed workspace built from the server's `Applied` stream,
+/// and its own pending ops replayed on top of it (the optimistic state a UI shows).
+///
+/// Guarantees: `confirmed` only ever changes by whole, contiguous `Applied` ops or a snapshot;
+/// a pending op leaves when its `Applied` or `Rejected` arrives or when a `Welcome.lastSeq` covers it;
+/// `optimistic` is always `confirmed` plus the pending ops that still apply, in seq order.
+/// Seqs it hands out start at 1 and only increase.
+public struct Replica: Sendable {
+    /// An op submitted but not yet answered.
+    public struct PendingOp: Sendable, Hashable {
+        public var seq: UInt64
+        /// The confirmed version the op's keys were computed against.
+        public var baseVersion: UInt64
+        public var op: Operation
+    }
+
+    /// What receiving an `Applied` did.
+    public enum Receipt: Sendable, Equatable {
+        /// Applied to the confirmed state.
+        case applied
+        /// Already had it (version at or below the confirmed one): ignored.
+        case stale
+        /// A version is missing in between: reconnect with `lastVersion` to resync.
+        case gap(expected: UInt64, got: UInt64)
+        /// The op does not fit the confirmed state: resync from a snapshot.
+        case diverged(OpError)
+    }
+
+    public let clientId: String
+    public var limits: Limits
+    public private(set) var confirmed: Workspace
+    public private(set) var pending: [PendingOp] = []
+    public private(set) var optimistic: Workspace
+    /// The seq the next submitted op gets.
+    public private(set) var nextSeq: UInt64 = 1
+
+    public init(clientId: String, workspace: Workspace, limits: Limits = .default) {
+        self.clientId = clientId
+        self.limits = limits
+        self.confirmed = workspace
+        self.optimistic = workspace
+    }
+
+    /// Takes a snapshot (a `Welcome` without recovery): pending ops at or below `lastSeq` are dropped,
+    /// since their effect is already in the snapshot.
+    public mutating func reset(to snapshot: Workspace, lastSeq: UInt64) {
+        confirmed = snapshot
+        acknowledge(upTo: lastSeq)
+    }
+
+    /// A recovered `Welcome`: the missed ops follow through ``receive(applied:)``; pending ops at or
+    /// below `lastSeq` are dropped (their `Applied` is among the missed ones or they were refused).
+    public mutating func resume(lastSeq: UInt64) {
+        acknowledge(upTo: lastSeq)
+    }
+
+    /// Adds a local op: it gets the next seq and the current confirmed version as its base, and shows
+    /// in `optimistic` at once. Send the returned op as a `Submit`.
+    @discardableResult
+    public mutating func submit(_ op: Operation) -> PendingOp {
+        let pendingOp = PendingOp(seq: nextSeq, baseVersion: confirmed.version, op: op)
+        nextSeq += 1
+        pending.append(pendingOp)
+        _ = try? optimistic.apply(op, limits: limits)
+        return pendingOp
+    }
+
+    /// Receives one `Applied` from the server.
+    public mutating func receive(applied: AppliedOp) -> Receipt {
+        if applied.version <= confirmed.version { return .stale }
+        if applied.version != confirmed.version + 1 {
+            return .gap(expected: confirmed.version + 1, got: applied.version)
+        }
+        do {
+            try confirmed.apply(applied: applied)
+        } catch {
+            return .diverged(error)
+        }
+        if applied.clientId == clientId, let i = pending.firstIndex(where: { $0.seq == applied.seq }) {
+            pending.remove(at: i)
+        }
+        replay()
+        return .applied
+    }
+
+    /// Receives a `Rejected` for one of this client's seqs; returns the op it refused, if pending.
+    @discardableResult
+    public mutating func receive(rejectedSeq seq: UInt64) -> PendingOp? {
+        guard let i = pending.firstIndex(where: { $0.seq == seq }) else { return nil }
+        let op = pending.remove(at: i)
+        replay()
+        return op
+    }
+
+    private mutating func acknowledge(upTo lastSeq: UInt64) {
+        pending.removeAll { $0.seq <= lastSeq }
+        nextSeq = max(nextSeq, lastSeq + 1)
+        replay()
+    }
+
+    /// Rebuilds `optimistic` from `confirmed` and the pending ops that still apply.
+    private mutating func replay() {
+        var state = confirmed
+        for p in pending { _ = try? state.apply(p.op, limits: limits) }
+        optimistic = state
+    }
+}

@@ -1,0 +1,176 @@
+/// The server's apply path for one workspace: dedup by (clientId, seq), DESIGN.md's rule 7 (rekey
+/// before storing a key over 64 bytes; translation of keys computed before a rekey, by `baseVersion`),
+/// and a bounded in-memory log of recent applied ops for resume and repeated answers.
+///
+/// Guarantees: a seq is consumed at most once per client and an op is applied at most once; every
+/// applied op keeps the workspace's invariants; versions are contiguous; a refused op changes nothing
+/// but the client's last consumed seq. Pure value type: copy it to roll back.
+public struct Sequencer: Sendable {
+    public private(set) var workspace: Workspace
+    public var limits: Limits
+
+    /// Last consumed seq per client.
+    public private(set) var lastSeqs: [String: UInt64]
+    /// Recent applied ops, contiguous by version, at most `limits.logRetention` of them.
+    public private(set) var log: [AppliedOp]
+    /// Rekeys whose version is still within the log window, ascending.
+    public private(set) var rekeys: [RekeyRecord]
+    /// Answers to recently consumed seqs (applied or rejected), for resubmissions.
+    private var answers: [ClientSeq: Answer]
+
+    struct ClientSeq: Hashable, Sendable {
+        var clientId: String
+        var seq: UInt64
+    }
+
+    public enum Outcome: Sendable, Equatable {
+        /// Applied, in order; a server-made rekey may come before the op.
+        case applied([AppliedOp])
+        /// Refused; the seq is consumed (except seq 0, which consumes nothing).
+        case rejected(OpError)
+        /// The seq was consumed before and its answer is still known: resend it to the submitter only.
+        case answeredAgain(Answer)
+        /// The seq was consumed before and its answer has left the log: no answer.
+        case ignored
+    }
+
+    public enum Answer: Sendable, Equatable {
+        case applied(AppliedOp)
+        case rejected(seq: UInt64, OpError)
+    }
+
+    public init(workspace: Workspace, limits: Limits, log: [AppliedOp] = [], lastSeqs: [String: UInt64] = [:]) {
+        self.workspace = workspace
+        self.limits = limits
+        self.log = log
+        self.lastSeqs = lastSeqs
+        self.rekeys = []
+        self.answers = [:]
+        for applied in log where !applied.clientId.isEmpty {
+            answers[ClientSeq(clientId: applied.clientId, seq: applied.seq)] = .applied(applied)
+        }
+    }
+
+    /// Last seq consumed for `clientId` (0 when none).
+    public func lastSeq(of clientId: String) -> UInt64 {
+        lastSeqs[clientId] ?? 0
+    }
+
+    /// The applied ops after `version`, when the log still holds all of them; nil otherwise.
+    public func missed(after version: UInt64) -> [AppliedOp]? {
+        if version == workspace.version { return [] }
+        guard version < workspace.version, let first = log.first, first.version <= version + 1 else { return nil }
+        return Array(log[Int(version + 1 - first.version)...])
+    }
+
+    /// Submits one op from `clientId` (see ``Outcome``).
+    public mutating func submit(clientId: String, seq: UInt64, baseVersion: UInt64, op: Operation) -> Outcome {
+        guard seq > 0 else { return .rejected(.invalidArgument("seq must be 1 or more")) }
+        let last = lastSeq(of: clientId)
+        if seq <= last {
+            if let answer = answers[ClientSeq(clientId: clientId, seq: seq)] { return .answeredAgain(answer) }
+            return .ignored
+        }
+        lastSeqs[clientId] = seq
+        do throws(OpError) {
+            let applied = try apply(op, baseVersion: baseVersion, clientId: clientId, seq: seq)
+            answers[ClientSeq(clientId: clientId, seq: seq)] = .applied(applied.last!)
+            return .applied(applied)
+        } catch {
+            answers[ClientSeq(clientId: clientId, seq: seq)] = .rejected(seq: seq, error)
+            rejectedSinceTrim.append(ClientSeq(clientId: clientId, seq: seq))
+            return .rejected(error)
+        }
+    }
+
+    private var rejectedSinceTrim: [ClientSeq] = []
+
+    private mutating func apply(_ op: Operation, baseVersion: UInt64, clientId: String, seq: UInt64) throws(OpError) -> [AppliedOp] {
+        if case .rekey = op { throw .invalidArgument("rekey is made by the server only") }
+        // Rule 7: a key computed before a rekey is translated through each rekey since baseVersion.
+        var op = op
+        if let key = Self.submittedKey(of: op) {
+            try Validation.checkKey(key)
+            if baseVersion > 0 {
+                var translated = key
+                for rekey in rekeys where rekey.version > baseVersion { translated = rekey.translate(translated) }
+                op = Self.replacingKey(of: op, with: translated)
+            }
+        }
+        var resolution = try workspace.resolve(op, limits: limits)
+        var result: [AppliedOp] = []
+        if Self.storedKeys(of: resolution.op).contains(where: { $0.utf8.count > PositionKey.maxStoredLength }) {
+            // Rule 7: rekey first, then translate the op's own key through that rekey and place it again.
+            let rekeyOp = workspace.makeRekey()
+            guard case .rekey(let keys) = rekeyOp else { preconditionFailure() }
+            let rekeyRecord = RekeyRecord(version: workspace.version + 1, before: workspace, rekey: keys)
+            let rekeyResolution = try workspace.resolve(rekeyOp, limits: limits)
+            result.append(record(rekeyResolution, clientId: "", seq: 0))
+            rekeys.append(rekeyRecord)
+            if let key = Self.submittedKey(of: op) { op = Self.replacingKey(of: op, with: rekeyRecord.translate(key)) }
+            resolution = try workspace.resolve(op, limits: limits)
+        }
+        result.append(record(resolution, clientId: clientId, seq: seq))
+        return result
+    }
+
+    /// Commits a resolution and appends it to the log.
+    private mutating func record(_ resolution: Workspace.Resolution, clientId: String, seq: UInt64) -> AppliedOp {
+        workspace.commit(resolution.op, activeTabId: resolution.activeTabId)
+        let applied = AppliedOp(
+            version: workspace.version, op: resolution.op, clientId: clientId, seq: seq,
+            activeTabId: resolution.activeTabId)
+        log.append(applied)
+        trimIfNeeded()
+        return applied
+    }
+
+    /// Keeps the log (and what depends on it) within `logRetention`, trimming in chunks.
+    private mutating func trimIfNeeded() {
+        let retention = max(limits.logRetention, 1)
+        guard log.count >= retention + max(retention / 4, 1) else { return }
+        let drop = log.count - retention
+        for applied in log.prefix(drop) where !applied.clientId.isEmpty {
+            answers[ClientSeq(clientId: applied.clientId, seq: applied.seq)] = nil
+        }
+        log.removeFirst(drop)
+        let oldest = log.first?.version ?? workspace.version
+        rekeys.removeAll { $0.version < oldest }
+        // Rejections are answered while the log window lasts: drop those older than a window's worth.
+        if rejectedSinceTrim.count > retention {
+            for k in rejectedSinceTrim.prefix(rejectedSinceTrim.count - retention) { answers[k] = nil }
+            rejectedSinceTrim.removeFirst(rejectedSinceTrim.count - retention)
+        }
+    }
+
+    // MARK: - op keys
+
+    /// The position key an op's place carries, if it is a non-empty key place.
+    static func submittedKey(of op: Operation) -> String? {
+        switch op {
+        case .add(_, .key(let k), _), .open(_, .key(let k)), .move(_, .key(let k)):
+            k.isEmpty ? nil : k
+        default:
+            nil
+        }
+    }
+
+    static func replacingKey(of op: Operation, with key: String) -> Operation {
+        switch op {
+        case .add(let tab, .key, let activate): .add(tab: tab, place: .key(key), activate: activate)
+        case .open(let tab, .key): .open(tab: tab, place: .key(key))
+        case .move(let id, .key): .move(tabId: id, place: .key(key))
+        default: op
+        }
+    }
+
+    /// Keys a canonical op would store.
+    static func storedKeys(of op: Operation) -> [String] {
+        switch op {
+        case .add(let tab, _, _): [tab.key]
+        case .move(_, .key(let k)): [k]
+        case .replace(let tabs): tabs.map(\.key)
+        default: []
+        }
+    }
+}
