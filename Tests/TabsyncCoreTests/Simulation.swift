@@ -407,6 +407,19 @@ struct Simulation {
         }
     }
 
+    /// Delivers everything in a fixed order (all messages to the server, oldest connection first, then
+    /// all messages to clients) until nothing is in flight. Does not reconnect anyone.
+    mutating func flush() {
+        while true {
+            let (toClients, toServer) = deliverable()
+            if toClients.isEmpty && toServer.isEmpty { break }
+            for c in toServer { while connections[c].upHead < connections[c].up.count { deliverToServer(c) } }
+            for c in toClients where connections[c].open {
+                while connections[c].downHead < connections[c].down.count { deliverToClient(c) }
+            }
+        }
+    }
+
     /// After ``settle(using:)``: every replica equals the server, nothing is pending, every seq was
     /// answered once and consumed once, every op applied at most once, versions contiguous.
     mutating func checkQuiescent() {
