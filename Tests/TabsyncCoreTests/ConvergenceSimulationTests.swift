@@ -25,8 +25,8 @@ import TabsyncCore
         init(seed: UInt64) {
             var rng = SplitMix64(seed: seed)
             self.seed = seed
-            clients = rng.int(2...5)
-            ops = rng.int(5...40)
+            clients = rng.int(2...4)
+            ops = rng.int(4...32)
             let retention = rng.int(6...200)
             limits = Limits(maxTabs: rng.int(4...30), maxResumeOps: rng.int(1...60), logRetention: retention)
             dropRate = rng.pick([0.0, 0.01, 0.03, 0.08])
