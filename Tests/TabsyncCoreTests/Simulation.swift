@@ -94,6 +94,8 @@ struct Simulation {
     private(set) var failures: [String] = []
     /// Every (clientId, seq) the server consumed, with what it did the first time.
     private(set) var consumed: [ClientSeq: ServerOutcome] = [:]
+    /// Versions of the server-made rekeys so far.
+    private(set) var rekeyVersions: [UInt64] = []
     /// Every tab id that ever existed or was asked for, for ops on tabs others removed.
     var knownTabIds: [String] = []
     private var knownTabIdSet: Set<String> = []
@@ -211,7 +213,8 @@ struct Simulation {
 
         case .submit(let p):
             let key = ClientSeq(client: clientId, seq: p.seq)
-            let versionBefore = sequencer.workspace.version
+            let before = sequencer.workspace
+            let versionBefore = before.version
             let outcome = sequencer.submit(clientId: clientId, seq: p.seq, baseVersion: p.baseVersion, op: p.op)
             log("server reads \(clientId) seq \(p.seq) on #\(c)\(connections[c].open ? "" : " (closed)"): \(outcome)")
             switch outcome {
@@ -252,13 +255,17 @@ struct Simulation {
                 if consumed[key] == nil { fail("\(clientId) seq \(p.seq) ignored but never consumed") }
             }
             if sequencer.lastSeq(of: clientId) < p.seq { fail("lastSeq of \(clientId) is below the seq it just read") }
+            checkRules(before: before, submitted: p, outcome: outcome)
         }
     }
 
     /// One op the server applied: check it, mirror it, broadcast it.
     private mutating func serverApplied(_ applied: AppliedOp) {
         stats.applied += 1
-        if applied.op.kind == .rekey { stats.serverRekeys += 1 }
+        if applied.op.kind == .rekey {
+            stats.serverRekeys += 1
+            rekeyVersions.append(applied.version)
+        }
         do {
             try mirror.apply(applied: applied)
         } catch {
