@@ -45,9 +45,6 @@ struct Simulation {
         var open = true
         /// The server has read its Hello (it gets broadcasts from then on).
         var joined = false
-
-        var upPending: Bool { upHead < up.count }
-        var downPending: Bool { downHead < down.count }
     }
 
     /// How a client first learnt what became of one of its seqs.
