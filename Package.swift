@@ -72,6 +72,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TabsyncClientTests",
+            dependencies: ["TabsyncClient", "TabsyncCore", "TabsyncProto"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TabsyncProtoTests",
             dependencies: ["TabsyncProto", "TabsyncCore"],
             swiftSettings: swiftSettings

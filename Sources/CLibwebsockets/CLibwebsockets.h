@@ -3,6 +3,7 @@
 #define C_LIBWEBSOCKETS_H
 
 #include <libwebsockets.h>
+#include "client_shim.h"
 
 /* LWS_PRE is a macro expression: the headroom lws_write needs before the payload. */
 static inline size_t clws_pre(void) { return LWS_PRE; }
