@@ -23,8 +23,8 @@ enum LWSLog {
 
     /// Sets lws's log mask (errors and warnings; notices too when `verbose`) and the emitter.
     static func install(verbose: Bool) {
-        var levels = Int32(LLL_ERR.rawValue | LLL_WARN.rawValue)
-        if verbose { levels |= Int32(LLL_NOTICE.rawValue) }
+        var levels = Int32(LLL_ERR) | Int32(LLL_WARN)
+        if verbose { levels |= Int32(LLL_NOTICE) }
         lws_set_log_level(levels, lwsLogEmit)
     }
 
@@ -46,10 +46,21 @@ enum LWSLog {
             b.dropped += 1
             return (false, droppedBefore)
         }
-        if dropped > 0 { fputs("lws: \(dropped) log lines dropped (rate limit)\n", stderr) }
-        if allowed {
-            fputs("lws: ", stderr)
-            fputs(line, stderr)
+        if dropped > 0 { writeStderr("lws: \(dropped) log lines dropped (rate limit)\n") }
+        if allowed { writeStderr("lws: " + String(cString: line)) }
+    }
+}
+
+/// Writes to file descriptor 2 directly (no shared `FILE *`).
+func writeStderr(_ text: String) {
+    var bytes = Array(text.utf8)
+    if bytes.last != 0x0A { bytes.append(0x0A) }
+    bytes.withUnsafeBytes { raw in
+        var offset = 0
+        while offset < raw.count {
+            let n = write(2, raw.baseAddress! + offset, raw.count - offset)
+            if n <= 0 { return }
+            offset += n
         }
     }
 }

@@ -17,12 +17,13 @@ final class OutFrame {
 
     init(bytes: [UInt8], isBinary: Bool) {
         let pre = clws_pre()
-        storage = UnsafeMutableRawPointer.allocate(byteCount: pre + max(bytes.count, 1), alignment: 16)
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: pre + max(bytes.count, 1), alignment: 16)
         bytes.withUnsafeBytes { raw in
             if let base = raw.baseAddress, raw.count > 0 {
                 (storage + pre).copyMemory(from: base, byteCount: raw.count)
             }
         }
+        self.storage = storage
         count = bytes.count
         self.isBinary = isBinary
     }

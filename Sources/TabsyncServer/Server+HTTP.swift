@@ -102,7 +102,7 @@ extension Server.Loop {
         let workspace = hub.durable.workspace
         guard workspace.version > 0 else { return .notFound }
         do {
-            let json = try Tabsync_V1_Snapshot(workspace).jsonUTF8Bytes()
+            let json: [UInt8] = try Tabsync_V1_Snapshot(workspace).jsonUTF8Bytes()
             return HTTPResponse(status: 200, contentType: "application/json", bytes: json + [0x0A])
         } catch {
             return HTTPResponse(status: 500, body: "cannot encode snapshot\n")
@@ -133,7 +133,7 @@ extension Server.Loop {
     private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
         var buffer = [CChar](repeating: 0, count: 1024)
         let uriLength = clws_request_uri(wsi, &buffer, Int32(buffer.count))
-        let uri = uriLength >= 0 ? String(cString: buffer) : ""
+        let uri = uriLength >= 0 ? String(nulTerminated: buffer) : ""
         let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
         if path != "/" {
             logger.info("upgrade refused: path", metadata: ["path": "\(path.prefix(128))"])
@@ -141,7 +141,7 @@ extension Server.Loop {
         }
         let listLength = clws_request_subprotocols(wsi, &buffer, Int32(buffer.count))
         let offered = listLength > 0
-            ? String(cString: buffer).split(separator: ",").map { $0.trimmingCharacters(in: " \t") }
+            ? String(nulTerminated: buffer).split(separator: ",").map { $0.trimmingCharacters(in: " \t") }
             : []
         // lws binds the first offered name it knows; it must be one of ours (not protocols[0]).
         let known = Set(["http"] + WireFormat.allCases.map(\.subprotocol))
@@ -160,6 +160,14 @@ extension Server.Loop {
             clws_http_respond(wsi, response.status, response.contentType, body.baseAddress, body.count)
         }
         return failed != 0 ? -1 : 1
+    }
+}
+
+extension String {
+    /// The text of a NUL-terminated C buffer (invalid UTF-8 repaired).
+    init(nulTerminated buffer: [CChar]) {
+        let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        self = String(decoding: bytes, as: UTF8.self)
     }
 }
 

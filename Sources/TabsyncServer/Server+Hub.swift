@@ -157,8 +157,8 @@ extension Server.Loop {
             return
         }
         let op: Operation
-        do {
-            guard submit.hasOp else { throw ConversionError.opKindMissing }
+        do throws(ConversionError) {
+            guard submit.hasOp else { throw .opKindMissing }
             op = try Operation(submit.op)
         } catch {
             reject(session, seq: submit.seq, code: error.code, message: error.message)

@@ -234,9 +234,11 @@ extension Server {
         // MARK: shutdown
 
         private func beginShutdown() {
-            guard case .running = shutdown, let context else { return }
+            guard case .running = shutdown else { return }
             logger.info("shutting down", metadata: ["sessions": "\(sessions.count)"])
-            lws_context_deprecate(context, nil)  // closes the listen socket: no new connections
+            // No new connections from here on: FILTER_NETWORK_CONNECTION refuses them (closed right
+            // after accept). lws_context_deprecate would close the listen socket instead, but 4.1.6
+            // reads the listen wsi after freeing it there (a crash seen here).
             let now = clock.now
             shutdown = .draining(closeBy: now + .milliseconds(3500), finishBy: now + .milliseconds(4500), closed: false)
             continueShutdown(now: now)

@@ -75,7 +75,7 @@ extension Server.Loop {
     private func peerAddress(_ wsi: OpaquePointer) -> String {
         var buffer = [CChar](repeating: 0, count: 64)
         guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "?" }
-        return String(cString: buffer)
+        return String(nulTerminated: buffer)
     }
 
     // MARK: receive

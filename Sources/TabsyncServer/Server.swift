@@ -62,7 +62,7 @@ public final class Server: Sendable {
         Self.raiseFileLimit()
         LWSLog.install(verbose: logger.logLevel <= .debug)
 
-        let started = Mutex<Result<Int, Server.Error>?>(nil)
+        let started = StartResult()
         let ready = DispatchSemaphore(value: 0)
         let thread = Thread { [self] in
             self.runLoop(address: address, started: started, ready: ready)
@@ -71,7 +71,7 @@ public final class Server: Sendable {
         thread.stackSize = 8 << 20
         thread.start()
         ready.wait()
-        let result = started.withLock { $0! }
+        let result = started.value.withLock { $0! }
         switch result {
         case .success(let port):
             lifecycle.withLock { $0 = .running(port: port) }
@@ -116,16 +116,16 @@ public final class Server: Sendable {
 
     // MARK: event loop thread
 
-    private func runLoop(address: ResolvedHost, started: Mutex<Result<Int, Server.Error>?>, ready: DispatchSemaphore) {
+    private func runLoop(address: ResolvedHost, started: StartResult, ready: DispatchSemaphore) {
         let loop = Loop(server: self)
         let created = loop.createContext(address: address)
         guard case .success(let (context, port)) = created else {
-            if case .failure(let error) = created { started.withLock { $0 = .failure(error) } }
+            if case .failure(let error) = created { started.value.withLock { $0 = .failure(error) } }
             ready.signal()
             return
         }
         inbox.attach(context)
-        started.withLock { $0 = .success(port) }
+        started.value.withLock { $0 = .success(port) }
         logger.info("listening", metadata: ["host": "\(configuration.host)", "port": "\(port)"])
         ready.signal()
 
@@ -143,6 +143,11 @@ public final class Server: Sendable {
     }
 
     // MARK: start-up helpers
+
+    /// What the loop thread reports back to `start()`.
+    private final class StartResult: Sendable {
+        let value = Mutex<Result<Int, Server.Error>?>(nil)
+    }
 
     /// A host resolved to one address literal and its family.
     struct ResolvedHost: Sendable {
@@ -168,12 +173,12 @@ public final class Server: Sendable {
             let sa = UnsafeRawPointer(first.pointee.ai_addr).assumingMemoryBound(to: sockaddr_in6.self)
             var a = sa.pointee.sin6_addr
             inet_ntop(AF_INET6, &a, &buffer, socklen_t(buffer.count))
-            return ResolvedHost(address: String(cString: buffer), isIPv6: true)
+            return ResolvedHost(address: String(nulTerminated: buffer), isIPv6: true)
         }
         let sa = UnsafeRawPointer(first.pointee.ai_addr).assumingMemoryBound(to: sockaddr_in.self)
         var a = sa.pointee.sin_addr
         inet_ntop(AF_INET, &a, &buffer, socklen_t(buffer.count))
-        return ResolvedHost(address: String(cString: buffer), isIPv6: false)
+        return ResolvedHost(address: String(nulTerminated: buffer), isIPv6: false)
     }
 
     /// Raises the soft `RLIMIT_NOFILE` to the hard limit: lws sizes its fd table from it at
