@@ -73,6 +73,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TabsyncServerTests",
+            dependencies: [
+                "TabsyncServer", "TabsyncStore", "TabsyncProto", "TabsyncCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TabsyncProtoTests",
             dependencies: ["TabsyncProto", "TabsyncCore"],
             swiftSettings: swiftSettings
