@@ -42,6 +42,7 @@ let package = Package(
             dependencies: [
                 "TabsyncCore", "TabsyncProto", "TabsyncStore", "CLibwebsockets",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -72,8 +73,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TabsyncServerTests",
+            dependencies: [
+                "TabsyncServer", "TabsyncStore", "TabsyncProto", "TabsyncCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TabsyncClientTests",
-            dependencies: ["TabsyncClient", "TabsyncCore", "TabsyncProto"],
+            dependencies: [
+                "TabsyncClient", "TabsyncCore", "TabsyncProto", "TabsyncServer", "TabsyncStore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
