@@ -16,8 +16,12 @@ final class TestServer {
     init(configure: (inout Server.Configuration) -> Void = { _ in }, store: MemoryStore = MemoryStore()) throws {
         var configuration = Server.Configuration(host: "127.0.0.1", port: 0)
         configure(&configuration)
-        var logger = Logger(label: "test.server") { _ in SwiftLogNoOpLogHandler() }
-        logger.logLevel = .critical
+        // TABSYNC_TEST_LOG=debug (or another level) shows the server's log on stderr.
+        let level = ProcessInfo.processInfo.environment["TABSYNC_TEST_LOG"].flatMap(Logger.Level.init(rawValue:))
+        var logger = Logger(label: "test.server") { label in
+            level == nil ? SwiftLogNoOpLogHandler() as any LogHandler : StreamLogHandler.standardError(label: label)
+        }
+        logger.logLevel = level ?? .critical
         self.store = store
         server = Server(configuration: configuration, store: store, logger: logger)
         port = try server.start()
