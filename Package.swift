@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // Pure model, operations, validation, ordering rules and position keys. Standard library only.
@@ -55,6 +56,15 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Load generator and benchmark reports (`tabsync bench`), directly on libwebsockets.
+        .target(
+            name: "TabsyncBench",
+            dependencies: [
+                "TabsyncCore", "TabsyncProto", "CLibwebsockets",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "tabsync-server",
             dependencies: ["TabsyncServer", .product(name: "ArgumentParser", package: "swift-argument-parser")],
@@ -62,7 +72,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "tabsync",
-            dependencies: ["TabsyncClient", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "TabsyncClient", "TabsyncBench", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: swiftSettings
         ),
 
@@ -85,6 +97,14 @@ let package = Package(
             name: "TabsyncClientTests",
             dependencies: [
                 "TabsyncClient", "TabsyncCore", "TabsyncProto", "TabsyncServer", "TabsyncStore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncBenchTests",
+            dependencies: [
+                "TabsyncBench", "TabsyncServer", "TabsyncStore", "TabsyncCore",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

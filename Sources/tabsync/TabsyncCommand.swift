@@ -6,7 +6,8 @@ import TabsyncClient
 struct TabsyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tabsync",
-        abstract: "Live terminal tab bar, one-shot commands and load generator for tabsync (not implemented yet)."
+        abstract: "Live terminal tab bar, one-shot commands and load generator for tabsync (not implemented yet).",
+        subcommands: [Bench.self]
     )
 
     func run() throws {
