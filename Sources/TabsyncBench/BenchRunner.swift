@@ -76,6 +76,7 @@ public enum BenchRunner {
         let measurement = measure(generator, rate: configuration.rate, warmup: configuration.warmup,
                                   duration: configuration.duration, pid: pid)
         fill(&report, from: measurement)
+        if generator.timeUp { report.notes.append("stopped by --time-limit") }
         generator.closeAll()
         if let pid, let end = ProcessSample.read(pid: pid) { report.serverProcess?.rssEndBytes = end.rssBytes }
         report.loadAverageEnd = ProcessSample.loadAverage()
@@ -212,6 +213,14 @@ public enum BenchRunner {
                 ? Double(measurement.delivery.valueAtPercentile(99)) / 1000
                 : Double(measurement.ack.valueAtPercentile(99)) / 1000
             var reason = "ok"
+            if generator.timeUp {
+                search.trials.append(BenchReport.Trial(
+                    rate: rate, appliedPerSecond: measurement.ops.appliedPerSecond,
+                    deliveriesPerSecond: measurement.ops.deliveriesPerSecond, ackP99: 0, deliveryP99: 0,
+                    passed: false, reason: "stopped by --time-limit"))
+                report.notes.append("the search was stopped by --time-limit")
+                break
+            }
             if p99 > configuration.p99Bound { reason = String(format: "p99 %.1f ms over the bound", p99) }
             else if measurement.ops.appliedPerSecond < 0.95 * rate {
                 reason = String(format: "only %.0f of %.0f ops/s applied", measurement.ops.appliedPerSecond, rate)
@@ -222,7 +231,7 @@ public enum BenchRunner {
                 deliveriesPerSecond: measurement.ops.deliveriesPerSecond,
                 ackP99: Double(measurement.ack.valueAtPercentile(99)) / 1000,
                 deliveryP99: Double(measurement.delivery.valueAtPercentile(99)) / 1000, passed: passed, reason: reason))
-            if generator.connected == 0 { break }
+            if generator.connected == 0 || generator.timeUp { break }
             if passed {
                 low = rate
                 search.best = (rate, measurement)

@@ -230,6 +230,11 @@ final class LoadGenerator {
     /// Sends at `rate` for `warmup` seconds, then measures for `duration`, then waits for the answers.
     func load(rate: Double, warmup: Double, duration: Double) {
         resetFigures()
+        guard !timeUp else {
+            measureStart = monotonicNanos()
+            measureEnd = measureStart
+            return
+        }
         loadRate = rate
         loadStart = monotonicNanos()
         scheduled = 0
@@ -280,7 +285,7 @@ final class LoadGenerator {
         }
     }
 
-    var measuredSeconds: Double { Double(measureEnd - measureStart) / 1e9 }
+    var measuredSeconds: Double { max(0.001, Double(Int64(measureEnd) - Int64(measureStart)) / 1e9) }
 
     /// Ops still owed an answer among the measured ones.
     var outstanding: Int { sent - applied - rejected }
@@ -297,8 +302,25 @@ final class LoadGenerator {
 
     // MARK: the tick (every millisecond)
 
+    /// Set once `--time-limit` has passed: every phase ends at once and no trial follows.
+    private(set) var timeUp = false
+
     func tick() {
         let now = monotonicNanos()
+        if let limit = configuration.timeLimit, !timeUp, runStart > 0, now - runStart >= UInt64(limit * 1e9),
+           phase == .connecting || phase == .load || phase == .draining {
+            timeUp = true
+            if phase == .load { measureEnd = min(measureEnd, now) }
+            if phase == .connecting {
+                for connection in connections where connection.state == .connecting || connection.state == .open || connection.state == .idle {
+                    connectFailures["not ready before --time-limit", default: 0] += 1
+                    connection.closing = true
+                    connection.state = .closed
+                    if let wsi = connection.wsi { lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC) }
+                }
+            }
+            phase = .idle
+        }
         switch phase {
         case .connecting:
             let due = min(connections.count, Int(Double(now - connectStartedAt) / 1e9 * configuration.ramp) + 1)
