@@ -49,6 +49,8 @@ public enum BarEvent: Sendable, Equatable {
     case rejected(code: ErrorCode?, message: String)
     /// Round-trip time (nil = unknown) and the number of ops not yet answered.
     case stats(rttMillis: Int?, pending: Int)
+    /// Something to tell the person (a resync, a server error), shown like a refusal.
+    case notice(String)
 }
 
 /// What the app must do after an event.
@@ -191,6 +193,8 @@ public struct BarModel: Sendable {
         case .stats(let rtt, let pending):
             rttMillis = rtt
             pendingOps = pending
+        case .notice(let text):
+            message = text
         }
         settleScroll()
         return actions
