@@ -262,7 +262,7 @@ struct ServerBadInputTests {
             $0.limits.maxOpsPerSecond = 100_000
         }
         defer { server.stop() }
-        let writer = try seed(server, workspace: "bad")
+        let writer = try seed(server, workspace: "bad", format: .proto)
         let slow = try TestClient(port: server.port, format: .json, receiveBuffer: 4096)
         try slow.send(Tabsync_V1_ClientMessage(hello: Tabsync_V1_Hello(workspace: "bad", clientId: "slow")))
         let (fast, _) = try TestClient.joined(port: server.port, workspace: "bad", clientId: "fast", format: .proto)
@@ -282,7 +282,7 @@ struct ServerBadInputTests {
                 received += 1
             }
         }
-        print("slow-reader test: \(sent) ops before the close")
+        print("slow-reader test: \(sent) ops before the close; server latency sum \(try server.metric("tabsync_op_latency_seconds_sum")) s")
         #expect(try server.metric("tabsync_slow_consumer_closes_total") == 1)
         // The fast reader keeps full speed after the close.
         for _ in 0..<100 {

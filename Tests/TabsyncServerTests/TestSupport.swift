@@ -150,8 +150,8 @@ extension Tab {
 }
 
 /// A workspace with tabs t1..tN added by one client, each acknowledged; returns the client.
-func seed(_ server: TestServer, workspace: String, tabs: Int = 3) throws -> TestClient {
-    let (client, _) = try TestClient.joined(port: server.port, workspace: workspace, clientId: "seeder")
+func seed(_ server: TestServer, workspace: String, tabs: Int = 3, format: WireFormat = .json) throws -> TestClient {
+    let (client, _) = try TestClient.joined(port: server.port, workspace: workspace, clientId: "seeder", format: format)
     for i in 1...tabs { try client.submit(.add(tab: .named("t\(i)"), place: .end, activate: i == 1)) }
     for _ in 1...tabs { _ = try client.nextApplied() }
     return client
