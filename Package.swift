@@ -20,6 +20,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        // Test only: parses docker-compose.yml in TabsyncServerTests.
+        .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
     ],
     targets: [
         // Pure model, operations, validation, ordering rules and position keys. Standard library only.
@@ -42,6 +44,7 @@ let package = Package(
             dependencies: [
                 "TabsyncCore", "TabsyncProto", "TabsyncStore", "CLibwebsockets",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -74,6 +77,16 @@ let package = Package(
         .testTarget(
             name: "TabsyncCoreTests",
             dependencies: ["TabsyncCore", .product(name: "PropertyBased", package: "swift-property-based")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncServerTests",
+            dependencies: [
+                "TabsyncServer", "TabsyncStore", "TabsyncProto", "TabsyncCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Yams", package: "Yams"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
