@@ -1,0 +1,176 @@
+import Testing
+import TabsyncCore
+import TabsyncProto
+
+/// Hand-built pairs of a core op and the proto op it must convert to (and from), covering every
+/// op kind and every field, each optional both present and absent.
+enum Samples {
+    static let fullTab = Tab(
+        id: "t1", title: "Docs — ünïcode", url: "https://example.com/a?b=c", icon: "📄", badge: "3",
+        locked: true, key: "a0V")
+    static let plainTab = Tab(id: "t2")
+
+    static func wireTab(_ id: String, title: String = "", url: String = "", icon: String = "",
+                        badge: String = "", locked: Bool = false, key: String = "") -> Tabsync_V1_Tab {
+        var tab = Tabsync_V1_Tab()
+        tab.id = id
+        tab.title = title
+        tab.url = url
+        tab.icon = icon
+        tab.badge = badge
+        tab.locked = locked
+        tab.key = key
+        return tab
+    }
+
+    static let wireFullTab = wireTab(
+        "t1", title: "Docs — ünïcode", url: "https://example.com/a?b=c", icon: "📄", badge: "3",
+        locked: true, key: "a0V")
+    static let wirePlainTab = wireTab("t2")
+
+    static func wirePlace(key: String) -> Tabsync_V1_Place {
+        var place = Tabsync_V1_Place()
+        place.key = key
+        return place
+    }
+
+    static func wirePlace(index: UInt32) -> Tabsync_V1_Place {
+        var place = Tabsync_V1_Place()
+        place.index = index
+        return place
+    }
+
+    static func op(_ kind: Tabsync_V1_Op.OneOf_Kind) -> Tabsync_V1_Op {
+        var op = Tabsync_V1_Op()
+        op.kind = kind
+        return op
+    }
+
+    static func add(_ tab: Tabsync_V1_Tab, _ place: Tabsync_V1_Place?, activate: Bool) -> Tabsync_V1_Op {
+        var add = Tabsync_V1_Add()
+        add.tab = tab
+        if let place { add.place = place }
+        add.activate = activate
+        return op(.add(add))
+    }
+
+    static func open(_ tab: Tabsync_V1_Tab, _ place: Tabsync_V1_Place?) -> Tabsync_V1_Op {
+        var open = Tabsync_V1_Open()
+        open.tab = tab
+        if let place { open.place = place }
+        return op(.open(open))
+    }
+
+    static func move(_ tabId: String, _ place: Tabsync_V1_Place?) -> Tabsync_V1_Op {
+        var move = Tabsync_V1_Move()
+        move.tabID = tabId
+        if let place { move.place = place }
+        return op(.move(move))
+    }
+
+    static func update(_ tabId: String, title: String? = nil, url: String? = nil, icon: String? = nil,
+                       badge: String? = nil, locked: Bool? = nil) -> Tabsync_V1_Op {
+        var update = Tabsync_V1_Update()
+        update.tabID = tabId
+        if let title { update.title = title }
+        if let url { update.url = url }
+        if let icon { update.icon = icon }
+        if let badge { update.badge = badge }
+        if let locked { update.locked = locked }
+        return op(.update(update))
+    }
+
+    struct Pair: Sendable, CustomTestStringConvertible {
+        var name: String
+        var core: Operation
+        var wire: Tabsync_V1_Op
+        var testDescription: String { name }
+    }
+
+    /// Every op kind, every place form, every update field present and absent.
+    static let pairs: [Pair] = {
+        var pairs: [Pair] = [
+            Pair(name: "add full tab at end, activate", core: .add(tab: fullTab, place: .end, activate: true),
+                 wire: add(wireFullTab, nil, activate: true)),
+            Pair(name: "add at key", core: .add(tab: plainTab, place: .key("a1V"), activate: false),
+                 wire: add(wirePlainTab, wirePlace(key: "a1V"), activate: false)),
+            Pair(name: "add at index", core: .add(tab: plainTab, place: .index(3), activate: true),
+                 wire: add(wirePlainTab, wirePlace(index: 3), activate: true)),
+            Pair(name: "add at index 0", core: .add(tab: plainTab, place: .index(0), activate: false),
+                 wire: add(wirePlainTab, wirePlace(index: 0), activate: false)),
+            Pair(name: "open at end", core: .open(tab: fullTab, place: .end), wire: open(wireFullTab, nil)),
+            Pair(name: "open at key", core: .open(tab: plainTab, place: .key("Zz")),
+                 wire: open(wirePlainTab, wirePlace(key: "Zz"))),
+            Pair(name: "open at index", core: .open(tab: plainTab, place: .index(UInt32.max)),
+                 wire: open(wirePlainTab, wirePlace(index: UInt32.max))),
+            Pair(name: "move to end", core: .move(tabId: "t1", place: .end), wire: move("t1", nil)),
+            Pair(name: "move to key", core: .move(tabId: "t1", place: .key("a0G")),
+                 wire: move("t1", wirePlace(key: "a0G"))),
+            Pair(name: "move to index", core: .move(tabId: "t1", place: .index(1)),
+                 wire: move("t1", wirePlace(index: 1))),
+        ]
+        var remove = Tabsync_V1_Remove()
+        remove.tabID = "t9"
+        pairs.append(Pair(name: "remove", core: .remove(tabId: "t9"), wire: op(.remove(remove))))
+
+        var byId = Tabsync_V1_Activate()
+        byId.tabID = "t2"
+        pairs.append(Pair(name: "activate by id", core: .activate(.tabId("t2")), wire: op(.activate(byId))))
+        var byIndex = Tabsync_V1_Activate()
+        byIndex.index = 4
+        pairs.append(Pair(name: "activate by index", core: .activate(.index(4)), wire: op(.activate(byIndex))))
+        var byIndexZero = Tabsync_V1_Activate()
+        byIndexZero.index = 0
+        pairs.append(Pair(name: "activate by index 0", core: .activate(.index(0)), wire: op(.activate(byIndexZero))))
+
+        pairs += [
+            Pair(name: "update title only", core: .update(TabUpdate(tabId: "t1", title: "New")),
+                 wire: update("t1", title: "New")),
+            Pair(name: "update url only", core: .update(TabUpdate(tabId: "t1", url: "https://x.test/")),
+                 wire: update("t1", url: "https://x.test/")),
+            Pair(name: "update icon only", core: .update(TabUpdate(tabId: "t1", icon: "★")),
+                 wire: update("t1", icon: "★")),
+            Pair(name: "update badge only", core: .update(TabUpdate(tabId: "t1", badge: "99+")),
+                 wire: update("t1", badge: "99+")),
+            Pair(name: "update locked true only", core: .update(TabUpdate(tabId: "t1", locked: true)),
+                 wire: update("t1", locked: true)),
+            Pair(name: "update locked false only", core: .update(TabUpdate(tabId: "t1", locked: false)),
+                 wire: update("t1", locked: false)),
+            Pair(name: "update clears url, icon, badge",
+                 core: .update(TabUpdate(tabId: "t1", url: "", icon: "", badge: "")),
+                 wire: update("t1", url: "", icon: "", badge: "")),
+            Pair(name: "update empty title", core: .update(TabUpdate(tabId: "t1", title: "")),
+                 wire: update("t1", title: "")),
+            Pair(name: "update every field",
+                 core: .update(TabUpdate(tabId: "t1", title: "T", url: "u", icon: "i", badge: "b", locked: true)),
+                 wire: update("t1", title: "T", url: "u", icon: "i", badge: "b", locked: true)),
+            Pair(name: "update no field", core: .update(TabUpdate(tabId: "t1")), wire: update("t1")),
+        ]
+
+        var editableOn = Tabsync_V1_SetEditable()
+        editableOn.editable = true
+        pairs.append(Pair(name: "setEditable true", core: .setEditable(true), wire: op(.setEditable(editableOn))))
+        pairs.append(Pair(name: "setEditable false", core: .setEditable(false),
+                          wire: op(.setEditable(Tabsync_V1_SetEditable()))))
+
+        var replace = Tabsync_V1_Replace()
+        replace.tabs = [wireFullTab, wirePlainTab]
+        pairs.append(Pair(name: "replace", core: .replace(tabs: [fullTab, plainTab]), wire: op(.replace(replace))))
+        pairs.append(Pair(name: "replace with nothing", core: .replace(tabs: []),
+                          wire: op(.replace(Tabsync_V1_Replace()))))
+
+        var rekey = Tabsync_V1_Rekey()
+        var k1 = Tabsync_V1_TabKey()
+        k1.tabID = "t1"
+        k1.key = "a0"
+        var k2 = Tabsync_V1_TabKey()
+        k2.tabID = "t2"
+        k2.key = "a1"
+        rekey.keys = [k1, k2]
+        pairs.append(Pair(name: "rekey",
+                          core: .rekey(keys: [TabKey(tabId: "t1", key: "a0"), TabKey(tabId: "t2", key: "a1")]),
+                          wire: op(.rekey(rekey))))
+        return pairs
+    }()
+}
+
