@@ -49,6 +49,7 @@ let package = Package(
             dependencies: [
                 "TabsyncCore", "TabsyncProto", "TabsyncStore", "CLibwebsockets",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),
