@@ -372,3 +372,14 @@ public final class SQLiteStore: WorkspaceStore {
         }
     }
 }
+
+extension SQLiteStore {
+    /// Runs raw SQL on the store's connection and returns the first column of the first row, if
+    /// any. For tests only (e.g. `PRAGMA max_page_count` to simulate a full disk, reading pragmas).
+    func rawQueryForTesting(_ sql: String) throws(SQLiteError) -> String? {
+        try connection.withLock { (db: inout SQLiteConnection?) throws(SQLiteError) -> String? in
+            guard let db else { throw SQLiteError(code: SQLITE_MISUSE, message: "closed", context: sql) }
+            return try db.scalarText(sql)
+        }
+    }
+}
