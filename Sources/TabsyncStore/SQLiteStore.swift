@@ -109,6 +109,7 @@ public final class SQLiteStore: WorkspaceStore {
         do throws(SQLiteError) {
             if !db.isReadOnly {
                 _ = try db.scalarText("PRAGMA journal_mode = WAL")
+                db.persistWAL()
                 try migrate(db, from: version, newEpoch: Self.randomEpoch())
             } else if version < schemaVersion {
                 throw SQLiteError(
@@ -139,7 +140,7 @@ public final class SQLiteStore: WorkspaceStore {
 
     /// True when the store can only read (it was opened on a read-only file or directory).
     public var isReadOnly: Bool {
-        connection.withLock { $0?.isReadOnly ?? true }
+        connection.withLock { $0.map { !$0.isOpen || $0.isReadOnly } ?? true }
     }
 
     // MARK: - WorkspaceStore
@@ -151,14 +152,18 @@ public final class SQLiteStore: WorkspaceStore {
     public func commit(_ batch: CommitBatch) throws(StoreError) {
         try connection.withLock { (db: inout SQLiteConnection?) throws(StoreError) in
             guard let current = db else { throw StoreError.writeFailed("store \(path) is closed") }
-            // A connection opened on a read-only file stays read-only: try again, writes may be back.
-            if current.isReadOnly, let reopened = try? Self.openConnection(path: path, options: options),
-                !reopened.isReadOnly
-            {
+            // A connection opened on a read-only file stays read-only: reopen, writes may be back.
+            // The old one closes first: connections of one process share the file's lock and -shm state.
+            if current.isReadOnly {
                 current.close()
-                db = reopened
+                var reopen = options
+                reopen.verifyAtOpen = false
+                db = try? Self.openConnection(path: path, options: reopen)
             }
-            try self.commit(batch, db!)
+            guard let writable = db, !writable.isReadOnly else {
+                throw StoreError.writeFailed("store \(path) is read-only")
+            }
+            try self.commit(batch, writable)
         }
     }
 

@@ -33,16 +33,26 @@ final class SQLiteConnection {
 
     deinit { close() }
 
-    /// Finalizes the cached statements and closes the connection. Idempotent.
+    /// Checkpoints a WAL database (when writable), finalizes the cached statements and closes the
+    /// connection. Idempotent.
     func close() {
         for statement in cache.values { statement.finalize() }
         cache = [:]
+        // Leave an empty -wal behind (it persists, see persistWAL): everything is in the main file.
+        if let db, !isReadOnly { sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil) }
         if let db { sqlite3_close_v2(db) }
         db = nil
     }
 
     /// True while the connection is open.
     var isOpen: Bool { db != nil }
+
+    /// Keeps the `-wal` and `-shm` files when the last connection closes (SQLITE_FCNTL_PERSIST_WAL),
+    /// so the database can still be opened read-only later from a directory that became read-only.
+    func persistWAL() {
+        var on: Int32 = 1
+        sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
+    }
 
     /// True when the main database was opened read-only (the file or its directory is not writable).
     var isReadOnly: Bool { sqlite3_db_readonly(db, "main") == 1 }
