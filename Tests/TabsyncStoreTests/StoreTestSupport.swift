@@ -26,8 +26,9 @@ struct Driver {
 
     @discardableResult
     mutating func submit(_ workspaceId: String, _ clientId: String, _ seq: UInt64, _ op: TabsyncCore.Operation) -> Sequencer.Outcome {
-        var sequencer = sequencer(workspaceId)
-        let outcome = sequencer.submit(clientId: clientId, seq: seq, baseVersion: 0, op: op)
+        if sequencers[workspaceId] == nil { sequencers[workspaceId] = sequencer(workspaceId) }
+        // Mutated in place: a copy would duplicate the whole log on every submit.
+        let outcome = sequencers[workspaceId]!.submit(clientId: clientId, seq: seq, baseVersion: 0, op: op)
         switch outcome {
         case .applied(let ops):
             records.append(CommitRecord(workspaceId: workspaceId, clientId: clientId, seq: seq, outcome: .applied(ops)))
@@ -36,7 +37,6 @@ struct Driver {
         default:
             break
         }
-        sequencers[workspaceId] = sequencer
         return outcome
     }
 
