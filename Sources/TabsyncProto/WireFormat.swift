@@ -42,6 +42,11 @@ public enum WireFormat: String, Sendable, CaseIterable, Hashable {
         /// What swift-protobuf reported, for logs.
         public var reason: String
 
+        public init(format: WireFormat, reason: String) {
+            self.format = format
+            self.reason = reason
+        }
+
         /// The WebSocket close code for an undecodable frame: 1007 (invalid frame payload data).
         public var closeCode: UInt16 { 1007 }
 
