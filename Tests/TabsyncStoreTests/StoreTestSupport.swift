@@ -120,7 +120,7 @@ final class TmpfsMount {
     }
 
     deinit {
-        _ = Self.run("/bin/umount", [path])
+        _ = Self.run("/bin/umount", ["-l", path])  // lazy: never leaves a mount behind a failed test
         try? FileManager.default.removeItem(atPath: path)
     }
 
