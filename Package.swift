@@ -21,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        // Test only: parses docker-compose.yml in TabsyncServerTests.
+        .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
     ],
     targets: [
         // Pure model, operations, validation, ordering rules and position keys. Standard library only.
@@ -36,7 +38,14 @@ let package = Package(
                        providers: [.apt(["libwebsockets-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // Durable storage behind the store protocol.
-        .target(name: "TabsyncStore", dependencies: ["TabsyncCore", "CSQLite"], swiftSettings: swiftSettings),
+        .target(
+            name: "TabsyncStore",
+            dependencies: [
+                "TabsyncCore", "TabsyncProto", "CSQLite",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // WebSocket + HTTP server on libwebsockets.
         .target(
             name: "TabsyncServer",
@@ -65,6 +74,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The terminal client's pure layout, rendering and key decoding, plus a small termios/ANSI layer.
+        .target(name: "TabsyncTerminal", dependencies: ["TabsyncCore"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "tabsync-server",
             dependencies: ["TabsyncServer", .product(name: "ArgumentParser", package: "swift-argument-parser")],
@@ -73,7 +84,8 @@ let package = Package(
         .executableTarget(
             name: "tabsync",
             dependencies: [
-                "TabsyncClient", "TabsyncBench", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "TabsyncClient", "TabsyncTerminal", "TabsyncBench",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -90,6 +102,7 @@ let package = Package(
                 "TabsyncServer", "TabsyncStore", "TabsyncProto", "TabsyncCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -112,6 +125,16 @@ let package = Package(
         .testTarget(
             name: "TabsyncProtoTests",
             dependencies: ["TabsyncProto", "TabsyncCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncStoreTests",
+            dependencies: ["TabsyncStore", "TabsyncCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncTerminalTests",
+            dependencies: ["TabsyncTerminal", "TabsyncCore"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -42,6 +42,7 @@ final class RawWebSocket {
 
     let fd: Int32
     private var buffer: [UInt8] = []
+    private var chunk = [UInt8](repeating: 0, count: 65536)
     /// When true (default), pings are answered with pongs while reading.
     var answersPings = true
 
@@ -227,12 +228,11 @@ final class RawWebSocket {
         if masked { throw Failure.protocolViolation("server frame is masked") }
         try fill(header + length, deadline: deadline)
         let payload = Array(buffer[header..<(header + length)])
-        buffer.removeFirst(header + length)
+        buffer.removeSubrange(0..<(header + length))
         return (fin, opcode, payload)
     }
 
     private func fill(_ count: Int, deadline: Date) throws {
-        var chunk = [UInt8](repeating: 0, count: 65536)
         while buffer.count < count {
             let remaining = deadline.timeIntervalSinceNow
             guard remaining > 0 else { throw Failure.timeout("\(count) bytes") }
@@ -241,7 +241,7 @@ final class RawWebSocket {
             if ready == 0 { continue }
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n <= 0 { throw Failure.closedByPeer }
-            buffer += chunk[0..<n]
+            buffer.append(contentsOf: chunk[0..<n])
         }
     }
 

@@ -233,8 +233,9 @@ struct ServerBadInputTests {
             }
             if message { applied += 1 } else { rateLimited += 1 }
         }
-        #expect(applied == 5)
-        #expect(rateLimited == 15)
+        // 5 tokens at the start, plus whatever refilled while the burst was in flight.
+        #expect(applied >= 5 && applied <= 7)
+        #expect(rateLimited == 20 - applied)
         // Keep hammering for over a second: closed 1008.
         var closed: UInt16?
         let deadline = Date().addingTimeInterval(4)
@@ -252,7 +253,7 @@ struct ServerBadInputTests {
             }
         }
         #expect(closed == 1008)
-        #expect(try server.metric(#"tabsync_ops_rejected_total{code="RATE_LIMITED"}"#) >= 15)
+        #expect(try server.metric(#"tabsync_ops_rejected_total{code="RATE_LIMITED"}"#) >= 13)
         try Self.expectIntact(server, version: 3 + UInt64(try server.snapshot("bad")!.version - 3))
     }
 
@@ -262,7 +263,7 @@ struct ServerBadInputTests {
             $0.limits.maxOpsPerSecond = 100_000
         }
         defer { server.stop() }
-        let writer = try seed(server, workspace: "bad")
+        let writer = try seed(server, workspace: "bad", format: .proto)
         let slow = try TestClient(port: server.port, format: .json, receiveBuffer: 4096)
         try slow.send(Tabsync_V1_ClientMessage(hello: Tabsync_V1_Hello(workspace: "bad", clientId: "slow")))
         let (fast, _) = try TestClient.joined(port: server.port, workspace: "bad", clientId: "fast", format: .proto)
@@ -282,7 +283,7 @@ struct ServerBadInputTests {
                 received += 1
             }
         }
-        print("slow-reader test: \(sent) ops before the close")
+        print("slow-reader test: \(sent) ops before the close; server latency sum \(try server.metric("tabsync_op_latency_seconds_sum")) s")
         #expect(try server.metric("tabsync_slow_consumer_closes_total") == 1)
         // The fast reader keeps full speed after the close.
         for _ in 0..<100 {
