@@ -17,8 +17,8 @@ struct BenchRandom: RandomNumberGenerator {
 /// submissions and answers (it is the workspace's only writer).
 ///
 /// Invariants: `live` holds tabs whose add was acknowledged and whose remove was not yet submitted;
-/// `live.count + pendingAdds` never goes over `maxTabs` through ops made here, so every workspace
-/// stays between `minTabs` and `maxTabs` once filled.
+/// `live.count + pendingAdds` goes over `maxTabs` only while no tab is acknowledged (acks lagging
+/// by seconds), so a workspace stays between `minTabs` and `maxTabs` once filled.
 struct WorkspaceModel {
     static let minTabs = 20
     static let maxTabs = 200
@@ -53,9 +53,13 @@ struct WorkspaceModel {
             if roll < weight { kind = candidate; break }
             roll -= weight
         }
-        if count < Self.minTabs || live.isEmpty { kind = .add }
+        if count < Self.minTabs { kind = .add }
         if kind == .add && count >= Self.maxTabs { kind = .remove }
-        if kind == .remove && count <= Self.minTabs { kind = live.isEmpty ? .add : .move }
+        if kind == .remove && count <= Self.minTabs { kind = .move }
+        // No acknowledged tab to name (every add still in flight, when acks lag by seconds): only an
+        // add can be made, even past `maxTabs` (the server's own tab limit then refuses it, and the
+        // refusal is counted).
+        if live.isEmpty { kind = .add }
 
         switch kind {
         case .add:
