@@ -188,9 +188,6 @@ extension LoopCore {
 
     /// The current attempt ended: ask the owner what next and do it.
     private func ended(_ connection: LoopConnection, _ ending: ConnectionEnding) {
-        if connection.phase == .open || connection.receivedSomething {
-            if connection.receivedSomething { connection.attempt = 0 }
-        }
         connection.resetSocketState()
         connection.phase = .waiting
         let next = connection.owner.loopClosed(ending)

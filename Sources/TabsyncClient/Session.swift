@@ -111,6 +111,11 @@ struct Session {
         closing = true
     }
 
+    /// The next connection starts at once (no back-off); the caller then reconnects.
+    mutating func requestReconnect() {
+        reconnectNow = true
+    }
+
     /// Asks for a snapshot at the next connection; the caller then reconnects.
     mutating func requestResync(reason: String) {
         wantSnapshot = true
