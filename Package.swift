@@ -55,6 +55,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The terminal client's pure layout, rendering and key decoding, plus a small termios/ANSI layer.
+        .target(name: "TabsyncTerminal", dependencies: ["TabsyncCore"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "tabsync-server",
             dependencies: ["TabsyncServer", .product(name: "ArgumentParser", package: "swift-argument-parser")],
@@ -62,7 +64,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "tabsync",
-            dependencies: ["TabsyncClient", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "TabsyncClient", "TabsyncTerminal",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: swiftSettings
         ),
 
@@ -92,6 +97,11 @@ let package = Package(
         .testTarget(
             name: "TabsyncProtoTests",
             dependencies: ["TabsyncProto", "TabsyncCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncTerminalTests",
+            dependencies: ["TabsyncTerminal", "TabsyncCore"],
             swiftSettings: swiftSettings
         ),
     ]

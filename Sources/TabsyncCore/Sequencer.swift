@@ -79,6 +79,7 @@ public struct Sequencer: Sendable {
         } catch {
             answers[ClientSeq(clientId: clientId, seq: seq)] = .rejected(seq: seq, error)
             rejectedSinceTrim.append(ClientSeq(clientId: clientId, seq: seq))
+            trimRejectionsIfNeeded()
             return .rejected(error)
         }
     }
@@ -136,11 +137,16 @@ public struct Sequencer: Sendable {
         log.removeFirst(drop)
         let oldest = log.first?.version ?? workspace.version
         rekeys.removeAll { $0.version < oldest }
-        // Rejections are answered while the log window lasts: drop those older than a window's worth.
-        if rejectedSinceTrim.count > retention {
-            for k in rejectedSinceTrim.prefix(rejectedSinceTrim.count - retention) { answers[k] = nil }
-            rejectedSinceTrim.removeFirst(rejectedSinceTrim.count - retention)
-        }
+    }
+
+    /// Rejections are answered while the log window lasts: keeps the answers of the last
+    /// `logRetention` of them, trimming in chunks whether or not ops are being applied.
+    private mutating func trimRejectionsIfNeeded() {
+        let retention = max(limits.logRetention, 1)
+        guard rejectedSinceTrim.count >= retention + max(retention / 4, 1) else { return }
+        let drop = rejectedSinceTrim.count - retention
+        for k in rejectedSinceTrim.prefix(drop) { answers[k] = nil }
+        rejectedSinceTrim.removeFirst(drop)
     }
 
     // MARK: - op keys
