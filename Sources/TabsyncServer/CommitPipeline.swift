@@ -1,5 +1,6 @@
 import Dispatch
 import TabsyncCore
+import TabsyncProto
 import TabsyncStore
 
 /// Group commit: what the loop has applied in memory but not yet acknowledged, batched for the
@@ -20,10 +21,12 @@ struct CommitPipeline {
         case reject(workspaceId: String, session: Int, seq: UInt64, error: OpError)
         /// A repeated answer to a resubmitted seq, to the submitter only.
         case answer(workspaceId: String, session: Int, answer: Sequencer.Answer)
+        /// A session's `Welcome`, made from the live state: it joins the broadcasts once it is out.
+        case welcome(workspaceId: String, session: Int, welcome: Tabsync_V1_Welcome)
 
         var workspaceId: String {
             switch self {
-            case .broadcast(let id, _, _, _), .reject(let id, _, _, _), .answer(let id, _, _): id
+            case .broadcast(let id, _, _, _), .reject(let id, _, _, _), .answer(let id, _, _), .welcome(let id, _, _): id
             }
         }
     }
@@ -32,9 +35,9 @@ struct CommitPipeline {
         var id: UInt64
         var recordCount: Int
         var effects: [Effect]
-        /// Each touched workspace's sequencer as of the end of this batch (its durable state once
-        /// the commit succeeds).
-        var sequencers: [String: Sequencer]
+        /// Each touched workspace as of the end of this batch (its durable state once the commit
+        /// succeeds).
+        var workspaces: [String: Workspace]
     }
 
     var pendingRecords: [CommitRecord] = []
@@ -53,6 +56,6 @@ struct CommitPipeline {
 
     /// True when `workspaceId` has records pending or in flight.
     func isBusy(_ workspaceId: String) -> Bool {
-        pendingWorkspaces.contains(workspaceId) || (inFlight?.sequencers[workspaceId] != nil)
+        pendingWorkspaces.contains(workspaceId) || (inFlight?.workspaces[workspaceId] != nil)
     }
 }

@@ -5,22 +5,30 @@ import TabsyncProto
 import TabsyncStore
 
 /// A loaded workspace: its sequencer and sessions. Event loop thread only.
+///
+/// `live` runs ahead of the store: it includes ops whose commit has not returned yet. Nothing of
+/// `live` reaches anyone before it is durable: `Applied`, `Rejected` and `Welcome` are effects of
+/// the commit pipeline, released in order once every record before them is stored. A failed commit
+/// reloads the workspace from the store (`reloading`), which is the stored state by definition.
 final class WorkspaceHub {
     let id: String
     /// Includes ops applied but not yet durable.
     var live: Sequencer
-    /// As of the last successful commit: what `Welcome` and HTTP show, and what a failed commit
-    /// restores `live` to.
-    var durable: Sequencer
-    /// Joined sessions, by id.
+    /// The workspace as of its last successful commit (what HTTP shows).
+    var durable: Workspace
+    /// Sessions whose `Welcome` went out: they receive every broadcast from then on.
     var sessions: Set<Int> = []
+    /// Sessions whose `Welcome` waits in the commit pipeline.
+    var welcoming: Set<Int> = []
+    /// A commit failed; the workspace is being read back from the store.
+    var reloading = false
     var presenceDirty = false
     var lastPresenceAt: ContinuousClock.Instant?
 
     init(id: String, sequencer: Sequencer) {
         self.id = id
         live = sequencer
-        durable = sequencer
+        durable = sequencer.workspace
     }
 }
 
@@ -117,27 +125,35 @@ extension Server.Loop {
         return nil
     }
 
-    /// Sends `Welcome` (a snapshot, or the missed ops when resuming) from the durable state, then
-    /// handles what the session sent while waiting.
+    /// Queues `Welcome` (a snapshot, or the missed ops when resuming) as of the live state; it goes
+    /// out once everything before it is durable, and the session joins the broadcasts then.
     private func join(_ session: Session, to hub: WorkspaceHub) {
-        guard case .loading(let hello) = session.phase else { return }
-        session.phase = .joined(hello)
-        hub.sessions.insert(session.id)
-        hub.presenceDirty = true
-        let durable = hub.durable
-        let lastSeq = durable.lastSeq(of: hello.clientId)
-        var welcome: Tabsync_V1_Welcome
-        if hello.lastVersion > 0, hello.epoch == durable.workspace.epoch,
-           let missed = durable.missed(after: hello.lastVersion), missed.count <= limits.maxResumeOps {
+        guard case .loading(let hello) = session.phase, !hub.reloading, !hub.welcoming.contains(session.id) else { return }
+        hub.welcoming.insert(session.id)
+        let state = hub.live
+        let lastSeq = state.lastSeq(of: hello.clientId)
+        let welcome: Tabsync_V1_Welcome
+        if hello.lastVersion > 0, hello.epoch == state.workspace.epoch,
+           let missed = state.missed(after: hello.lastVersion), missed.count <= limits.maxResumeOps {
             welcome = Tabsync_V1_Welcome(
                 sessionId: String(session.id), clientId: hello.clientId, lastSeq: lastSeq, limits: limits,
-                epoch: durable.workspace.epoch, missed: missed)
+                epoch: state.workspace.epoch, missed: missed)
         } else {
             welcome = Tabsync_V1_Welcome(
                 sessionId: String(session.id), clientId: hello.clientId, lastSeq: lastSeq, limits: limits,
-                snapshot: durable.workspace)
+                snapshot: state.workspace)
         }
+        enqueue(nil, effect: .welcome(workspaceId: hub.id, session: session.id, welcome: welcome))
+    }
+
+    /// The Welcome is out: the session receives broadcasts and its early messages are handled.
+    private func welcomed(_ session: Session, _ welcome: Tabsync_V1_Welcome, hub: WorkspaceHub) {
+        hub.welcoming.remove(session.id)
+        guard case .loading(let hello) = session.phase, session.closing == nil else { return }
+        session.phase = .joined(hello)
         send(Tabsync_V1_ServerMessage(welcome: welcome), to: session)
+        hub.sessions.insert(session.id)
+        hub.presenceDirty = true
         let deferred = session.deferred
         session.deferred = []
         for message in deferred { handle(message, from: session) }
@@ -146,6 +162,10 @@ extension Server.Loop {
     private func submit(_ submit: Tabsync_V1_Submit, from session: Session, hello: Session.Hello) {
         guard case .loaded(let hub) = workspaces[hello.workspaceId] else { return }
         let now = clock.now
+        if hub.reloading {
+            reject(session, seq: submit.seq, code: .unavailable, message: "the store failed; the workspace is reloading")
+            return
+        }
         if case .draining = shutdown {
             reject(session, seq: submit.seq, code: .unavailable, message: "the server is shutting down")
             return
@@ -223,17 +243,15 @@ extension Server.Loop {
             for effect in effects { release(effect) }
             return
         }
-        var sequencers: [String: Sequencer] = [:]
         var snapshots: [String: Workspace] = [:]
         for id in commits.pendingWorkspaces {
             guard case .loaded(let hub) = workspaces[id] else { continue }
-            sequencers[id] = hub.live
             snapshots[id] = hub.live.workspace
         }
         let batch = CommitBatch(records: commits.pendingRecords, workspaces: snapshots, logRetention: limits.logRetention)
         let id = commits.makeBatchId()
         commits.inFlight = CommitPipeline.InFlight(
-            id: id, recordCount: batch.records.count, effects: commits.pendingEffects, sequencers: sequencers)
+            id: id, recordCount: batch.records.count, effects: commits.pendingEffects, workspaces: snapshots)
         commits.pendingRecords = []
         commits.pendingEffects = []
         commits.pendingWorkspaces = []
@@ -254,25 +272,27 @@ extension Server.Loop {
         metrics.commitBatchOps.observe(Double(flight.recordCount))
         switch result {
         case .success:
-            for (id, sequencer) in flight.sequencers {
-                if case .loaded(let hub) = workspaces[id] { hub.durable = sequencer }
+            for (id, workspace) in flight.workspaces {
+                if case .loaded(let hub) = workspaces[id] { hub.durable = workspace }
             }
             for effect in flight.effects { release(effect) }
         case .failure(let error):
             logger.error("store commit failed", metadata: ["error": "\(error)", "records": "\(flight.recordCount)"])
-            // Every op of the touched workspaces since their last durable state is undone and refused.
-            let failed = Set(flight.sequencers.keys)
-            for id in failed {
-                if case .loaded(let hub) = workspaces[id] { hub.live = hub.durable }
-            }
-            var dropped = flight.effects
+            // Every op of the touched workspaces since their last durable state is refused, and
+            // each is read back from the store. Effects of other workspaces are released: their
+            // records (none in this batch) are durable.
+            let failed = Set(flight.workspaces.keys)
+            var dropped = flight.effects.filter { failed.contains($0.workspaceId) }
+            let unaffected = flight.effects.filter { !failed.contains($0.workspaceId) }
             dropped += commits.pendingEffects.filter { failed.contains($0.workspaceId) }
             commits.pendingEffects.removeAll { failed.contains($0.workspaceId) }
             commits.pendingRecords.removeAll { failed.contains($0.workspaceId) }
             commits.pendingWorkspaces.subtract(failed)
+            for id in failed { reload(id) }
             for effect in dropped { refuseUnavailable(effect, error) }
+            for effect in unaffected { release(effect) }
         }
-        for id in flight.sequencers.keys { unloadIfIdle(id) }
+        for id in flight.workspaces.keys { unloadIfIdle(id) }
         startCommitIfIdle()
         if case .draining = shutdown { continueShutdown(now: clock.now) }
     }
@@ -289,6 +309,13 @@ extension Server.Loop {
             metrics.opsRejected[error.code, default: 0] += 1
             guard let session = sessions[sessionId] else { return }
             send(Tabsync_V1_ServerMessage(rejected: Tabsync_V1_Rejected(seq: seq, error: error)), to: session)
+        case .welcome(let workspaceId, let sessionId, let welcome):
+            guard case .loaded(let hub) = workspaces[workspaceId] else { return }
+            guard let session = sessions[sessionId] else {
+                hub.welcoming.remove(sessionId)
+                return
+            }
+            welcomed(session, welcome, hub: hub)
         case .answer(_, let sessionId, let answer):
             guard let session = sessions[sessionId] else { return }
             switch answer {
@@ -313,6 +340,12 @@ extension Server.Loop {
             target = (session, applied.seq)
         case .answer(_, let session, .rejected(let seq, _)):
             target = (session, seq)
+        case .welcome(let workspaceId, let sessionId, _):
+            if case .loaded(let hub) = workspaces[workspaceId] { hub.welcoming.remove(sessionId) }
+            guard let session = sessions[sessionId] else { return }
+            send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: .unavailable, message: "not stored: \(error)")), to: session)
+            close(session, code: 1013, reason: "store unavailable")
+            return
         }
         guard let session = sessions[target.session] else { return }
         reject(session, seq: target.seq, code: .unavailable, message: "not stored: \(error)")
@@ -351,23 +384,49 @@ extension Server.Loop {
         }
     }
 
+    /// After a failed commit: keeps the hub (its sessions stay) and reads its state back from the store.
+    private func reload(_ id: String) {
+        guard case .loaded(let hub) = workspaces[id], !hub.reloading else { return }
+        hub.reloading = true
+        let store = self.store
+        onStoreThread {
+            do throws(StoreError) {
+                return .loaded(workspaceId: id, .success(try store.load(workspaceId: id)))
+            } catch {
+                return .loaded(workspaceId: id, .failure(error))
+            }
+        }
+    }
+
+    private func sequencer(_ id: String, from stored: StoredWorkspace?) -> Sequencer {
+        stored.map { Sequencer(workspace: $0.workspace, limits: limits, log: $0.log, lastSeqs: $0.lastSeqs) }
+            ?? Sequencer(workspace: Workspace(id: id, epoch: store.epoch), limits: limits)
+    }
+
     func workspaceLoaded(_ id: String, result: Result<StoredWorkspace?, StoreError>) {
-        guard case .loading = workspaces[id] else { return }
         let waiting = sessions.values.filter { session in
             if case .loading(let hello) = session.phase, hello.workspaceId == id, session.closing == nil { return true }
             return false
         }.sorted { $0.id < $1.id }
-        switch result {
-        case .success(let stored):
-            let sequencer = stored.map {
-                Sequencer(workspace: $0.workspace, limits: limits, log: $0.log, lastSeqs: $0.lastSeqs)
-            } ?? Sequencer(workspace: Workspace(id: id, epoch: store.epoch), limits: limits)
-            let hub = WorkspaceHub(id: id, sequencer: sequencer)
+        switch (workspaces[id], result) {
+        case (.loaded(let hub), .success(let stored)) where hub.reloading:
+            hub.live = sequencer(id, from: stored)
+            hub.durable = hub.live.workspace
+            hub.reloading = false
+            logger.info("workspace reloaded after a failed commit", metadata: ["workspace": "\(id)", "version": "\(hub.durable.version)"])
+            for session in waiting { join(session, to: hub) }
+            unloadIfIdle(id)
+        case (.loaded(let hub), .failure) where hub.reloading:
+            // The store cannot even read: try again shortly (the next commit or load retries too).
+            hub.reloading = false
+            reload(id)
+        case (.loading, .success(let stored)):
+            let hub = WorkspaceHub(id: id, sequencer: sequencer(id, from: stored))
             workspaces[id] = .loaded(hub)
             for session in waiting { join(session, to: hub) }
             answerPendingHTTP(for: id, failed: false)
             unloadIfIdle(id)
-        case .failure(let error):
+        case (.loading, .failure(let error)):
             workspaces[id] = nil
             logger.error("store load failed", metadata: ["workspace": "\(id)", "error": "\(error)"])
             for session in waiting {
@@ -375,19 +434,23 @@ extension Server.Loop {
                 close(session, code: 1013, reason: "store unavailable")
             }
             answerPendingHTTP(for: id, failed: true)
+        default:
+            break
         }
     }
 
     /// Drops a workspace from memory when no session is joined and nothing of it is being stored.
     func unloadIfIdle(_ id: String) {
-        guard case .loaded(let hub) = workspaces[id], hub.sessions.isEmpty, !commits.isBusy(id) else { return }
+        guard case .loaded(let hub) = workspaces[id], hub.sessions.isEmpty, hub.welcoming.isEmpty, !hub.reloading,
+              !commits.isBusy(id) else { return }
         workspaces[id] = nil
     }
 
     /// A session went away: leave its workspace (presence changes).
     func sessionLeft(_ session: Session) {
-        guard case .joined(let hello) = session.phase, case .loaded(let hub) = workspaces[hello.workspaceId] else { return }
+        guard let id = session.workspaceId, case .loaded(let hub) = workspaces[id] else { return }
         hub.sessions.remove(session.id)
+        hub.welcoming.remove(session.id)
         hub.presenceDirty = true
         unloadIfIdle(hub.id)
     }

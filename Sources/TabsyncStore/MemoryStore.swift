@@ -35,19 +35,22 @@ public final class MemoryStore: WorkspaceStore {
     public func commit(_ batch: CommitBatch) throws(StoreError) {
         if let error = failure.withLock({ $0 }) { throw error }
         state.withLock { stored in
+            let fresh = { (id: String) in StoredWorkspace(workspace: Workspace(id: id, epoch: self.epoch)) }
             for record in batch.records {
-                var entry = stored[record.workspaceId]
-                    ?? StoredWorkspace(workspace: Workspace(id: record.workspaceId, epoch: epoch))
-                if record.seq > entry.lastSeqs[record.clientId, default: 0] {
-                    entry.lastSeqs[record.clientId] = record.seq
+                // Mutated in place: the log is never copied.
+                if record.seq > stored[record.workspaceId, default: fresh(record.workspaceId)].lastSeqs[record.clientId, default: 0] {
+                    stored[record.workspaceId, default: fresh(record.workspaceId)].lastSeqs[record.clientId] = record.seq
                 }
                 if case .applied(let ops) = record.outcome {
-                    entry.log.append(contentsOf: ops)
-                    if entry.log.count > batch.logRetention {
-                        entry.log.removeFirst(entry.log.count - batch.logRetention)
-                    }
+                    stored[record.workspaceId, default: fresh(record.workspaceId)].log.append(contentsOf: ops)
                 }
-                stored[record.workspaceId] = entry
+            }
+            for id in Set(batch.records.map(\.workspaceId)) {
+                // Trimmed in chunks of a quarter of the retention, so trimming costs O(1) per op.
+                let count = stored[id]?.log.count ?? 0
+                if count > batch.logRetention + max(1, batch.logRetention / 4) {
+                    stored[id]?.log.removeFirst(count - batch.logRetention)
+                }
             }
             for (id, workspace) in batch.workspaces {
                 stored[id, default: StoredWorkspace(workspace: workspace)].workspace = workspace

@@ -30,7 +30,7 @@ public struct StoredWorkspace: Sendable, Equatable {
     /// The last consumed seq per clientId (refused ops included).
     public var lastSeqs: [String: UInt64]
     /// The most recent applied ops, oldest first, contiguous, ending at `workspace.version`
-    /// (at most the retention the store keeps).
+    /// (at least the retention the store keeps when that many exist; a store may keep more).
     public var log: [AppliedOp]
 
     public init(workspace: Workspace, lastSeqs: [String: UInt64] = [:], log: [AppliedOp] = []) {

@@ -42,6 +42,7 @@ final class RawWebSocket {
 
     let fd: Int32
     private var buffer: [UInt8] = []
+    private var chunk = [UInt8](repeating: 0, count: 65536)
     /// When true (default), pings are answered with pongs while reading.
     var answersPings = true
 
@@ -56,6 +57,8 @@ final class RawWebSocket {
         if var size = receiveBuffer.map(Int32.init) {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -225,12 +228,11 @@ final class RawWebSocket {
         if masked { throw Failure.protocolViolation("server frame is masked") }
         try fill(header + length, deadline: deadline)
         let payload = Array(buffer[header..<(header + length)])
-        buffer.removeFirst(header + length)
+        buffer.removeSubrange(0..<(header + length))
         return (fin, opcode, payload)
     }
 
     private func fill(_ count: Int, deadline: Date) throws {
-        var chunk = [UInt8](repeating: 0, count: 65536)
         while buffer.count < count {
             let remaining = deadline.timeIntervalSinceNow
             guard remaining > 0 else { throw Failure.timeout("\(count) bytes") }
@@ -239,7 +241,7 @@ final class RawWebSocket {
             if ready == 0 { continue }
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n <= 0 { throw Failure.closedByPeer }
-            buffer += chunk[0..<n]
+            buffer.append(contentsOf: chunk[0..<n])
         }
     }
 

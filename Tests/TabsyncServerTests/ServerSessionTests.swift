@@ -41,26 +41,41 @@ struct ServerSessionTests {
         defer { server.stop() }
         let (a, _) = try TestClient.joined(port: server.port, workspace: "pair", clientId: "a", format: formats.0)
         let (b, _) = try TestClient.joined(port: server.port, workspace: "pair", clientId: "b", format: formats.1)
-        // Interleaved, concurrent submissions of several kinds.
-        try a.submit(.add(tab: .named("a1"), place: .end, activate: true))
+        for id in ["a1", "a2", "a3"] { try a.submit(.add(tab: .named(id), place: .end, activate: id == "a1")) }
+        for _ in 0..<3 {
+            _ = try a.nextApplied()
+            _ = try b.nextApplied()
+        }
+        // Interleaved, concurrent submissions of several kinds, none of which can fail in any order.
+        try a.submit(.move(tabId: "a1", place: .index(0)))
         try b.submit(.add(tab: .named("b1"), place: .index(0), activate: false))
-        try a.submit(.add(tab: .named("a2"), place: .end, activate: false))
-        try b.submit(.move(tabId: "a1", place: .index(0)))
-        try a.submit(.activate(.index(2)))
-        try b.submit(.update(TabUpdate(tabId: "a2", title: "two", badge: "9")))
-        try a.submit(.open(tab: .named("b1"), place: .end))
-        try b.submit(.remove(tabId: "a1"))
-        try a.submit(.add(tab: .named("a3"), place: .end, activate: false))
-        let seenByA = try (0..<9).map { _ in try a.nextApplied() }
+        try a.submit(.add(tab: .named("a4"), place: .end, activate: false))
+        try b.submit(.move(tabId: "a3", place: .end))
+        try a.submit(.activate(.tabId("a2")))
+        try b.submit(.update(TabUpdate(tabId: "a1", title: "one", badge: "9")))
+        try a.submit(.update(TabUpdate(tabId: "a3", url: "https://example.com")))
+        try b.submit(.open(tab: .named("b2"), place: .index(1)))
+        try a.submit(.activate(.index(0)))
+        let seenByA = try (0..<9).map { i in
+            try a.next { message -> AppliedOp? in
+                if case .rejected(let r) = message { Issue.record("op \(i): rejected \(r)") }
+                if case .applied(let x) = message { return try? AppliedOp(x) }
+                return nil
+            }
+        }
         let seenByB = try (0..<9).map { _ in try b.nextApplied() }
         #expect(seenByA == seenByB)
-        #expect(seenByA.map(\.version) == Array(1...9))
-        var replica = Workspace(id: "pair")
+        #expect(seenByA.map(\.version) == Array(4...12))
+        var replica = try #require(try server.snapshot("pair").map { _ in Workspace(id: "pair") })
+        for op in try (1...3).map({ v in try #require(server.store.load(workspaceId: "pair")?.log.first { $0.version == v }) }) {
+            try replica.apply(applied: op)
+        }
         for applied in seenByA { try replica.apply(applied: applied) }
         let snapshot = try #require(try server.snapshot("pair"))
         #expect(replica.tabs == snapshot.tabs)
         #expect(seenByA.last?.activeTabId == snapshot.activeTabId)
-        #expect(snapshot.version == 9)
+        #expect(snapshot.version == 12)
+        #expect(snapshot.tabs.count == 6)
     }
 
     @Test func aResubmittedSeqIsAnsweredAgainAndNeverAppliedTwice() throws {

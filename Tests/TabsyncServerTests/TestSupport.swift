@@ -16,8 +16,12 @@ final class TestServer {
     init(configure: (inout Server.Configuration) -> Void = { _ in }, store: MemoryStore = MemoryStore()) throws {
         var configuration = Server.Configuration(host: "127.0.0.1", port: 0)
         configure(&configuration)
-        var logger = Logger(label: "test.server") { _ in SwiftLogNoOpLogHandler() }
-        logger.logLevel = .critical
+        // TABSYNC_TEST_LOG=debug (or another level) shows the server's log on stderr.
+        let level = ProcessInfo.processInfo.environment["TABSYNC_TEST_LOG"].flatMap(Logger.Level.init(rawValue:))
+        var logger = Logger(label: "test.server") { label in
+            level == nil ? SwiftLogNoOpLogHandler() as any LogHandler : StreamLogHandler.standardError(label: label)
+        }
+        logger.logLevel = level ?? .critical
         self.store = store
         server = Server(configuration: configuration, store: store, logger: logger)
         port = try server.start()
@@ -146,8 +150,8 @@ extension Tab {
 }
 
 /// A workspace with tabs t1..tN added by one client, each acknowledged; returns the client.
-func seed(_ server: TestServer, workspace: String, tabs: Int = 3) throws -> TestClient {
-    let (client, _) = try TestClient.joined(port: server.port, workspace: workspace, clientId: "seeder")
+func seed(_ server: TestServer, workspace: String, tabs: Int = 3, format: WireFormat = .json) throws -> TestClient {
+    let (client, _) = try TestClient.joined(port: server.port, workspace: workspace, clientId: "seeder", format: format)
     for i in 1...tabs { try client.submit(.add(tab: .named("t\(i)"), place: .end, activate: i == 1)) }
     for _ in 1...tabs { _ = try client.nextApplied() }
     return client

@@ -1,0 +1,38 @@
+# tabsync-server in a container: built in release with the Swift toolchain image, run as a
+# non-root user on Debian 12 with only the C libraries it links (libwebsockets, SQLite).
+#   docker build -t tabsync-server .
+#   docker run -p 7070:7070 -v tabsync-data:/var/lib/tabsync/data tabsync-server
+
+FROM swift:6.3-bookworm AS build
+RUN export DEBIAN_FRONTEND=noninteractive \
+    && apt-get update -q \
+    && apt-get install -y -q --no-install-recommends libwebsockets-dev libsqlite3-dev libssl-dev pkg-config \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /build
+COPY Package.swift ./
+COPY proto ./proto
+COPY Sources ./Sources
+COPY Tests ./Tests
+RUN swift build -c release --product tabsync-server --static-swift-stdlib \
+    && install -m 0755 "$(swift build -c release --show-bin-path)/tabsync-server" /usr/local/bin/tabsync-server
+
+FROM debian:bookworm-slim
+RUN export DEBIAN_FRONTEND=noninteractive \
+    && apt-get update -q \
+    && apt-get install -y -q --no-install-recommends libwebsockets17 libsqlite3-0 ca-certificates curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --user-group --home-dir /var/lib/tabsync --shell /usr/sbin/nologin tabsync \
+    && mkdir -p /var/lib/tabsync/data \
+    && chown -R tabsync:tabsync /var/lib/tabsync
+COPY --from=build /usr/local/bin/tabsync-server /usr/local/bin/tabsync-server
+USER tabsync
+WORKDIR /var/lib/tabsync
+ENV TABSYNC_HOST=0.0.0.0 \
+    TABSYNC_PORT=7070 \
+    TABSYNC_DATA_DIR=/var/lib/tabsync/data
+EXPOSE 7070
+VOLUME ["/var/lib/tabsync/data"]
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+    CMD curl -fsS http://127.0.0.1:7070/healthz || exit 1
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["tabsync-server"]

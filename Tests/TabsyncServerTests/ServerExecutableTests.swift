@@ -1,0 +1,106 @@
+import Foundation
+import TabsyncProto
+import Testing
+
+/// The `tabsync-server` executable as a child process: flags, environment fallbacks, the
+/// "listening on" line, and SIGTERM with clients attached.
+@Suite("tabsync-server executable", .serialized)
+struct ServerExecutableTests {
+    /// The built executable, next to the test bundle.
+    static var executable: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("tabsync-server")
+    }
+
+    /// A started child process, its stdout/stderr pipes, and the port from its first stdout line.
+    final class Child {
+        let process = Process()
+        let stdout = Pipe()
+        let stderr = Pipe()
+        private(set) var port = 0
+
+        init(arguments: [String], environment: [String: String] = [:]) throws {
+            process.executableURL = ServerExecutableTests.executable
+            process.arguments = arguments
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            process.standardOutput = stdout
+            process.standardError = stderr
+            try process.run()
+        }
+
+        /// Reads stdout until the "listening on ws://HOST:PORT" line.
+        func waitForListening(timeout: Double = 10) throws -> String {
+            let deadline = Date().addingTimeInterval(timeout)
+            var text = ""
+            let fd = stdout.fileHandleForReading.fileDescriptor
+            var byte: UInt8 = 0
+            while Date() < deadline && !text.hasSuffix("\n") {
+                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, 100) > 0 else { continue }
+                guard read(fd, &byte, 1) == 1 else { break }
+                text.append(Character(UnicodeScalar(byte)))
+            }
+            let line = text.trimmingCharacters(in: .newlines)
+            port = Int(line.split(separator: ":").last ?? "") ?? 0
+            return line
+        }
+
+        /// Waits for exit; the status, or nil when still running after `timeout`.
+        func waitForExit(timeout: Double) -> Int32? {
+            let deadline = Date().addingTimeInterval(timeout)
+            while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+            return process.isRunning ? nil : process.terminationStatus
+        }
+
+        func kill() {
+            if process.isRunning { process.terminate() }
+            _ = waitForExit(timeout: 5)
+        }
+    }
+
+    @Test func helpShowsEveryFlagWithItsDefaultAndEnvironmentVariable() throws {
+        let child = try Child(arguments: ["--help"])
+        #expect(child.waitForExit(timeout: 10) == 0)
+        // Wrapped lines joined: whitespace runs become one space.
+        let help = String(decoding: child.stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        for expected in [
+            "--host", "(default: 127.0.0.1)", "TABSYNC_HOST", "--port", "(default: 7070)", "TABSYNC_PORT",
+            "--data-dir", "(default: ./data)", "SQLite store is not built yet", "--memory", "--log-level",
+            "(default: info)", "--max-tabs", "(default: 500)", "--max-frame-bytes", "(default: 1048576)",
+            "--max-ops-per-second", "(default: 100)", "--max-resume-ops", "(default: 1000)", "--log-retention",
+            "(default: 10000)", "--max-send-queue-bytes", "(default: 4194304)", "--max-connections",
+            "(default: 10000)", "--hello-timeout", "(default: 10.0)", "--idle-timeout", "(default: 60.0)",
+            "TABSYNC_MAX_SEND_QUEUE_BYTES", "TABSYNC_IDLE_TIMEOUT",
+        ] {
+            #expect(help.contains(expected), "help lacks \(expected)")
+        }
+    }
+
+    @Test func sigtermClosesClientsWith1001AndExitsZeroWithinFiveSeconds() throws {
+        let child = try Child(arguments: ["--port", "0", "--memory"], environment: ["TABSYNC_MAX_TABS": "7"])
+        defer { child.kill() }
+        let line = try child.waitForListening()
+        #expect(line.hasPrefix("listening on ws://127.0.0.1:"))
+        #expect(child.port > 0)
+        let (a, welcome) = try TestClient.joined(port: child.port, workspace: "sig", clientId: "a")
+        #expect(welcome.limits.maxTabs == 7)  // from the environment
+        let (b, _) = try TestClient.joined(port: child.port, workspace: "sig", clientId: "b", format: .proto)
+        try a.submit(.add(tab: .named("x"), place: .end, activate: true))
+        _ = try a.nextApplied()
+        let started = Date()
+        child.process.terminate()  // SIGTERM
+        #expect(try a.closeCode() == 1001)
+        #expect(try b.closeCode() == 1001)
+        let status = child.waitForExit(timeout: 5)
+        #expect(status == 0)
+        #expect(Date().timeIntervalSince(started) < 5)
+        let log = String(decoding: child.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(log.contains("connection open"))
+        #expect(log.contains("code=1001"))
+    }
+
+    @Test func badFlagsAreRefused() throws {
+        let child = try Child(arguments: ["--port", "70000"])
+        #expect(child.waitForExit(timeout: 10) != 0)
+    }
+}
