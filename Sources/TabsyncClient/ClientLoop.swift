@@ -33,6 +33,10 @@ public final class ClientLoop: Sendable {
         /// lws's log mask (`LLL_*` bits), set when the loop starts; nil leaves it alone. lws logs
         /// process-wide to stderr; the default keeps errors and warnings only.
         public var libraryLogLevel: Int32? = Int32(LLL_ERR) | Int32(LLL_WARN)
+        /// Connection attempts (TCP, TLS, upgrade) in flight at once; more wait their turn, so
+        /// thousands of clients started together do not overflow the server's accept backlog.
+        /// 0 = no limit.
+        public var maxConcurrentConnects = 128
         /// How long `shutdown()` waits for open connections to finish their close handshake.
         public var closeGrace: Duration = .seconds(1)
 
