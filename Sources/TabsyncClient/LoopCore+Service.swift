@@ -155,6 +155,7 @@ extension LoopCore {
     private func connect(_ connection: LoopConnection) {
         connection.resetSocketState()
         connection.attemptTag &+= 1
+        connection.owner.loopConnecting(attempt: connection.attempt)
         if options.maxConcurrentConnects > 0 && connectsInFlight >= options.maxConcurrentConnects {
             // Wait for a slot (phase `.waiting`; the tag voids the entry if anything else happens).
             connection.phase = .waiting
@@ -164,7 +165,6 @@ extension LoopCore {
         connectsInFlight += 1
         connection.holdsConnectSlot = true
         connection.phase = .connecting
-        connection.owner.loopConnecting(attempt: connection.attempt)
         let tag = connection.attemptTag
 
         var info = lws_client_connect_info()
