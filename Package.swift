@@ -37,7 +37,14 @@ let package = Package(
                        providers: [.apt(["libwebsockets-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // Durable storage behind the store protocol.
-        .target(name: "TabsyncStore", dependencies: ["TabsyncCore", "CSQLite"], swiftSettings: swiftSettings),
+        .target(
+            name: "TabsyncStore",
+            dependencies: [
+                "TabsyncCore", "TabsyncProto", "CSQLite",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // WebSocket + HTTP server on libwebsockets.
         .target(
             name: "TabsyncServer",
@@ -100,6 +107,11 @@ let package = Package(
         .testTarget(
             name: "TabsyncProtoTests",
             dependencies: ["TabsyncProto", "TabsyncCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncStoreTests",
+            dependencies: ["TabsyncStore", "TabsyncCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

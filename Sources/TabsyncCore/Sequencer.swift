@@ -39,15 +39,48 @@ public struct Sequencer: Sendable {
         case rejected(seq: UInt64, OpError)
     }
 
-    public init(workspace: Workspace, limits: Limits, log: [AppliedOp] = [], lastSeqs: [String: UInt64] = [:]) {
+    /// A refused seq and its answer, as kept for resubmissions (and by a store across restarts).
+    public struct Rejection: Sendable, Equatable {
+        public var clientId: String
+        public var seq: UInt64
+        public var error: OpError
+
+        public init(clientId: String, seq: UInt64, error: OpError) {
+            self.clientId = clientId
+            self.seq = seq
+            self.error = error
+        }
+    }
+
+    /// Rebuilds the apply path from stored parts: the workspace, the recent log (contiguous, ending at
+    /// the workspace's version), the last consumed seq per client, the refusals still to be answered
+    /// again (oldest first), and the rekeys within the log window (ascending), so that keys computed
+    /// before a rekey are still translated after a restart.
+    public init(
+        workspace: Workspace, limits: Limits, log: [AppliedOp] = [], lastSeqs: [String: UInt64] = [:],
+        rejections: [Rejection] = [], rekeys: [RekeyRecord] = []
+    ) {
         self.workspace = workspace
         self.limits = limits
         self.log = log
         self.lastSeqs = lastSeqs
-        self.rekeys = []
+        self.rekeys = rekeys
         self.answers = [:]
         for applied in log where !applied.clientId.isEmpty {
             answers[ClientSeq(clientId: applied.clientId, seq: applied.seq)] = .applied(applied)
+        }
+        for r in rejections {
+            let key = ClientSeq(clientId: r.clientId, seq: r.seq)
+            answers[key] = .rejected(seq: r.seq, r.error)
+            rejectedSinceTrim.append(key)
+        }
+    }
+
+    /// The refusals still answered again on resubmission, oldest first (for a store to keep).
+    public var rejections: [Rejection] {
+        rejectedSinceTrim.compactMap { key in
+            guard case .rejected(let seq, let error) = answers[key] else { return nil }
+            return Rejection(clientId: key.clientId, seq: seq, error: error)
         }
     }
 

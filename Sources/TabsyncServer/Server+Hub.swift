@@ -80,7 +80,7 @@ extension Server.Loop {
             guard focus.tabID.isEmpty || Validation.isValidTabId(focus.tabID), focus.tabID != hello.focusTabId else { return }
             hello.focusTabId = focus.tabID
             session.phase = .joined(hello)
-            if case .loaded(let hub) = workspaces[hello.workspaceId] { hub.presenceDirty = true }
+            if case .loaded(let hub) = workspaces[hello.workspaceId] { markPresenceDirty(hub) }
         }
     }
 
@@ -96,11 +96,12 @@ extension Server.Loop {
             lastVersion: message.lastVersion, epoch: message.epoch)
         session.phase = .loading(hello)
         switch workspaces[hello.workspaceId] {
-        case .loaded(let hub):
+        case .loaded(let hub) where !hub.reloading:
             join(session, to: hub)
-        case .loading:
-            break
+        case .loaded, .loading:
+            loadWaiters[hello.workspaceId, default: []].append(session.id)
         case nil:
+            loadWaiters[hello.workspaceId, default: []].append(session.id)
             requestLoad(hello.workspaceId)
         }
     }
@@ -153,7 +154,7 @@ extension Server.Loop {
         session.phase = .joined(hello)
         send(Tabsync_V1_ServerMessage(welcome: welcome), to: session)
         hub.sessions.insert(session.id)
-        hub.presenceDirty = true
+        markPresenceDirty(hub)
         let deferred = session.deferred
         session.deferred = []
         for message in deferred { handle(message, from: session) }
@@ -404,10 +405,11 @@ extension Server.Loop {
     }
 
     func workspaceLoaded(_ id: String, result: Result<StoredWorkspace?, StoreError>) {
-        let waiting = sessions.values.filter { session in
-            if case .loading(let hello) = session.phase, hello.workspaceId == id, session.closing == nil { return true }
-            return false
-        }.sorted { $0.id < $1.id }
+        let waiting = (loadWaiters.removeValue(forKey: id) ?? []).compactMap { sessionId -> Session? in
+            guard let session = sessions[sessionId], session.closing == nil,
+                  case .loading(let hello) = session.phase, hello.workspaceId == id else { return nil }
+            return session
+        }
         switch (workspaces[id], result) {
         case (.loaded(let hub), .success(let stored)) where hub.reloading:
             hub.live = sequencer(id, from: stored)
@@ -417,7 +419,8 @@ extension Server.Loop {
             for session in waiting { join(session, to: hub) }
             unloadIfIdle(id)
         case (.loaded(let hub), .failure) where hub.reloading:
-            // The store cannot even read: try again shortly (the next commit or load retries too).
+            // The store cannot even read: try again (sessions keep waiting).
+            loadWaiters[id, default: []] += waiting.map(\.id)
             hub.reloading = false
             reload(id)
         case (.loading, .success(let stored)):
@@ -451,16 +454,28 @@ extension Server.Loop {
         guard let id = session.workspaceId, case .loaded(let hub) = workspaces[id] else { return }
         hub.sessions.remove(session.id)
         hub.welcoming.remove(session.id)
-        hub.presenceDirty = true
+        markPresenceDirty(hub)
         unloadIfIdle(hub.id)
     }
 
     // MARK: presence
 
+    /// Notes that a workspace's peer list changed; the next tick past the interval broadcasts it.
+    func markPresenceDirty(_ hub: WorkspaceHub) {
+        hub.presenceDirty = true
+        presenceDirty.insert(hub.id)
+    }
+
     /// Broadcasts the peer list of each workspace whose presence changed, at most once per interval.
     func flushPresence(now: ContinuousClock.Instant) {
-        for case .loaded(let hub) in workspaces.values where hub.presenceDirty {
+        guard !presenceDirty.isEmpty else { return }
+        for id in presenceDirty {
+            guard case .loaded(let hub) = workspaces[id], hub.presenceDirty else {
+                presenceDirty.remove(id)
+                continue
+            }
             if let last = hub.lastPresenceAt, now - last < configuration.presenceInterval { continue }
+            presenceDirty.remove(id)
             hub.presenceDirty = false
             hub.lastPresenceAt = now
             var peers: [Tabsync_V1_Peer] = []

@@ -18,6 +18,8 @@ extension Server {
         let logger: Logger
         let store: any WorkspaceStore
         let clock = ContinuousClock()
+        /// The event loop thread: the one that created the loop (checked in debug builds).
+        private let ownerThread = pthread_self()
 
         private(set) var context: OpaquePointer?
         /// Set when the loop should stop calling `lws_service`.
@@ -33,6 +35,10 @@ extension Server {
         private var refusedConnectionsLogged: ContinuousClock.Instant?
 
         var workspaces: [String: WorkspaceEntry] = [:]
+        /// Sessions whose Hello waits for a workspace (re)load, by workspace id.
+        var loadWaiters: [String: [Int]] = [:]
+        /// Workspaces whose peer list changed since their last presence broadcast.
+        var presenceDirty: Set<String> = []
         var commits = CommitPipeline()
 
         var shutdown: ShutdownState = .running
@@ -149,6 +155,7 @@ extension Server {
             _ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
             _ input: UnsafeMutableRawPointer?, _ length: Int
         ) -> Int32 {
+            assert(pthread_equal(pthread_self(), ownerThread) != 0, "Server.Loop used off its event loop thread")
             let protocolId = Int(lws_get_protocol(wsi)?.pointee.id ?? 0)
             switch reason {
             case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
@@ -225,6 +232,7 @@ extension Server {
 
         /// Every 50 ms: coalesced presence broadcasts and the shutdown deadline.
         fileprivate func tick() {
+            assert(pthread_equal(pthread_self(), ownerThread) != 0, "Server.Loop used off its event loop thread")
             let now = clock.now
             flushPresence(now: now)
             if case .draining = shutdown { continueShutdown(now: now) }

@@ -112,3 +112,22 @@ import Testing
         #expect(e.code == .invalidArgument)
     }
 }
+
+@Suite struct SequencerRestoreTests {
+    @Test func aRestoredSequencerAnswersRefusalsAgainAndTranslatesThroughStoredRekeys() {
+        var s = Sequencer(workspace: Workspace(id: "w"), limits: .default)
+        _ = s.submit(clientId: "c", seq: 1, baseVersion: 0, op: .add(tab: Tab(id: "a"), place: .end, activate: false))
+        _ = s.submit(clientId: "c", seq: 2, baseVersion: 0, op: .add(tab: Tab(id: "b"), place: .end, activate: false))
+        _ = s.submit(clientId: "c", seq: 3, baseVersion: 0, op: .add(tab: Tab(id: "m"), place: .key("a0V"), activate: false))
+        let between = PositionKey.between("a0V", "a1")
+        _ = s.submit(clientId: "c", seq: 4, baseVersion: 0, op: .add(tab: Tab(id: "y"), place: .key("a0" + String(repeating: "1", count: 68)), activate: false))
+        _ = s.submit(clientId: "c", seq: 5, baseVersion: 0, op: .remove(tabId: "nope"))
+        #expect(s.rejections == [Sequencer.Rejection(clientId: "c", seq: 5, error: .tabGone("nope"))])
+        var restored = Sequencer(
+            workspace: s.workspace, limits: s.limits, log: s.log, lastSeqs: s.lastSeqs,
+            rejections: s.rejections, rekeys: s.rekeys)
+        #expect(restored.submit(clientId: "c", seq: 5, baseVersion: 0, op: .remove(tabId: "nope")) == .answeredAgain(.rejected(seq: 5, .tabGone("nope"))))
+        _ = restored.submit(clientId: "c2", seq: 1, baseVersion: 3, op: .add(tab: Tab(id: "x"), place: .key(between), activate: false))
+        #expect(restored.workspace.tabs.map(\.id) == ["a", "y", "m", "x", "b"])
+    }
+}

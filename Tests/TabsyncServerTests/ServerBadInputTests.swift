@@ -233,8 +233,9 @@ struct ServerBadInputTests {
             }
             if message { applied += 1 } else { rateLimited += 1 }
         }
-        #expect(applied == 5)
-        #expect(rateLimited == 15)
+        // 5 tokens at the start, plus whatever refilled while the burst was in flight.
+        #expect(applied >= 5 && applied <= 7)
+        #expect(rateLimited == 20 - applied)
         // Keep hammering for over a second: closed 1008.
         var closed: UInt16?
         let deadline = Date().addingTimeInterval(4)
@@ -252,7 +253,7 @@ struct ServerBadInputTests {
             }
         }
         #expect(closed == 1008)
-        #expect(try server.metric(#"tabsync_ops_rejected_total{code="RATE_LIMITED"}"#) >= 15)
+        #expect(try server.metric(#"tabsync_ops_rejected_total{code="RATE_LIMITED"}"#) >= 13)
         try Self.expectIntact(server, version: 3 + UInt64(try server.snapshot("bad")!.version - 3))
     }
 

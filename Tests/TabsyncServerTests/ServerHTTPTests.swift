@@ -117,6 +117,23 @@ struct ServerHTTPTests {
         #expect(!table6.contains(":" + portHex + " 00000000000000000000000000000000:0000 0A"))
     }
 
+    @Test func connectionsOverTheCapAreRefusedAtAccept() throws {
+        let server = try TestServer { $0.maxConnections = 2 }
+        defer { server.stop() }
+        let (a, _) = try TestClient.joined(port: server.port, workspace: "cap", clientId: "a")
+        let (b, _) = try TestClient.joined(port: server.port, workspace: "cap", clientId: "b")
+        // The third is accepted by the kernel and closed at once by the server: no answer.
+        #expect(throws: RawWebSocket.Failure.self) {
+            _ = try RawWebSocket.connect(port: server.port, subprotocols: ["tabsync.v1.json"], timeout: 2)
+        }
+        // Once one leaves, a new connection is served again.
+        try b.socket.sendClose()
+        _ = try b.socket.receiveClose()
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(try httpGet(port: server.port, path: "/healthz").status == 200)
+        _ = a
+    }
+
     @Test func resolvesHostsToOneAddress() throws {
         #expect(try Server.resolve("127.0.0.1").isIPv6 == false)
         #expect(try Server.resolve("::1").isIPv6 == true)

@@ -1,4 +1,6 @@
+import Dispatch
 import Foundation
+import TabsyncStore
 import TabsyncCore
 import TabsyncProto
 import Testing
@@ -134,19 +136,23 @@ struct ServerSessionTests {
         #expect(peers.first { $0.clientID == "b" }?.focusTabID == "t9")
     }
 
-    @Test func shutdownClosesEveryClientWith1001() throws {
-        let server = try TestServer()
+    @Test func shutdownFinishesTheCommitInFlightThenClosesEveryClientWith1001() throws {
+        let memory = MemoryStore()
+        let slow = SlowStore(base: memory, delay: 0.5)
+        let server = try TestServer(store: memory, serving: slow)
         let (a, _) = try TestClient.joined(port: server.port, workspace: "s", clientId: "a")
         let (b, _) = try TestClient.joined(port: server.port, workspace: "s", clientId: "b", format: .proto)
         try a.submit(.add(tab: .named("x"), place: .end, activate: true))
+        #expect(slow.commitStarted.wait(timeout: .now() + 5) == .success)  // the op is being stored
         let started = Date()
         server.stop()
         #expect(Date().timeIntervalSince(started) < 5)
         let closeA = try a.socket.receiveClose()
         #expect(closeA.code == 1001)
-        // The op submitted before the shutdown was stored and acknowledged first.
+        // The op being stored when the shutdown began was stored and acknowledged first.
         #expect(closeA.before.contains { if case .text(let t) = $0 { t.hasPrefix(#"{"applied""#) } else { false } })
         #expect(try b.closeCode() == 1001)
+        #expect(try memory.load(workspaceId: "s")?.workspace.version == 1)
         #expect(throws: (any Error).self) { _ = try httpGet(port: server.port, path: "/healthz", timeout: 1) }
     }
 }

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Logging
 import SwiftProtobuf
@@ -13,7 +14,12 @@ final class TestServer {
     let port: Int
     let store: MemoryStore
 
-    init(configure: (inout Server.Configuration) -> Void = { _ in }, store: MemoryStore = MemoryStore()) throws {
+    convenience init(configure: (inout Server.Configuration) -> Void = { _ in }, store: MemoryStore = MemoryStore()) throws {
+        try self.init(configure: configure, store: store, serving: store)
+    }
+
+    /// A server on `serving` (a wrapper of `store`, for tests that need a slow or gated store).
+    init(configure: (inout Server.Configuration) -> Void = { _ in }, store: MemoryStore, serving: any WorkspaceStore) throws {
         var configuration = Server.Configuration(host: "127.0.0.1", port: 0)
         configure(&configuration)
         // TABSYNC_TEST_LOG=debug (or another level) shows the server's log on stderr.
@@ -23,7 +29,7 @@ final class TestServer {
         }
         logger.logLevel = level ?? .critical
         self.store = store
-        server = Server(configuration: configuration, store: store, logger: logger)
+        server = Server(configuration: configuration, store: serving, logger: logger)
         port = try server.start()
     }
 
@@ -56,6 +62,28 @@ final class TestServer {
             return Double(line.dropFirst(series.count + 1)) ?? 0
         }
         return 0
+    }
+}
+
+/// A store whose commits take `delay` each, and which signals when a commit has started.
+final class SlowStore: WorkspaceStore {
+    let base: MemoryStore
+    let delay: Double
+    let commitStarted = DispatchSemaphore(value: 0)
+
+    init(base: MemoryStore, delay: Double) {
+        self.base = base
+        self.delay = delay
+    }
+
+    var epoch: String { base.epoch }
+
+    func load(workspaceId: String) throws(StoreError) -> StoredWorkspace? { try base.load(workspaceId: workspaceId) }
+
+    func commit(_ batch: CommitBatch) throws(StoreError) {
+        commitStarted.signal()
+        Thread.sleep(forTimeInterval: delay)
+        try base.commit(batch)
     }
 }
 

@@ -1,0 +1,114 @@
+import CSQLite
+
+extension SQLiteStore {
+    /// `PRAGMA application_id` of a tabsync store ("TSYN"): tells our files from other SQLite files.
+    public static let applicationId: Int64 = 0x5453_594E
+
+    /// The schema this build writes; `PRAGMA user_version` holds the stored one.
+    public static var schemaVersion: Int64 { Int64(migrations.count) }
+
+    /// Migration `i` takes schema version `i` to `i + 1`. Append only; never edit a shipped one.
+    ///
+    /// Version 1:
+    /// - `meta`: store-wide values (`epoch`).
+    /// - `snapshots`: per workspace, its state at `version` as a `tabsync.v1.Snapshot` (tabs with
+    ///   keys, active tab, editable, epoch).
+    /// - `ops`: the op log, one `Applied` per row (`op` is a `tabsync.v1.Op`), keyed by version.
+    /// - `client_seqs`: the last consumed seq per (workspace, client), with the refusal when that
+    ///   seq was refused (NULL code: it was applied, and its answer is in `ops`).
+    static let migrations: [String] = [
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE snapshots (
+            workspace TEXT PRIMARY KEY,
+            version INTEGER NOT NULL,
+            snapshot BLOB NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE ops (
+            workspace TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            client_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            active_tab_id TEXT NOT NULL,
+            op BLOB NOT NULL,
+            PRIMARY KEY (workspace, version)
+        ) WITHOUT ROWID;
+        CREATE TABLE client_seqs (
+            workspace TEXT NOT NULL,
+            client_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            error_code INTEGER,
+            error_detail TEXT,
+            PRIMARY KEY (workspace, client_id)
+        ) WITHOUT ROWID;
+        """,
+    ]
+
+    /// What an opened file turned out to be.
+    enum FileKind {
+        /// Empty: no tables, no application id. A new store is made in it.
+        case empty
+        /// A tabsync store at this schema version.
+        case tabsync(schemaVersion: Int64)
+    }
+
+    /// Reads the header and schema of the file without writing anything.
+    static func inspect(_ db: SQLiteConnection, verify: Bool) throws(OpenError) -> FileKind {
+        let path = db.path
+        do {
+            // The first read of the header: a file that is not SQLite fails here (SQLITE_NOTADB).
+            let appId = try db.scalar("PRAGMA application_id") ?? 0
+            let version = try db.scalar("PRAGMA user_version") ?? 0
+            let objects = try db.scalar("SELECT count(*) FROM sqlite_master") ?? 0
+            if appId == 0 && version == 0 && objects == 0 { return .empty }
+            guard appId == applicationId else {
+                let tables = try tableNames(db)
+                throw OpenError.foreign(
+                    path: path,
+                    reason: "application_id \(appId) is not tabsync's \(applicationId); tables: "
+                        + (tables.isEmpty ? "none" : tables.joined(separator: ", ")))
+            }
+            guard version <= schemaVersion else {
+                throw OpenError.newerSchema(path: path, found: version, supported: schemaVersion)
+            }
+            if verify, let result = try db.scalarText("PRAGMA quick_check(1)"), result != "ok" {
+                throw OpenError.corrupt(path: path, reason: "quick_check: \(result)")
+            }
+            return .tabsync(schemaVersion: version)
+        } catch let error as OpenError {
+            throw error
+        } catch let error as SQLiteError {
+            if error.isCorrupt { throw .corrupt(path: path, reason: error.message) }
+            throw .cannotOpen(path: path, reason: error.description)
+        } catch {
+            throw .cannotOpen(path: path, reason: "\(error)")
+        }
+    }
+
+    private static func tableNames(_ db: SQLiteConnection) throws(SQLiteError) -> [String] {
+        let statement = try db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        var names: [String] = []
+        while try statement.step() { names.append(statement.text(0)) }
+        return names
+    }
+
+    /// Brings the schema from `from` to ``schemaVersion`` in one transaction; a new store also gets
+    /// its application id and a fresh epoch.
+    static func migrate(_ db: SQLiteConnection, from: Int64, newEpoch: String) throws(SQLiteError) {
+        guard from < schemaVersion else { return }
+        try db.begin()
+        do throws(SQLiteError) {
+            for index in Int(from)..<migrations.count { try db.execute(migrations[index]) }
+            if from == 0 {
+                let insert = try db.prepare("INSERT INTO meta (key, value) VALUES ('epoch', ?)")
+                try insert.bind(.text(newEpoch))
+                try insert.run()
+            }
+            try db.execute("PRAGMA application_id = \(applicationId); PRAGMA user_version = \(schemaVersion)")
+            try db.commit()
+        } catch {
+            db.rollback()
+            throw error
+        }
+    }
+}

@@ -1,0 +1,390 @@
+import CSQLite
+import Foundation
+import Synchronization
+import TabsyncCore
+
+/// A ``WorkspaceStore`` in one SQLite file, in WAL mode: the embedded default.
+///
+/// Guarantees:
+/// - ``commit(_:)`` is one transaction: after it returns, the whole batch survives a killed process
+///   (`synchronous=NORMAL`, ``Options/Sync/normal``) or also a power loss (`FULL`); when it throws,
+///   none of the batch is stored and the store keeps working (a full disk or read-only directory
+///   refuses writes; reads go on; writes resume when the disk allows them).
+/// - Per workspace it keeps a snapshot, the op log (every `Applied`, with clientId and seq) of at
+///   most the batch's `logRetention` ops, and the last consumed seq per client with its refusal, if
+///   it was one. A snapshot is written when a workspace first commits and again every
+///   ``Options/snapshotInterval`` ops (at most `logRetention`), so log rows older than the retention
+///   can always be deleted: ``load(workspaceId:)`` replays the log after the snapshot.
+/// - The store-wide ``epoch`` is made when the file is created; a wiped store gets a new one.
+/// - A file that is not a tabsync store is refused at open (``OpenError``) and never written.
+///
+/// Thread-safe: one `Mutex` serializes every call on the single connection. The server calls it
+/// from its store thread only.
+public final class SQLiteStore: WorkspaceStore {
+    /// How the store is opened.
+    public struct Options: Sendable, Equatable {
+        /// SQLite's `synchronous` setting in WAL mode.
+        public enum Sync: String, Sendable, CaseIterable {
+            /// `synchronous=NORMAL`: a commit survives a killed process; the last commits before a
+            /// power loss or OS crash may be lost (never half of one).
+            case normal
+            /// `synchronous=FULL`: every commit is fsynced: it also survives a power loss.
+            case full
+        }
+
+        public var sync: Sync
+        /// Ops between snapshots of a workspace (at most the log retention is used).
+        public var snapshotInterval: Int
+        /// How long a call waits for another connection's lock before failing.
+        public var busyTimeoutMilliseconds: Int32
+        /// Runs `PRAGMA quick_check` on an existing file at open (time grows with the file's size).
+        public var verifyAtOpen: Bool
+
+        public init(
+            sync: Sync = .normal, snapshotInterval: Int = 256, busyTimeoutMilliseconds: Int32 = 5_000,
+            verifyAtOpen: Bool = true
+        ) {
+            self.sync = sync
+            self.snapshotInterval = snapshotInterval
+            self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
+            self.verifyAtOpen = verifyAtOpen
+        }
+    }
+
+    /// The file name inside the data directory.
+    public static let fileName = "tabsync.sqlite3"
+
+    public let epoch: String
+    /// The database file.
+    public let path: String
+    public let options: Options
+    /// nil once closed.
+    private let connection: Mutex<SQLiteConnection?>
+
+    /// Opens the store in `dataDirectory` (created when missing), file ``fileName``.
+    public convenience init(dataDirectory: String = "data", options: Options = Options()) throws(OpenError) {
+        do {
+            try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        } catch {
+            throw .cannotCreateDirectory(path: dataDirectory, reason: "\(error.localizedDescription)")
+        }
+        try self.init(path: dataDirectory + "/" + Self.fileName, options: options)
+    }
+
+    /// Opens the store file at `path`, creating it when missing. A file that is not an empty or a
+    /// tabsync database is left untouched and refused.
+    public init(path: String, options: Options = Options()) throws(OpenError) {
+        self.path = path
+        self.options = options
+        let db = try Self.openConnection(path: path, options: options)
+        do throws(SQLiteError) {
+            guard let stored = try db.scalarText("SELECT value FROM meta WHERE key = 'epoch'") else {
+                throw SQLiteError(code: SQLITE_CORRUPT, message: "no epoch in meta", context: "read epoch")
+            }
+            epoch = stored
+        } catch {
+            throw error.isCorrupt ? .corrupt(path: path, reason: error.message) : .cannotOpen(path: path, reason: error.description)
+        }
+        connection = Mutex(db)
+    }
+
+    /// Opens, checks, migrates and configures one connection to `path`.
+    private static func openConnection(path: String, options: Options) throws(OpenError) -> SQLiteConnection {
+        let db: SQLiteConnection
+        do {
+            db = try SQLiteConnection(path: path, busyTimeoutMilliseconds: options.busyTimeoutMilliseconds)
+        } catch {
+            throw .cannotOpen(path: path, reason: error.description)
+        }
+        // Nothing is written before the file is known to be empty or ours.
+        let kind = try inspect(db, verify: options.verifyAtOpen)
+        let version: Int64
+        switch kind {
+        case .empty:
+            if db.isReadOnly { throw .readOnly(path: path) }
+            version = 0
+        case .tabsync(let schemaVersion):
+            version = schemaVersion
+        }
+        do throws(SQLiteError) {
+            if !db.isReadOnly {
+                _ = try db.scalarText("PRAGMA journal_mode = WAL")
+                db.persistWAL()
+                try migrate(db, from: version, newEpoch: Self.randomEpoch())
+            } else if version < schemaVersion {
+                throw SQLiteError(
+                    code: SQLITE_READONLY, message: "schema \(version) needs a migration and the file is read-only",
+                    context: "migrate")
+            }
+            try db.execute("PRAGMA synchronous = \(options.sync == .full ? "FULL" : "NORMAL")")
+        } catch {
+            if error.isReadOnly { throw .readOnly(path: path) }
+            throw .cannotOpen(path: path, reason: error.description)
+        }
+        return db
+    }
+
+    /// A fresh random epoch: 16 hex digits.
+    public static func randomEpoch() -> String {
+        let hex = String(UInt64.random(in: .min ... .max), radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// Closes the connection (a clean close checkpoints the WAL into the file). Later calls throw.
+    public func close() {
+        connection.withLock { db in
+            db?.close()
+            db = nil
+        }
+    }
+
+    /// True when the store can only read (it was opened on a read-only file or directory).
+    public var isReadOnly: Bool {
+        connection.withLock { $0.map { !$0.isOpen || $0.isReadOnly } ?? true }
+    }
+
+    // MARK: - WorkspaceStore
+
+    public func load(workspaceId: String) throws(StoreError) -> StoredWorkspace? {
+        try read { db throws(StoreError) in try self.load(workspaceId, db) }
+    }
+
+    public func commit(_ batch: CommitBatch) throws(StoreError) {
+        try connection.withLock { (db: inout SQLiteConnection?) throws(StoreError) in
+            guard let current = db else { throw StoreError.writeFailed("store \(path) is closed") }
+            // A connection opened on a read-only file stays read-only: reopen, writes may be back.
+            // The old one closes first: connections of one process share the file's lock and -shm state.
+            if current.isReadOnly {
+                current.close()
+                var reopen = options
+                reopen.verifyAtOpen = false
+                db = try? Self.openConnection(path: path, options: reopen)
+            }
+            guard let writable = db, !writable.isReadOnly else {
+                throw StoreError.writeFailed("store \(path) is read-only")
+            }
+            try self.commit(batch, writable)
+        }
+    }
+
+    // MARK: - beyond the protocol
+
+    /// A refused op whose seq is a client's last consumed one: answered again on resubmission.
+    public struct Rejection: Sendable, Equatable {
+        public var seq: UInt64
+        public var error: OpError
+
+        public init(seq: UInt64, error: OpError) {
+            self.seq = seq
+            self.error = error
+        }
+    }
+
+    /// Per client, the refusal of its last consumed seq, for the clients whose last seq was refused.
+    public func rejections(workspaceId: String) throws(StoreError) -> [String: Rejection] {
+        try read { db throws(StoreError) in
+            do {
+                let statement = try db.prepare(
+                    "SELECT client_id, seq, error_code, error_detail FROM client_seqs WHERE workspace = ? AND error_code IS NOT NULL")
+                try statement.bind(.text(workspaceId))
+                var result: [String: Rejection] = [:]
+                while try statement.step() {
+                    guard let error = StoreEncoding.decodeError(code: statement.int64(2), detail: statement.text(3)) else {
+                        throw StoreError.readFailed("\(self.path): unknown refusal code \(statement.int64(2))")
+                    }
+                    result[statement.text(0)] = Rejection(seq: UInt64(bitPattern: statement.int64(1)), error: error)
+                }
+                return result
+            } catch {
+                throw Self.readFailure(error)
+            }
+        }
+    }
+
+    /// The applied ops after `version`, oldest first, when the stored log holds all of them and they
+    /// are at most `limit`; nil otherwise (resume with a snapshot). Reaches further back than the
+    /// server's in-memory log when the store keeps more.
+    public func missed(workspaceId: String, after version: UInt64, limit: Int = .max) throws(StoreError) -> [AppliedOp]? {
+        try read { db throws(StoreError) in
+            do {
+                let bounds = try db.prepare("SELECT min(version), max(version), count(*) FROM ops WHERE workspace = ?")
+                try bounds.bind(.text(workspaceId))
+                _ = try bounds.step()
+                let count = bounds.int64(2)
+                let first = UInt64(bitPattern: bounds.int64(0))
+                let last = UInt64(bitPattern: bounds.int64(1))
+                bounds.reset()
+                if count == 0 { return version == 0 ? [] : nil }
+                guard version <= last, first <= version + 1, last - version <= UInt64(max(limit, 0)) else {
+                    return version == last ? [] : nil
+                }
+                return try self.ops(workspaceId, after: version, db)
+            } catch {
+                throw Self.readFailure(error)
+            }
+        }
+    }
+
+    // MARK: - implementation
+
+    /// Runs a read on the connection.
+    private func read<T: Sendable>(_ body: (SQLiteConnection) throws(StoreError) -> T) throws(StoreError) -> T {
+        try connection.withLock { (db: inout SQLiteConnection?) throws(StoreError) -> T in
+            guard let db else { throw StoreError.readFailed("store \(path) is closed") }
+            return try body(db)
+        }
+    }
+
+    private static func readFailure(_ error: any Error) -> StoreError {
+        if let error = error as? StoreError { return error }
+        return .readFailed("\(error)")
+    }
+
+    private func load(_ workspaceId: String, _ db: SQLiteConnection) throws(StoreError) -> StoredWorkspace? {
+        do {
+            let snapshotQuery = try db.prepare("SELECT snapshot FROM snapshots WHERE workspace = ?")
+            try snapshotQuery.bind(.text(workspaceId))
+            var workspace: Workspace?
+            if try snapshotQuery.step() {
+                workspace = try StoreEncoding.decodeSnapshot(
+                    snapshotQuery.blob(0), context: "\(path): snapshot of \(workspaceId)")
+            }
+            snapshotQuery.reset()
+
+            let seqQuery = try db.prepare("SELECT client_id, seq FROM client_seqs WHERE workspace = ?")
+            try seqQuery.bind(.text(workspaceId))
+            var lastSeqs: [String: UInt64] = [:]
+            while try seqQuery.step() { lastSeqs[seqQuery.text(0)] = UInt64(bitPattern: seqQuery.int64(1)) }
+
+            let log = try ops(workspaceId, after: 0, db)
+            if workspace == nil && lastSeqs.isEmpty && log.isEmpty { return nil }
+
+            var state = workspace ?? Workspace(id: workspaceId, epoch: epoch)
+            for applied in log where applied.version > state.version {
+                do throws(OpError) {
+                    try state.apply(applied: applied)
+                } catch {
+                    throw StoreError.readFailed(
+                        "\(path): op log of \(workspaceId) does not replay at version \(applied.version): \(error)")
+                }
+            }
+            if let last = log.last, last.version != state.version {
+                throw StoreError.readFailed("\(path): op log of \(workspaceId) ends at \(last.version), snapshot is at \(state.version)")
+            }
+            return StoredWorkspace(workspace: state, lastSeqs: lastSeqs, log: log)
+        } catch {
+            throw Self.readFailure(error)
+        }
+    }
+
+    /// The stored ops after `version`, oldest first; throws when they are not contiguous.
+    private func ops(_ workspaceId: String, after version: UInt64, _ db: SQLiteConnection) throws(StoreError) -> [AppliedOp] {
+        do {
+            let query = try db.prepare(
+                "SELECT version, client_id, seq, active_tab_id, op FROM ops WHERE workspace = ? AND version > ? ORDER BY version")
+            try query.bind(.text(workspaceId), .integer(Int64(bitPattern: version)))
+            var result: [AppliedOp] = []
+            while try query.step() {
+                let opVersion = UInt64(bitPattern: query.int64(0))
+                if let previous = result.last, previous.version + 1 != opVersion {
+                    throw StoreError.readFailed("\(path): op log of \(workspaceId) jumps from \(previous.version) to \(opVersion)")
+                }
+                let op = try StoreEncoding.decodeOp(query.blob(4), context: "\(path): op \(opVersion) of \(workspaceId)")
+                result.append(
+                    AppliedOp(
+                        version: opVersion, op: op, clientId: query.text(1), seq: UInt64(bitPattern: query.int64(2)),
+                        activeTabId: query.text(3)))
+            }
+            return result
+        } catch {
+            throw Self.readFailure(error)
+        }
+    }
+
+    /// The batch in one transaction; rolled back whole on any failure.
+    private func commit(_ batch: CommitBatch, _ db: SQLiteConnection) throws(StoreError) {
+        do throws(SQLiteError) {
+            try db.begin()
+        } catch {
+            throw .writeFailed("\(path): \(error)")
+        }
+        do {
+            for record in batch.records { try write(record, db) }
+            let retention = max(batch.logRetention, 1)
+            let interval = max(1, min(options.snapshotInterval, retention))
+            for (workspaceId, workspace) in batch.workspaces where workspace.version > 0 {
+                try compact(workspaceId, workspace, retention: retention, interval: interval, db)
+            }
+            try db.commit()
+        } catch {
+            db.rollback()
+            if let error = error as? StoreError { throw error }
+            throw .writeFailed("\(path): \(error)")
+        }
+    }
+
+    private func write(_ record: CommitRecord, _ db: SQLiteConnection) throws {
+        let seqs = try db.prepare(
+            """
+            INSERT INTO client_seqs (workspace, client_id, seq, error_code, error_detail) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (workspace, client_id) DO UPDATE
+            SET seq = excluded.seq, error_code = excluded.error_code, error_detail = excluded.error_detail
+            WHERE excluded.seq > client_seqs.seq
+            """)
+        switch record.outcome {
+        case .applied(let ops):
+            try seqs.bind(.text(record.workspaceId), .text(record.clientId), .integer(Int64(bitPattern: record.seq)), .null, .null)
+            if record.seq > 0 { try seqs.run() }
+            let insert = try db.prepare(
+                "INSERT INTO ops (workspace, version, client_id, seq, active_tab_id, op) VALUES (?, ?, ?, ?, ?, ?)")
+            for applied in ops {
+                insert.reset()
+                try insert.bind(
+                    .text(record.workspaceId), .integer(Int64(bitPattern: applied.version)), .text(applied.clientId),
+                    .integer(Int64(bitPattern: applied.seq)), .text(applied.activeTabId),
+                    .blob(try StoreEncoding.encode(applied.op)))
+                try insert.run()
+            }
+        case .rejected(let error):
+            let (code, detail) = StoreEncoding.encode(error)
+            try seqs.bind(
+                .text(record.workspaceId), .text(record.clientId), .integer(Int64(bitPattern: record.seq)),
+                .integer(code), .text(detail))
+            try seqs.run()
+        }
+    }
+
+    /// Writes a snapshot when the workspace has none or `interval` ops went by since, then deletes
+    /// log rows older than `retention` (always covered by the snapshot, as interval ≤ retention).
+    private func compact(_ workspaceId: String, _ workspace: Workspace, retention: Int, interval: Int, _ db: SQLiteConnection) throws {
+        let version = Int64(bitPattern: workspace.version)
+        var snapshotVersion = try db.scalar("SELECT version FROM snapshots WHERE workspace = ?", .text(workspaceId))
+        if snapshotVersion.map({ version - $0 >= Int64(interval) }) ?? true {
+            let upsert = try db.prepare(
+                """
+                INSERT INTO snapshots (workspace, version, snapshot) VALUES (?, ?, ?)
+                ON CONFLICT (workspace) DO UPDATE SET version = excluded.version, snapshot = excluded.snapshot
+                """)
+            try upsert.bind(.text(workspaceId), .integer(version), .blob(try StoreEncoding.encode(workspace)))
+            try upsert.run()
+            snapshotVersion = version
+        }
+        let horizon = min(snapshotVersion ?? 0, version - Int64(retention))
+        if horizon > 0 {
+            let delete = try db.prepare("DELETE FROM ops WHERE workspace = ? AND version <= ?")
+            try delete.bind(.text(workspaceId), .integer(horizon))
+            try delete.run()
+        }
+    }
+}
+
+extension SQLiteStore {
+    /// Runs raw SQL on the store's connection and returns the first column of the first row, if
+    /// any. For tests only (e.g. `PRAGMA max_page_count` to simulate a full disk, reading pragmas).
+    func rawQueryForTesting(_ sql: String) throws(SQLiteError) -> String? {
+        try connection.withLock { (db: inout SQLiteConnection?) throws(SQLiteError) -> String? in
+            guard let db else { throw SQLiteError(code: SQLITE_MISUSE, message: "closed", context: sql) }
+            return try db.scalarText(sql)
+        }
+    }
+}

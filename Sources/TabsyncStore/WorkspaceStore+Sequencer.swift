@@ -1,0 +1,15 @@
+import TabsyncCore
+
+extension WorkspaceStore {
+    /// The workspace's apply path rebuilt from what is stored: its snapshot with the log replayed,
+    /// the log tail (for resume and repeated answers) and the last consumed seq per client. A
+    /// workspace never stored comes back empty at version 0 with this store's epoch.
+    ///
+    /// Call it on the store thread, as any store call.
+    public func loadSequencer(workspaceId: String, limits: Limits) throws(StoreError) -> Sequencer {
+        guard let stored = try load(workspaceId: workspaceId) else {
+            return Sequencer(workspace: Workspace(id: workspaceId, epoch: epoch), limits: limits)
+        }
+        return Sequencer(workspace: stored.workspace, limits: limits, log: stored.log, lastSeqs: stored.lastSeqs)
+    }
+}
