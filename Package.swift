@@ -42,6 +42,7 @@ let package = Package(
             dependencies: [
                 "TabsyncCore", "TabsyncProto", "TabsyncStore", "CLibwebsockets",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -75,6 +76,23 @@ let package = Package(
         .testTarget(
             name: "TabsyncCoreTests",
             dependencies: ["TabsyncCore", .product(name: "PropertyBased", package: "swift-property-based")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncServerTests",
+            dependencies: [
+                "TabsyncServer", "TabsyncStore", "TabsyncProto", "TabsyncCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncClientTests",
+            dependencies: [
+                "TabsyncClient", "TabsyncCore", "TabsyncProto", "TabsyncServer", "TabsyncStore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

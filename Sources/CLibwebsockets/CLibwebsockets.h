@@ -3,8 +3,74 @@
 #define C_LIBWEBSOCKETS_H
 
 #include <libwebsockets.h>
+#include <string.h>
+#include <stdlib.h>
+#include "client_shim.h"
 
 /* LWS_PRE is a macro expression: the headroom lws_write needs before the payload. */
 static inline size_t clws_pre(void) { return LWS_PRE; }
+
+/* ------------------------------------------------------------------ server shim */
+
+/* Context / vhost option bits (64-bit macro expressions). */
+static inline uint64_t clws_option_validate_utf8(void) { return LWS_SERVER_OPTION_VALIDATE_UTF8; }
+static inline uint64_t clws_option_disable_ipv6(void) { return LWS_SERVER_OPTION_DISABLE_IPV6; }
+static inline uint64_t clws_option_libuv(void) { return LWS_SERVER_OPTION_LIBUV; }
+
+/*
+ * Writes a whole HTTP/1 response (status line, Content-Type, Content-Length, optional extra
+ * header lines already formatted as "Name: value\r\n", then the body) in one lws_write, as
+ * lws_return_http_status does for h1. lws buffers what the socket does not take at once.
+ * Returns 0 on success, nonzero when the connection should be closed.
+ */
+static inline int clws_http_respond(struct lws *wsi, unsigned int status, const char *content_type,
+                                    const unsigned char *body, size_t body_len)
+{
+    size_t head_room = 1024;
+    size_t total = LWS_PRE + head_room + body_len;
+    unsigned char *buf = (unsigned char *)malloc(total);
+    unsigned char *start, *p, *end;
+    int n;
+
+    if (!buf)
+        return 1;
+    start = buf + LWS_PRE;
+    p = start;
+    end = start + head_room;
+    if (lws_add_http_common_headers(wsi, status, content_type, (lws_filepos_t)body_len, &p, end) ||
+        lws_finalize_http_header(wsi, &p, end)) {
+        free(buf);
+        return 1;
+    }
+    if (body_len)
+        memcpy(p, body, body_len);
+    n = lws_write(wsi, start, (size_t)(p - start) + body_len, LWS_WRITE_HTTP_FINAL);
+    free(buf);
+    return n < 0 ? 1 : 0;
+}
+
+/* The uri of the current HTTP request (or upgrade request) into buf; returns its length or -1. */
+static inline int clws_request_uri(struct lws *wsi, char *buf, int len)
+{
+    return lws_hdr_copy(wsi, buf, len, WSI_TOKEN_GET_URI);
+}
+
+/* The Sec-WebSocket-Protocol header into buf; returns its length, 0 when absent, -1 on overflow. */
+static inline int clws_request_subprotocols(struct lws *wsi, char *buf, int len)
+{
+    if (!lws_hdr_total_length(wsi, WSI_TOKEN_PROTOCOL)) {
+        if (len > 0)
+            buf[0] = '\0';
+        return 0;
+    }
+    return lws_hdr_copy(wsi, buf, len, WSI_TOKEN_PROTOCOL);
+}
+
+/* The name of the protocol the wsi is bound to ("" when none). */
+static inline const char *clws_protocol_name(struct lws *wsi)
+{
+    const struct lws_protocols *p = lws_get_protocol(wsi);
+    return (p && p->name) ? p->name : "";
+}
 
 #endif

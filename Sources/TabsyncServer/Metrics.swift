@@ -1,0 +1,91 @@
+import TabsyncCore
+
+/// The server's counters and histograms, owned by the event loop thread (no locks), rendered as
+/// Prometheus text (exposition format 0.0.4) for `GET /metrics`.
+///
+/// Counters only grow; gauges are read at render time from the loop's state.
+struct Metrics {
+    var opsApplied: UInt64 = 0
+    var opsRejected: [ErrorCode: UInt64] = [:]
+    var messagesOut: UInt64 = 0
+    var bytesOut: UInt64 = 0
+    var slowConsumerCloses: UInt64 = 0
+    var commitBatchOps = Histogram(bounds: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000])
+    var opLatencySeconds = Histogram(bounds: [
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+    ])
+
+    /// The gauges, read from the loop's state at render time.
+    struct Gauges {
+        var connections: Int
+        var workspacesLoaded: Int
+        var sendQueueBytes: Int
+    }
+
+    /// A cumulative histogram with fixed upper bounds (`le`), plus sum and count.
+    struct Histogram {
+        let bounds: [Double]
+        private(set) var counts: [UInt64]
+        private(set) var sum: Double = 0
+        private(set) var count: UInt64 = 0
+
+        init(bounds: [Double]) {
+            self.bounds = bounds
+            counts = Array(repeating: 0, count: bounds.count)
+        }
+
+        mutating func observe(_ value: Double) {
+            if let i = bounds.firstIndex(where: { value <= $0 }) { counts[i] += 1 }
+            sum += value
+            count += 1
+        }
+    }
+
+    /// The whole exposition text.
+    func render(_ gauges: Gauges) -> String {
+        var out = ""
+        func header(_ name: String, _ type: String, _ help: String) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        }
+        header("tabsync_connections", "gauge", "Open WebSocket sessions.")
+        out += "tabsync_connections \(gauges.connections)\n"
+        header("tabsync_workspaces_loaded", "gauge", "Workspaces held in memory.")
+        out += "tabsync_workspaces_loaded \(gauges.workspacesLoaded)\n"
+        header("tabsync_ops_applied_total", "counter", "Ops applied and acknowledged.")
+        out += "tabsync_ops_applied_total \(opsApplied)\n"
+        header("tabsync_ops_rejected_total", "counter", "Ops refused, by error code.")
+        for code in ErrorCode.allCases {
+            out += "tabsync_ops_rejected_total{code=\"\(code.wireName)\"} \(opsRejected[code, default: 0])\n"
+        }
+        header("tabsync_messages_out_total", "counter", "WebSocket messages written.")
+        out += "tabsync_messages_out_total \(messagesOut)\n"
+        header("tabsync_bytes_out_total", "counter", "WebSocket payload bytes written.")
+        out += "tabsync_bytes_out_total \(bytesOut)\n"
+        header("tabsync_slow_consumer_closes_total", "counter", "Connections closed 1013 for reading too slowly.")
+        out += "tabsync_slow_consumer_closes_total \(slowConsumerCloses)\n"
+        header("tabsync_send_queue_bytes", "gauge", "Bytes queued to all connections.")
+        out += "tabsync_send_queue_bytes \(gauges.sendQueueBytes)\n"
+        render(commitBatchOps, "tabsync_commit_batch_ops", "Ops and seq records per store commit.", into: &out)
+        render(opLatencySeconds, "tabsync_op_latency_seconds",
+               "From submit received to broadcast queued.", into: &out)
+        return out
+    }
+
+    private func render(_ h: Histogram, _ name: String, _ help: String, into out: inout String) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
+        var cumulative: UInt64 = 0
+        for (bound, n) in zip(h.bounds, h.counts) {
+            cumulative += n
+            out += "\(name)_bucket{le=\"\(Self.format(bound))\"} \(cumulative)\n"
+        }
+        out += "\(name)_bucket{le=\"+Inf\"} \(h.count)\n"
+        out += "\(name)_sum \(Self.format(h.sum))\n"
+        out += "\(name)_count \(h.count)\n"
+    }
+
+    /// A float as Prometheus reads it: integers without a fraction, others in Swift's shortest form.
+    static func format(_ value: Double) -> String {
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return "\(value)"
+    }
+}

@@ -1,0 +1,52 @@
+import TabsyncCore
+
+extension Server {
+    /// Everything a server is started with. The defaults are DESIGN.md's.
+    public struct Configuration: Sendable {
+        /// The address to listen on: an IPv4 or IPv6 literal, or a name resolved once at start.
+        /// Exactly this address is bound (never all interfaces unless `0.0.0.0` or `::` is asked).
+        public var host: String
+        /// The TCP port; 0 picks a free one (``Server/start()`` returns the real one).
+        public var port: Int
+        /// Limits core and the server enforce; the first four are told to clients in `Welcome`.
+        public var limits: Limits
+        /// Open connections (HTTP and WebSocket) at most; more are refused at accept.
+        public var maxConnections: Int
+        /// Time a new WebSocket session has to send its `Hello`.
+        public var helloTimeout: Duration
+        /// A connection that answers no ping for this long is closed (its presence goes with it).
+        public var idleTimeout: Duration
+        /// Presence broadcasts per workspace are at least this far apart.
+        public var presenceInterval: Duration
+        /// Consecutive seconds over the op rate limit after which a connection is closed 1008.
+        public var rateLimitStrikes: Int
+
+        public init(
+            host: String = "127.0.0.1",
+            port: Int = 7070,
+            limits: Limits = .default,
+            maxConnections: Int = 10_000,
+            helloTimeout: Duration = .seconds(10),
+            idleTimeout: Duration = .seconds(60),
+            presenceInterval: Duration = .milliseconds(100),
+            rateLimitStrikes: Int = 5
+        ) {
+            self.host = host
+            self.port = port
+            self.limits = limits
+            self.maxConnections = maxConnections
+            self.helloTimeout = helloTimeout
+            self.idleTimeout = idleTimeout
+            self.presenceInterval = presenceInterval
+            self.rateLimitStrikes = rateLimitStrikes
+        }
+    }
+}
+
+extension Duration {
+    /// The duration in whole microseconds (rounded down), for lws timers.
+    var microseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+    }
+}

@@ -1,0 +1,413 @@
+import CLibwebsockets
+import Logging
+import TabsyncCore
+import TabsyncProto
+import TabsyncStore
+
+/// A loaded workspace: its sequencer and sessions. Event loop thread only.
+final class WorkspaceHub {
+    let id: String
+    /// Includes ops applied but not yet durable.
+    var live: Sequencer
+    /// As of the last successful commit: what `Welcome` and HTTP show, and what a failed commit
+    /// restores `live` to.
+    var durable: Sequencer
+    /// Joined sessions, by id.
+    var sessions: Set<Int> = []
+    var presenceDirty = false
+    var lastPresenceAt: ContinuousClock.Instant?
+
+    init(id: String, sequencer: Sequencer) {
+        self.id = id
+        live = sequencer
+        durable = sequencer
+    }
+}
+
+extension Server.Loop {
+    /// A workspace's place in the loop: being loaded from the store, or in memory.
+    enum WorkspaceEntry {
+        case loading
+        case loaded(WorkspaceHub)
+    }
+
+    /// Most messages a session may send while its workspace loads; more is a protocol error.
+    static var maxDeferredMessages: Int { 1_000 }
+
+    // MARK: messages
+
+    /// One whole client message from a session.
+    func received(_ session: Session, _ bytes: [UInt8]) {
+        let message: Tabsync_V1_ClientMessage
+        do {
+            message = try session.format.decodeClientMessage(bytes)
+        } catch {
+            close(session, code: error.closeCode, reason: "undecodable frame", flush: false)
+            logger.info("undecodable frame", metadata: ["session": "\(session.id)", "error": "\(error.reason.prefix(200))"])
+            return
+        }
+        handle(message, from: session)
+    }
+
+    private func handle(_ message: Tabsync_V1_ClientMessage, from session: Session) {
+        guard session.closing == nil else { return }
+        switch (message.message, session.phase) {
+        case (nil, _):
+            refuse(session, code: .protocolError, message: "a ClientMessage with none of its fields set")
+        case (.hello(let hello), .awaitingHello):
+            accept(hello, from: session)
+        case (.hello, _):
+            refuse(session, code: .protocolError, message: "a second Hello")
+        case (_, .awaitingHello):
+            refuse(session, code: .protocolError, message: "a message before Hello")
+        case (_, .loading):
+            if session.deferred.count >= Self.maxDeferredMessages {
+                refuse(session, code: .protocolError, message: "too many messages before Welcome")
+            } else {
+                session.deferred.append(message)
+            }
+        case (.submit(let submit), .joined(let hello)):
+            self.submit(submit, from: session, hello: hello)
+        case (.focus(let focus), .joined(var hello)):
+            guard focus.tabID.isEmpty || Validation.isValidTabId(focus.tabID), focus.tabID != hello.focusTabId else { return }
+            hello.focusTabId = focus.tabID
+            session.phase = .joined(hello)
+            if case .loaded(let hub) = workspaces[hello.workspaceId] { hub.presenceDirty = true }
+        }
+    }
+
+    /// Checks a Hello and joins the session to its workspace (loading it first if needed).
+    private func accept(_ message: Tabsync_V1_Hello, from session: Session) {
+        if let problem = Self.helloProblem(message) {
+            refuse(session, code: .invalidArgument, message: problem)
+            return
+        }
+        lws_set_timer_usecs(session.wsi, -1)  // the Hello came in time: cancel the hello timer
+        let hello = Session.Hello(
+            workspaceId: message.workspace, clientId: message.clientID, clientName: message.clientName,
+            lastVersion: message.lastVersion, epoch: message.epoch)
+        session.phase = .loading(hello)
+        switch workspaces[hello.workspaceId] {
+        case .loaded(let hub):
+            join(session, to: hub)
+        case .loading:
+            break
+        case nil:
+            requestLoad(hello.workspaceId)
+        }
+    }
+
+    /// What is wrong with a Hello, or nil.
+    static func helloProblem(_ hello: Tabsync_V1_Hello) -> String? {
+        if !Validation.isValidWorkspaceId(hello.workspace) {
+            return "hello.workspace must be 1-64 chars of [A-Za-z0-9._-]"
+        }
+        if !Validation.isValidClientId(hello.clientID) {
+            return "hello.clientId must be 1-64 chars of [A-Za-z0-9._:-]"
+        }
+        if hello.clientName.unicodeScalars.count > Validation.maxClientNameLength {
+            return "hello.clientName is over \(Validation.maxClientNameLength) chars"
+        }
+        if !Validation.isCleanText(hello.clientName) {
+            return "hello.clientName has control characters"
+        }
+        if hello.epoch.utf8.count > 256 || !Validation.isCleanText(hello.epoch) {
+            return "hello.epoch is not an epoch this server gives"
+        }
+        return nil
+    }
+
+    /// Sends `Welcome` (a snapshot, or the missed ops when resuming) from the durable state, then
+    /// handles what the session sent while waiting.
+    private func join(_ session: Session, to hub: WorkspaceHub) {
+        guard case .loading(let hello) = session.phase else { return }
+        session.phase = .joined(hello)
+        hub.sessions.insert(session.id)
+        hub.presenceDirty = true
+        let durable = hub.durable
+        let lastSeq = durable.lastSeq(of: hello.clientId)
+        var welcome: Tabsync_V1_Welcome
+        if hello.lastVersion > 0, hello.epoch == durable.workspace.epoch,
+           let missed = durable.missed(after: hello.lastVersion), missed.count <= limits.maxResumeOps {
+            welcome = Tabsync_V1_Welcome(
+                sessionId: String(session.id), clientId: hello.clientId, lastSeq: lastSeq, limits: limits,
+                epoch: durable.workspace.epoch, missed: missed)
+        } else {
+            welcome = Tabsync_V1_Welcome(
+                sessionId: String(session.id), clientId: hello.clientId, lastSeq: lastSeq, limits: limits,
+                snapshot: durable.workspace)
+        }
+        send(Tabsync_V1_ServerMessage(welcome: welcome), to: session)
+        let deferred = session.deferred
+        session.deferred = []
+        for message in deferred { handle(message, from: session) }
+    }
+
+    private func submit(_ submit: Tabsync_V1_Submit, from session: Session, hello: Session.Hello) {
+        guard case .loaded(let hub) = workspaces[hello.workspaceId] else { return }
+        let now = clock.now
+        if case .draining = shutdown {
+            reject(session, seq: submit.seq, code: .unavailable, message: "the server is shutting down")
+            return
+        }
+        if !session.takeToken(rate: limits.maxOpsPerSecond, now: now) {
+            reject(session, seq: submit.seq, code: .rateLimited,
+                   message: "over \(limits.maxOpsPerSecond) ops per second")
+            strike(session, now: now)
+            return
+        }
+        let op: Operation
+        do throws(ConversionError) {
+            guard submit.hasOp else { throw .opKindMissing }
+            op = try Operation(submit.op)
+        } catch {
+            reject(session, seq: submit.seq, code: error.code, message: error.message)
+            return
+        }
+        let outcome = hub.live.submit(
+            clientId: hello.clientId, seq: submit.seq, baseVersion: submit.baseVersion, op: op)
+        switch outcome {
+        case .applied(let ops):
+            enqueue(
+                CommitRecord(workspaceId: hub.id, clientId: hello.clientId, seq: submit.seq, outcome: .applied(ops)),
+                effect: .broadcast(workspaceId: hub.id, submitter: session.id, ops: ops, receivedAt: now))
+        case .rejected(let error) where submit.seq == 0:
+            reject(session, seq: submit.seq, code: error.code, message: error.message)
+        case .rejected(let error):
+            enqueue(
+                CommitRecord(workspaceId: hub.id, clientId: hello.clientId, seq: submit.seq, outcome: .rejected(error)),
+                effect: .reject(workspaceId: hub.id, session: session.id, seq: submit.seq, error: error))
+        case .answeredAgain(let answer):
+            enqueue(nil, effect: .answer(workspaceId: hub.id, session: session.id, answer: answer))
+        case .ignored:
+            break
+        }
+    }
+
+    /// Counts consecutive seconds with rate-limited ops; `rateLimitStrikes` of them close 1008.
+    private func strike(_ session: Session, now: ContinuousClock.Instant) {
+        let second = (now - session.openedAt).components.seconds
+        if second == session.lastStrikeSecond { return }
+        session.rateStrikes = second == session.lastStrikeSecond + 1 ? session.rateStrikes + 1 : 1
+        session.lastStrikeSecond = second
+        if session.rateStrikes >= configuration.rateLimitStrikes {
+            logger.warning("rate limit abuse closed", metadata: ["session": "\(session.id)"])
+            close(session, code: 1008, reason: "sustained op rate over the limit")
+        }
+    }
+
+    /// Sends `Rejected` at once (nothing was consumed, so nothing waits for the store).
+    private func reject(_ session: Session, seq: UInt64, code: ErrorCode, message: String) {
+        metrics.opsRejected[code, default: 0] += 1
+        send(Tabsync_V1_ServerMessage(rejected: Tabsync_V1_Rejected(seq: seq, code: code, message: message)), to: session)
+    }
+
+    // MARK: commits
+
+    private func enqueue(_ record: CommitRecord?, effect: CommitPipeline.Effect) {
+        if let record {
+            commits.pendingRecords.append(record)
+            commits.pendingWorkspaces.insert(record.workspaceId)
+        }
+        commits.pendingEffects.append(effect)
+        startCommitIfIdle()
+    }
+
+    /// Sends the pending batch to the store thread unless one is in flight; effects with no record
+    /// before them go out at once.
+    func startCommitIfIdle() {
+        guard commits.inFlight == nil else { return }
+        guard !commits.pendingRecords.isEmpty else {
+            let effects = commits.pendingEffects
+            commits.pendingEffects = []
+            for effect in effects { release(effect) }
+            return
+        }
+        var sequencers: [String: Sequencer] = [:]
+        var snapshots: [String: Workspace] = [:]
+        for id in commits.pendingWorkspaces {
+            guard case .loaded(let hub) = workspaces[id] else { continue }
+            sequencers[id] = hub.live
+            snapshots[id] = hub.live.workspace
+        }
+        let batch = CommitBatch(records: commits.pendingRecords, workspaces: snapshots, logRetention: limits.logRetention)
+        let id = commits.makeBatchId()
+        commits.inFlight = CommitPipeline.InFlight(
+            id: id, recordCount: batch.records.count, effects: commits.pendingEffects, sequencers: sequencers)
+        commits.pendingRecords = []
+        commits.pendingEffects = []
+        commits.pendingWorkspaces = []
+        let store = self.store
+        onStoreThread {
+            do throws(StoreError) {
+                try store.commit(batch)
+                return .committed(batch: id, .success(()))
+            } catch {
+                return .committed(batch: id, .failure(error))
+            }
+        }
+    }
+
+    func commitFinished(batch: UInt64, result: Result<Void, StoreError>) {
+        guard let flight = commits.inFlight, flight.id == batch else { return }
+        commits.inFlight = nil
+        metrics.commitBatchOps.observe(Double(flight.recordCount))
+        switch result {
+        case .success:
+            for (id, sequencer) in flight.sequencers {
+                if case .loaded(let hub) = workspaces[id] { hub.durable = sequencer }
+            }
+            for effect in flight.effects { release(effect) }
+        case .failure(let error):
+            logger.error("store commit failed", metadata: ["error": "\(error)", "records": "\(flight.recordCount)"])
+            // Every op of the touched workspaces since their last durable state is undone and refused.
+            let failed = Set(flight.sequencers.keys)
+            for id in failed {
+                if case .loaded(let hub) = workspaces[id] { hub.live = hub.durable }
+            }
+            var dropped = flight.effects
+            dropped += commits.pendingEffects.filter { failed.contains($0.workspaceId) }
+            commits.pendingEffects.removeAll { failed.contains($0.workspaceId) }
+            commits.pendingRecords.removeAll { failed.contains($0.workspaceId) }
+            commits.pendingWorkspaces.subtract(failed)
+            for effect in dropped { refuseUnavailable(effect, error) }
+        }
+        for id in flight.sequencers.keys { unloadIfIdle(id) }
+        startCommitIfIdle()
+        if case .draining = shutdown { continueShutdown(now: clock.now) }
+    }
+
+    /// Sends what an effect stands for, now that it is durable.
+    private func release(_ effect: CommitPipeline.Effect) {
+        switch effect {
+        case .broadcast(let workspaceId, _, let ops, let receivedAt):
+            metrics.opsApplied += UInt64(ops.count)
+            guard case .loaded(let hub) = workspaces[workspaceId] else { return }
+            for applied in ops { broadcast(Tabsync_V1_ServerMessage(applied: applied), to: hub) }
+            metrics.opLatencySeconds.observe(Double((clock.now - receivedAt).microseconds) / 1_000_000)
+        case .reject(_, let sessionId, let seq, let error):
+            metrics.opsRejected[error.code, default: 0] += 1
+            guard let session = sessions[sessionId] else { return }
+            send(Tabsync_V1_ServerMessage(rejected: Tabsync_V1_Rejected(seq: seq, error: error)), to: session)
+        case .answer(_, let sessionId, let answer):
+            guard let session = sessions[sessionId] else { return }
+            switch answer {
+            case .applied(let applied):
+                send(Tabsync_V1_ServerMessage(applied: applied), to: session)
+            case .rejected(let seq, let error):
+                send(Tabsync_V1_ServerMessage(rejected: Tabsync_V1_Rejected(seq: seq, error: error)), to: session)
+            }
+        }
+    }
+
+    /// Tells the submitter an op of a failed commit was not stored (`UNAVAILABLE`).
+    private func refuseUnavailable(_ effect: CommitPipeline.Effect, _ error: StoreError) {
+        let target: (session: Int, seq: UInt64)
+        switch effect {
+        case .broadcast(_, let submitter, let ops, _):
+            guard let op = ops.last else { return }
+            target = (submitter, op.seq)
+        case .reject(_, let session, let seq, _):
+            target = (session, seq)
+        case .answer(_, let session, .applied(let applied)):
+            target = (session, applied.seq)
+        case .answer(_, let session, .rejected(let seq, _)):
+            target = (session, seq)
+        }
+        guard let session = sessions[target.session] else { return }
+        reject(session, seq: target.seq, code: .unavailable, message: "not stored: \(error)")
+    }
+
+    /// Sends one message to every joined session of a workspace, encoded once per subprotocol:
+    /// every session of a format gets the same shared frame.
+    func broadcast(_ message: Tabsync_V1_ServerMessage, to hub: WorkspaceHub) {
+        var frames: [WireFormat: OutFrame] = [:]
+        for id in hub.sessions {
+            guard let session = sessions[id] else { continue }
+            let frame: OutFrame
+            if let cached = frames[session.format] {
+                frame = cached
+            } else {
+                frame = OutFrame(bytes: session.format.encode(message), isBinary: !session.format.usesTextFrames)
+                frames[session.format] = frame
+            }
+            send(frame, to: session)
+        }
+    }
+
+    // MARK: loading
+
+    /// Loads a workspace on the store thread (no-op when loaded or loading).
+    func requestLoad(_ id: String) {
+        guard workspaces[id] == nil else { return }
+        workspaces[id] = .loading
+        let store = self.store
+        onStoreThread {
+            do throws(StoreError) {
+                return .loaded(workspaceId: id, .success(try store.load(workspaceId: id)))
+            } catch {
+                return .loaded(workspaceId: id, .failure(error))
+            }
+        }
+    }
+
+    func workspaceLoaded(_ id: String, result: Result<StoredWorkspace?, StoreError>) {
+        guard case .loading = workspaces[id] else { return }
+        let waiting = sessions.values.filter { session in
+            if case .loading(let hello) = session.phase, hello.workspaceId == id, session.closing == nil { return true }
+            return false
+        }.sorted { $0.id < $1.id }
+        switch result {
+        case .success(let stored):
+            let sequencer = stored.map {
+                Sequencer(workspace: $0.workspace, limits: limits, log: $0.log, lastSeqs: $0.lastSeqs)
+            } ?? Sequencer(workspace: Workspace(id: id, epoch: store.epoch), limits: limits)
+            let hub = WorkspaceHub(id: id, sequencer: sequencer)
+            workspaces[id] = .loaded(hub)
+            for session in waiting { join(session, to: hub) }
+            answerPendingHTTP(for: id, failed: false)
+            unloadIfIdle(id)
+        case .failure(let error):
+            workspaces[id] = nil
+            logger.error("store load failed", metadata: ["workspace": "\(id)", "error": "\(error)"])
+            for session in waiting {
+                send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: .unavailable, message: "\(error)")), to: session)
+                close(session, code: 1013, reason: "store unavailable")
+            }
+            answerPendingHTTP(for: id, failed: true)
+        }
+    }
+
+    /// Drops a workspace from memory when no session is joined and nothing of it is being stored.
+    func unloadIfIdle(_ id: String) {
+        guard case .loaded(let hub) = workspaces[id], hub.sessions.isEmpty, !commits.isBusy(id) else { return }
+        workspaces[id] = nil
+    }
+
+    /// A session went away: leave its workspace (presence changes).
+    func sessionLeft(_ session: Session) {
+        guard case .joined(let hello) = session.phase, case .loaded(let hub) = workspaces[hello.workspaceId] else { return }
+        hub.sessions.remove(session.id)
+        hub.presenceDirty = true
+        unloadIfIdle(hub.id)
+    }
+
+    // MARK: presence
+
+    /// Broadcasts the peer list of each workspace whose presence changed, at most once per interval.
+    func flushPresence(now: ContinuousClock.Instant) {
+        for case .loaded(let hub) in workspaces.values where hub.presenceDirty {
+            if let last = hub.lastPresenceAt, now - last < configuration.presenceInterval { continue }
+            hub.presenceDirty = false
+            hub.lastPresenceAt = now
+            var peers: [Tabsync_V1_Peer] = []
+            for id in hub.sessions.sorted() {
+                guard let session = sessions[id], let hello = session.hello else { continue }
+                peers.append(Tabsync_V1_Peer(
+                    sessionId: String(id), clientId: hello.clientId, name: hello.clientName,
+                    focusTabId: hello.focusTabId))
+            }
+            broadcast(Tabsync_V1_ServerMessage(peers: peers), to: hub)
+        }
+    }
+}

@@ -1,0 +1,181 @@
+import CLibwebsockets
+import Logging
+import TabsyncCore
+import TabsyncProto
+
+extension Server.Loop {
+    /// protocols[1...]: one WebSocket session per connection. Event loop thread.
+    func handleWebSocket(
+        _ wsi: OpaquePointer, _ format: WireFormat, _ reason: lws_callback_reasons,
+        _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ length: Int
+    ) -> Int32 {
+        switch reason {
+        case LWS_CALLBACK_ESTABLISHED:
+            guard let user else { return -1 }
+            let id = makeId()
+            user.storeBytes(of: id, as: Int.self)
+            let session = Session(
+                id: id, wsi: wsi, format: format, opsPerSecond: limits.maxOpsPerSecond, now: clock.now)
+            sessions[id] = session
+            lws_set_timer_usecs(wsi, configuration.helloTimeout.microseconds)
+            logger.info("connection open", metadata: [
+                "session": "\(id)", "peer": "\(peerAddress(wsi))", "subprotocol": "\(format.subprotocol)",
+            ])
+            if case .draining = shutdown { close(session, code: 1001, reason: "server shutting down") }
+            return 0
+
+        case LWS_CALLBACK_RECEIVE:
+            guard let session = session(user) else { return -1 }
+            return receive(session, input, length)
+
+        case LWS_CALLBACK_SERVER_WRITEABLE:
+            guard let session = session(user) else { return 0 }
+            return writeQueued(session)
+
+        case LWS_CALLBACK_TIMER:
+            guard let session = session(user) else { return 0 }
+            if case .awaitingHello = session.phase, session.closing == nil {
+                refuse(session, code: .protocolError, message: "no Hello within \(configuration.helloTimeout)")
+            }
+            return 0
+
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            if let session = session(user), let input, length >= 2 {
+                let bytes = UnsafeRawBufferPointer(start: input, count: length)
+                session.closeCode = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
+                session.closeReason = "peer: " + String(decoding: bytes.dropFirst(2).prefix(123), as: UTF8.self)
+            }
+            return 0
+
+        case LWS_CALLBACK_CLOSED:
+            guard let user else { return 0 }
+            let id = user.load(as: Int.self)
+            guard let session = sessions.removeValue(forKey: id) else { return 0 }
+            user.storeBytes(of: 0, as: Int.self)
+            session.queue.removeAll()
+            logger.info("connection closed", metadata: [
+                "session": "\(id)", "code": "\(session.closeCode)", "reason": "\(session.closeReason)",
+                "client": "\(session.hello?.clientId ?? "")", "workspace": "\(session.workspaceId ?? "")",
+            ])
+            sessionLeft(session)
+            if case .draining = shutdown { continueShutdown(now: clock.now) }
+            return 0
+
+        default:
+            return 0
+        }
+    }
+
+    private func session(_ user: UnsafeMutableRawPointer?) -> Session? {
+        guard let user else { return nil }
+        let id = user.load(as: Int.self)
+        return id == 0 ? nil : sessions[id]
+    }
+
+    private func peerAddress(_ wsi: OpaquePointer) -> String {
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "?" }
+        return String(nulTerminated: buffer)
+    }
+
+    // MARK: receive
+
+    /// Reassembles a message across fragments (and lws's rx chunks), bounded by `maxFrameBytes`.
+    private func receive(_ session: Session, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+        if session.closing != nil || session.rxOverflow { return 0 }
+        if session.rx.count + length > limits.maxFrameBytes {
+            session.rxOverflow = true
+            session.rx = []
+            close(session, code: 1009, reason: "message over \(limits.maxFrameBytes) bytes", flush: false)
+            return 0
+        }
+        if let input, length > 0 {
+            session.rx.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
+        }
+        guard lws_is_final_fragment(session.wsi) != 0, lws_remaining_packet_payload(session.wsi) == 0 else {
+            return 0
+        }
+        let bytes = session.rx
+        session.rx = []
+        let binary = lws_frame_is_binary(session.wsi) != 0
+        guard binary != session.format.usesTextFrames else {
+            close(session, code: 1007, reason: binary ? "binary frame on \(session.format.subprotocol)"
+                : "text frame on \(session.format.subprotocol)", flush: false)
+            return 0
+        }
+        received(session, bytes)
+        return 0
+    }
+
+    // MARK: send
+
+    /// Queues a frame; a session whose queue would go over `maxSendQueueBytes` is closed 1013.
+    func send(_ frame: OutFrame, to session: Session) {
+        guard session.closing == nil else { return }
+        if session.queue.bytes + frame.queuedCost > limits.maxSendQueueBytes && !session.queue.isEmpty {
+            metrics.slowConsumerCloses += 1
+            logger.warning("slow consumer closed", metadata: [
+                "session": "\(session.id)", "client": "\(session.hello?.clientId ?? "")",
+                "queued_bytes": "\(session.queue.bytes)",
+            ])
+            close(session, code: 1013, reason: "reading too slowly", flush: false)
+            return
+        }
+        let wasEmpty = session.queue.isEmpty
+        session.queue.append(frame)
+        if wasEmpty { lws_callback_on_writable(session.wsi) }
+    }
+
+    /// Encodes and queues one message to one session.
+    func send(_ message: Tabsync_V1_ServerMessage, to session: Session) {
+        let frame = OutFrame(bytes: session.format.encode(message), isBinary: !session.format.usesTextFrames)
+        send(frame, to: session)
+    }
+
+    /// Closes a session with `code`: after its queued frames when `flush`, else at once (the queue
+    /// is dropped). The close frame goes out from `SERVER_WRITEABLE`; a peer that never lets it out
+    /// is dropped after 5 s.
+    func close(_ session: Session, code: UInt16, reason: String, flush: Bool = true) {
+        guard session.closing == nil else { return }
+        session.closing = Session.Close(code: code, reason: String(reason.utf8.prefix(120)) ?? "")
+        session.closeCode = code
+        session.closeReason = reason
+        if !flush { session.queue.removeAll() }
+        lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, 5)
+        lws_callback_on_writable(session.wsi)
+    }
+
+    /// Sends `Error{code, message}`, then closes 4400 (a protocol violation or a refused Hello).
+    func refuse(_ session: Session, code: ErrorCode, message: String) {
+        logger.info("session refused", metadata: [
+            "session": "\(session.id)", "code": "\(code.wireName)", "message": "\(message)",
+        ])
+        send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: code, message: message)), to: session)
+        close(session, code: 4400, reason: code.wireName)
+    }
+
+    /// `SERVER_WRITEABLE`: writes queued frames while the socket takes them, then the close.
+    private func writeQueued(_ session: Session) -> Int32 {
+        var written = 0
+        while let frame = session.queue.first {
+            let n = lws_write(
+                session.wsi, frame.payload, frame.count, frame.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT)
+            if n < 0 { return -1 }
+            session.queue.removeFirst()
+            metrics.messagesOut += 1
+            metrics.bytesOut += UInt64(frame.count)
+            written += 1
+            if written >= 16 || lws_send_pipe_choked(session.wsi) != 0 { break }
+        }
+        if !session.queue.isEmpty {
+            lws_callback_on_writable(session.wsi)
+            return 0
+        }
+        if let closing = session.closing {
+            var reason = Array(closing.reason.utf8)
+            lws_close_reason(session.wsi, lws_close_status(rawValue: UInt32(closing.code)), &reason, reason.count)
+            return -1
+        }
+        return 0
+    }
+}

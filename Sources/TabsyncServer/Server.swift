@@ -1,0 +1,259 @@
+import CLibwebsockets
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+import TabsyncCore
+import TabsyncStore
+
+/// The tabsync server: WebSocket (`tabsync.v1.json`, `tabsync.v1.proto`) and HTTP on one
+/// libwebsockets context, one vhost, one port.
+///
+/// One event loop thread owns every session and workspace (``Server/Loop``); nothing on it takes a
+/// lock on the hot path. Other threads (the store thread, callers of ``shutdown()``) hand work over
+/// through ``Server/Inbox`` and `lws_cancel_service`. All public methods are safe from any thread.
+public final class Server: Sendable {
+    let configuration: Configuration
+    let store: any WorkspaceStore
+    let logger: Logger
+    let inbox = Inbox()
+    private let lifecycle = Mutex<Lifecycle>(.idle)
+    private let stoppedSignal = DispatchSemaphore(value: 0)
+
+    private enum Lifecycle {
+        case idle, running(port: Int), stopped
+    }
+
+    /// Why the server could not start.
+    public enum Error: Swift.Error, Sendable, Equatable, CustomStringConvertible {
+        /// `start()` was called twice.
+        case alreadyStarted
+        /// The host is neither an address literal nor a name that resolves.
+        case badHost(String)
+        /// lws could not create the context or bind the port (in use, no permission).
+        case listenFailed(String)
+
+        public var description: String {
+            switch self {
+            case .alreadyStarted: "the server was already started"
+            case .badHost(let host): "cannot resolve host \(host)"
+            case .listenFailed(let why): "cannot listen: \(why)"
+            }
+        }
+    }
+
+    public init(configuration: Configuration, store: any WorkspaceStore, logger: Logger) {
+        self.configuration = configuration
+        self.store = store
+        self.logger = logger
+    }
+
+    /// Starts the event loop thread and returns once the port is bound: the real port (the asked
+    /// one, or the one picked for port 0). Raises `RLIMIT_NOFILE` to its hard limit first.
+    public func start() throws(Server.Error) -> Int {
+        let claimed = lifecycle.withLock { state -> Bool in
+            guard case .idle = state else { return false }
+            state = .running(port: 0)
+            return true
+        }
+        guard claimed else { throw .alreadyStarted }
+
+        let address = try Self.resolve(configuration.host)
+        Self.raiseFileLimit()
+        LWSLog.install(verbose: logger.logLevel <= .debug)
+
+        let started = StartResult()
+        let ready = DispatchSemaphore(value: 0)
+        let thread = Thread { [self] in
+            self.runLoop(address: address, started: started, ready: ready)
+        }
+        thread.name = "tabsync-loop"
+        thread.stackSize = 8 << 20
+        thread.start()
+        ready.wait()
+        let result = started.value.withLock { $0! }
+        switch result {
+        case .success(let port):
+            lifecycle.withLock { $0 = .running(port: port) }
+            return port
+        case .failure(let error):
+            lifecycle.withLock { $0 = .stopped }
+            throw error
+        }
+    }
+
+    /// The bound port while running, nil otherwise.
+    public var port: Int? {
+        lifecycle.withLock { state in
+            if case .running(let port) = state, port != 0 { return port }
+            return nil
+        }
+    }
+
+    /// Graceful stop: stops accepting, lets the batch being stored finish (its acks go out), closes
+    /// every client with 1001, and returns once the loop has exited (within about 5 s).
+    /// Safe to call from any thread, more than once; returns at once when not running.
+    public func shutdown() {
+        let running = lifecycle.withLock { state -> Bool in
+            if case .running = state { return true }
+            return false
+        }
+        guard running else { return }
+        inbox.post(.shutdown)
+        waitUntilStopped()
+    }
+
+    /// Blocks until the loop has exited (after ``shutdown()`` from another thread).
+    public func waitUntilStopped() {
+        let alreadyStopped = lifecycle.withLock { state -> Bool in
+            if case .stopped = state { return true }
+            return false
+        }
+        if alreadyStopped { return }
+        stoppedSignal.wait()
+        stoppedSignal.signal()  // let any other waiter through too
+    }
+
+    // MARK: event loop thread
+
+    private func runLoop(address: ResolvedHost, started: StartResult, ready: DispatchSemaphore) {
+        let loop = Loop(server: self)
+        let created = loop.createContext(address: address)
+        guard case .success(let (context, port)) = created else {
+            if case .failure(let error) = created { started.value.withLock { $0 = .failure(error) } }
+            ready.signal()
+            return
+        }
+        inbox.attach(context)
+        started.value.withLock { $0 = .success(port) }
+        logger.info("listening", metadata: ["host": "\(configuration.host)", "port": "\(port)"])
+        ready.signal()
+
+        withExtendedLifetime(loop) {
+            while !loop.finished {
+                lws_service(context, 0)
+            }
+            inbox.detach()
+            lws_context_destroy(context)
+            loop.contextDestroyed()
+        }
+        logger.info("stopped")
+        lifecycle.withLock { $0 = .stopped }
+        stoppedSignal.signal()
+    }
+
+    // MARK: start-up helpers
+
+    /// What the loop thread reports back to `start()`.
+    private final class StartResult: Sendable {
+        let value = Mutex<Result<Int, Server.Error>?>(nil)
+    }
+
+    /// A host resolved to one address literal and its family.
+    struct ResolvedHost: Sendable {
+        var address: String
+        var isIPv6: Bool
+    }
+
+    /// Resolves a host to an address literal. lws 4.1.6 with IPv6 compiled in copies an IPv4
+    /// literal into the wrong bytes of its IPv6 sockaddr and so binds `::` (all interfaces);
+    /// the server therefore binds IPv4 addresses with IPv6 disabled on the vhost.
+    static func resolve(_ host: String) throws(Server.Error) -> ResolvedHost {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 { return ResolvedHost(address: host, isIPv6: false) }
+        if inet_pton(AF_INET6, host, &v6) == 1 { return ResolvedHost(address: host, isIPv6: true) }
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { throw .badHost(host) }
+        defer { freeaddrinfo(list) }
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        if first.pointee.ai_family == AF_INET6 {
+            let sa = UnsafeRawPointer(first.pointee.ai_addr).assumingMemoryBound(to: sockaddr_in6.self)
+            var a = sa.pointee.sin6_addr
+            inet_ntop(AF_INET6, &a, &buffer, socklen_t(buffer.count))
+            return ResolvedHost(address: String(nulTerminated: buffer), isIPv6: true)
+        }
+        let sa = UnsafeRawPointer(first.pointee.ai_addr).assumingMemoryBound(to: sockaddr_in.self)
+        var a = sa.pointee.sin_addr
+        inet_ntop(AF_INET, &a, &buffer, socklen_t(buffer.count))
+        return ResolvedHost(address: String(nulTerminated: buffer), isIPv6: false)
+    }
+
+    /// Raises the soft `RLIMIT_NOFILE` to the hard limit: lws sizes its fd table from it at
+    /// context creation, and past it 4.1.6 spins on `accept()`.
+    static func raiseFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = min(limit.rlim_max, 1 << 20)
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+
+    /// The soft `RLIMIT_NOFILE` now.
+    static var fileLimit: Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+        return Int(clamping: limit.rlim_cur)
+    }
+}
+
+extension Server {
+    /// Work other threads hand to the event loop thread.
+    enum Task: Sendable {
+        /// Stop gracefully (see ``Server/shutdown()``).
+        case shutdown
+        /// The store thread finished a commit.
+        case committed(batch: UInt64, Result<Void, StoreError>)
+        /// The store thread finished loading a workspace.
+        case loaded(workspaceId: String, Result<StoredWorkspace?, StoreError>)
+    }
+
+    /// The one way into the event loop thread from others: a `Mutex`-guarded queue plus
+    /// `lws_cancel_service`, which wakes the loop; it drains the queue in
+    /// `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
+    final class Inbox: Sendable {
+        private struct State {
+            var tasks: [Task] = []
+            var context: ContextHandle?
+        }
+
+        /// An lws context pointer handed to other threads only to call `lws_cancel_service`,
+        /// which lws documents as the one thread-safe call. `@unchecked Sendable`: the pointer is
+        /// only dereferenced by lws, under the inbox lock, while the context is alive (it is
+        /// detached before `lws_context_destroy`).
+        private struct ContextHandle: @unchecked Sendable {
+            let pointer: OpaquePointer
+        }
+
+        private let state = Mutex(State())
+
+        /// Queues a task and wakes the loop. Any thread.
+        func post(_ task: Task) {
+            state.withLock { state in
+                state.tasks.append(task)
+                if let context = state.context { lws_cancel_service(context.pointer) }
+            }
+        }
+
+        /// Takes every queued task, oldest first. Event loop thread.
+        func drain() -> [Task] {
+            state.withLock { state in
+                let tasks = state.tasks
+                state.tasks.removeAll(keepingCapacity: true)
+                return tasks
+            }
+        }
+
+        func attach(_ context: OpaquePointer) {
+            state.withLock { state in
+                state.context = ContextHandle(pointer: context)
+                if !state.tasks.isEmpty { lws_cancel_service(context) }
+            }
+        }
+
+        func detach() {
+            state.withLock { $0.context = nil }
+        }
+    }
+}

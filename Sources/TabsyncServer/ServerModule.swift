@@ -1,4 +1,0 @@
-import TabsyncCore
-
-/// Placeholder: the server is built in the server issue.
-enum ServerModule {}

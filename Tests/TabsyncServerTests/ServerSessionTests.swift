@@ -1,0 +1,137 @@
+import Foundation
+import TabsyncCore
+import TabsyncProto
+import Testing
+
+@Suite("Sessions, ops and fan-out", .serialized)
+struct ServerSessionTests {
+    /// DESIGN.md's example, written against the JSON subprotocol as a client in another language
+    /// would: plain text frames, no tabsync code.
+    @Test func plainJSONClientDrivesAWorkspace() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        let socket = try RawWebSocket.open(port: server.port, subprotocol: "tabsync.v1.json")
+        try socket.send(text: #"{"hello":{"workspace":"team","clientId":"c1"}}"#)
+        guard case .text(let welcome) = try socket.receive() else { Issue.record("no text welcome"); return }
+        #expect(welcome.hasPrefix(#"{"welcome":{"#))
+        #expect(welcome.contains(#""clientId":"c1""#))
+        #expect(welcome.contains(#""maxTabs":500"#))
+        try socket.send(text: #"{"submit":{"seq":"1","op":{"add":{"tab":{"id":"t1","title":"Docs"},"activate":true}}}}"#)
+        var applied = ""
+        while applied.isEmpty {
+            guard case .text(let text) = try socket.receive() else { continue }
+            if text.hasPrefix(#"{"applied""#) { applied = text }
+        }
+        #expect(applied == #"{"applied":{"version":"1","op":{"add":{"tab":{"id":"t1","title":"Docs","key":"a0"},"activate":true}},"clientId":"c1","seq":"1","activeTabId":"t1"}}"#)
+        // Numbers are accepted for 64-bit fields on input.
+        try socket.send(text: #"{"submit":{"seq":2,"op":{"update":{"tabId":"t1","badge":"3"}}}}"#)
+        var second = ""
+        while second.isEmpty {
+            guard case .text(let text) = try socket.receive() else { continue }
+            if text.hasPrefix(#"{"applied""#) { second = text }
+        }
+        #expect(second.contains(#""version":"2""#))
+        try socket.sendClose()
+        #expect(try socket.receiveClose().code == 1000)
+    }
+
+    @Test(arguments: [(WireFormat.json, WireFormat.proto), (.proto, .proto), (.json, .json)])
+    func twoClientsConvergeAndEveryAppliedReachesBoth(formats: (WireFormat, WireFormat)) throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        let (a, _) = try TestClient.joined(port: server.port, workspace: "pair", clientId: "a", format: formats.0)
+        let (b, _) = try TestClient.joined(port: server.port, workspace: "pair", clientId: "b", format: formats.1)
+        // Interleaved, concurrent submissions of several kinds.
+        try a.submit(.add(tab: .named("a1"), place: .end, activate: true))
+        try b.submit(.add(tab: .named("b1"), place: .index(0), activate: false))
+        try a.submit(.add(tab: .named("a2"), place: .end, activate: false))
+        try b.submit(.move(tabId: "a1", place: .index(0)))
+        try a.submit(.activate(.index(2)))
+        try b.submit(.update(TabUpdate(tabId: "a2", title: "two", badge: "9")))
+        try a.submit(.open(tab: .named("b1"), place: .end))
+        try b.submit(.remove(tabId: "a1"))
+        try a.submit(.add(tab: .named("a3"), place: .end, activate: false))
+        let seenByA = try (0..<9).map { _ in try a.nextApplied() }
+        let seenByB = try (0..<9).map { _ in try b.nextApplied() }
+        #expect(seenByA == seenByB)
+        #expect(seenByA.map(\.version) == Array(1...9))
+        var replica = Workspace(id: "pair")
+        for applied in seenByA { try replica.apply(applied: applied) }
+        let snapshot = try #require(try server.snapshot("pair"))
+        #expect(replica.tabs == snapshot.tabs)
+        #expect(seenByA.last?.activeTabId == snapshot.activeTabId)
+        #expect(snapshot.version == 9)
+    }
+
+    @Test func aResubmittedSeqIsAnsweredAgainAndNeverAppliedTwice() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        let (a, _) = try TestClient.joined(port: server.port, workspace: "dup", clientId: "a")
+        try a.submit(.add(tab: .named("x"), place: .end, activate: true), seq: 1)
+        let first = try a.nextApplied()
+        try a.submit(.add(tab: .named("x"), place: .end, activate: true), seq: 1)
+        let again = try a.nextApplied()
+        #expect(again == first)
+        try a.submit(.remove(tabId: "nope"), seq: 2)
+        #expect(try a.nextRejected().code == .tabGone)
+        try a.submit(.remove(tabId: "nope"), seq: 2)
+        let rejectedAgain = try a.nextRejected()
+        #expect(rejectedAgain.seq == 2 && rejectedAgain.code == .tabGone)
+        // A new connection of the same client learns its last seq and resumes by version.
+        let (a2, welcome) = try TestClient.joined(
+            port: server.port, workspace: "dup", clientId: "a", lastVersion: 1, epoch: first.version == 1 ? server.store.epoch : "")
+        #expect(welcome.lastSeq == 2)
+        #expect(welcome.recovered)
+        #expect(welcome.missed.isEmpty)
+        _ = a2
+        #expect(try server.snapshot("dup")?.version == 1)
+    }
+
+    @Test func resumeSendsOnlyTheMissedOpsOrASnapshot() throws {
+        let server = try TestServer { $0.limits.maxResumeOps = 3 }
+        defer { server.stop() }
+        let writer = try seed(server, workspace: "res", tabs: 2)
+        let epoch = server.store.epoch
+        let (_, resumed) = try TestClient.joined(port: server.port, workspace: "res", clientId: "r", lastVersion: 1, epoch: epoch)
+        #expect(resumed.recovered)
+        #expect(resumed.missed.map(\.version) == [2])
+        for i in 3...6 { try writer.submit(.add(tab: .named("t\(i)"), place: .end, activate: false)) }
+        for _ in 3...6 { _ = try writer.nextApplied() }
+        let (_, tooFar) = try TestClient.joined(port: server.port, workspace: "res", clientId: "r", lastVersion: 1, epoch: epoch)
+        #expect(!tooFar.recovered)
+        #expect(tooFar.snapshot.version == 6)
+        let (_, otherEpoch) = try TestClient.joined(port: server.port, workspace: "res", clientId: "r", lastVersion: 5, epoch: "zzz")
+        #expect(!otherEpoch.recovered)
+        #expect(otherEpoch.snapshot.tabs.count == 6)
+    }
+
+    @Test func presenceListsPeersAndFocus() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        let (a, _) = try TestClient.joined(port: server.port, workspace: "p", clientId: "a", name: "Ann")
+        let (b, _) = try TestClient.joined(port: server.port, workspace: "p", clientId: "b", name: "Bob")
+        try b.send(Tabsync_V1_ClientMessage(focus: Tabsync_V1_Focus(tabId: "t9")))
+        let peers = try a.next(timeout: 3) { message -> [Tabsync_V1_Peer]? in
+            guard case .presence(let p) = message, p.peers.count == 2, p.peers.contains(where: { $0.focusTabID == "t9" }) else { return nil }
+            return p.peers
+        }
+        #expect(Set(peers.map(\.name)) == ["Ann", "Bob"])
+        #expect(peers.first { $0.clientID == "b" }?.focusTabID == "t9")
+    }
+
+    @Test func shutdownClosesEveryClientWith1001() throws {
+        let server = try TestServer()
+        let (a, _) = try TestClient.joined(port: server.port, workspace: "s", clientId: "a")
+        let (b, _) = try TestClient.joined(port: server.port, workspace: "s", clientId: "b", format: .proto)
+        try a.submit(.add(tab: .named("x"), place: .end, activate: true))
+        let started = Date()
+        server.stop()
+        #expect(Date().timeIntervalSince(started) < 5)
+        let closeA = try a.socket.receiveClose()
+        #expect(closeA.code == 1001)
+        // The op submitted before the shutdown was stored and acknowledged first.
+        #expect(closeA.before.contains { if case .text(let t) = $0 { t.hasPrefix(#"{"applied""#) } else { false } })
+        #expect(try b.closeCode() == 1001)
+        #expect(throws: (any Error).self) { _ = try httpGet(port: server.port, path: "/healthz", timeout: 1) }
+    }
+}

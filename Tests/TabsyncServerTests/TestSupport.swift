@@ -1,0 +1,154 @@
+import Foundation
+import Logging
+import SwiftProtobuf
+import TabsyncCore
+import TabsyncProto
+import TabsyncServer
+import TabsyncStore
+import Testing
+
+/// A real server on an ephemeral port for one test; shut down by ``stop()`` (call it in `defer`).
+final class TestServer {
+    let server: Server
+    let port: Int
+    let store: MemoryStore
+
+    init(configure: (inout Server.Configuration) -> Void = { _ in }, store: MemoryStore = MemoryStore()) throws {
+        var configuration = Server.Configuration(host: "127.0.0.1", port: 0)
+        configure(&configuration)
+        var logger = Logger(label: "test.server") { _ in SwiftLogNoOpLogHandler() }
+        logger.logLevel = .critical
+        self.store = store
+        server = Server(configuration: configuration, store: store, logger: logger)
+        port = try server.start()
+    }
+
+    func stop() { server.shutdown() }
+
+    /// `GET /v1/workspaces/{id}` decoded, or nil on 404.
+    func snapshot(_ id: String) throws -> Workspace? {
+        let (status, body) = try httpGet(port: port, path: "/v1/workspaces/\(id)")
+        if status == 404 { return nil }
+        #expect(status == 200)
+        return Workspace(try Tabsync_V1_Snapshot(jsonString: body))
+    }
+
+    /// Polls `/metrics` until `series` reaches `value` (or the time runs out); the last value read.
+    @discardableResult
+    func waitForMetric(_ series: String, atLeast value: Double, timeout: Double = 5) throws -> Double {
+        let deadline = Date().addingTimeInterval(timeout)
+        var last = 0.0
+        repeat {
+            last = try metric(series)
+            if last >= value { return last }
+            Thread.sleep(forTimeInterval: 0.05)
+        } while Date() < deadline
+        return last
+    }
+
+    func metric(_ series: String) throws -> Double {
+        let (_, body) = try httpGet(port: port, path: "/metrics")
+        for line in body.split(separator: "\n") where line.hasPrefix(series + " ") {
+            return Double(line.dropFirst(series.count + 1)) ?? 0
+        }
+        return 0
+    }
+}
+
+/// A tabsync client for tests on ``RawWebSocket`` and the proto codec.
+final class TestClient {
+    let socket: RawWebSocket
+    let format: WireFormat
+    private(set) var nextSeq: UInt64 = 1
+
+    init(port: Int, format: WireFormat = .json, receiveBuffer: Int? = nil) throws {
+        socket = try RawWebSocket.open(port: port, subprotocol: format.subprotocol, receiveBuffer: receiveBuffer)
+        self.format = format
+    }
+
+    /// Connects, says Hello and returns the Welcome.
+    static func joined(
+        port: Int, workspace: String, clientId: String, name: String = "", format: WireFormat = .json,
+        lastVersion: UInt64 = 0, epoch: String = ""
+    ) throws -> (TestClient, Tabsync_V1_Welcome) {
+        let client = try TestClient(port: port, format: format)
+        try client.send(Tabsync_V1_ClientMessage(hello: Tabsync_V1_Hello(
+            workspace: workspace, clientId: clientId, clientName: name, lastVersion: lastVersion, epoch: epoch)))
+        let welcome = try client.next { if case .welcome(let w) = $0 { return w } else { return nil } }
+        return (client, welcome)
+    }
+
+    func send(_ message: Tabsync_V1_ClientMessage) throws {
+        let bytes = format.encode(message)
+        if format.usesTextFrames { try socket.send(text: String(decoding: bytes, as: UTF8.self)) } else { try socket.send(binary: bytes) }
+    }
+
+    /// Submits an op with the next seq; returns the seq.
+    @discardableResult
+    func submit(_ op: TabsyncCore.Operation, baseVersion: UInt64 = 0) throws -> UInt64 {
+        let seq = nextSeq
+        nextSeq += 1
+        try send(Tabsync_V1_ClientMessage(submit: Tabsync_V1_Submit(seq: seq, baseVersion: baseVersion, op: op)))
+        return seq
+    }
+
+    /// Submits with an explicit seq (for dedup tests).
+    func submit(_ op: TabsyncCore.Operation, seq: UInt64) throws {
+        try send(Tabsync_V1_ClientMessage(submit: Tabsync_V1_Submit(seq: seq, op: op)))
+    }
+
+    /// The next server message (skipping none).
+    func receive(timeout: Double = 5) throws -> Tabsync_V1_ServerMessage.OneOf_Message {
+        switch try socket.receive(timeout: timeout) {
+        case .text(let text):
+            return try format.decodeServerMessage(Array(text.utf8)).message!
+        case .binary(let bytes):
+            return try format.decodeServerMessage(bytes).message!
+        case .close(let code, let reason):
+            throw ClientError.closed(code: code, reason: reason)
+        case .ping, .pong:
+            return try receive(timeout: timeout)
+        }
+    }
+
+    /// Reads until `pick` returns a value, skipping other messages (presence, by default).
+    func next<T>(timeout: Double = 5, _ pick: (Tabsync_V1_ServerMessage.OneOf_Message) -> T?) throws -> T {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let message = try receive(timeout: max(0.01, deadline.timeIntervalSinceNow))
+            if let value = pick(message) { return value }
+        }
+    }
+
+    func nextApplied(timeout: Double = 5) throws -> AppliedOp {
+        try next(timeout: timeout) { message in
+            if case .applied(let a) = message { return try? AppliedOp(a) }
+            return nil
+        }
+    }
+
+    func nextRejected(timeout: Double = 5) throws -> Tabsync_V1_Rejected {
+        try next(timeout: timeout) { if case .rejected(let r) = $0 { return r } else { return nil } }
+    }
+
+    /// Reads until the close frame; its code.
+    func closeCode(timeout: Double = 5) throws -> UInt16 {
+        try socket.receiveClose(timeout: timeout).code
+    }
+
+    enum ClientError: Error {
+        case closed(code: UInt16, reason: String)
+    }
+}
+
+extension Tab {
+    static func named(_ id: String, title: String = "") -> Tab { Tab(id: id, title: title.isEmpty ? id : title) }
+}
+
+/// A workspace with tabs t1..tN added by one client, each acknowledged; returns the client.
+func seed(_ server: TestServer, workspace: String, tabs: Int = 3) throws -> TestClient {
+    let (client, _) = try TestClient.joined(port: server.port, workspace: workspace, clientId: "seeder")
+    for i in 1...tabs { try client.submit(.add(tab: .named("t\(i)"), place: .end, activate: i == 1)) }
+    for _ in 1...tabs { _ = try client.nextApplied() }
+    return client
+}
