@@ -62,7 +62,8 @@ extension BarModel {
             lines = position == .top ? [bar, bottom, status] : [bottom, status, bar]
             bottomRow = position == .top ? 1 : 0
         default:
-            let body = bodyLines(height: rows - 4)
+            var body = bodyLines(height: rows - 4)
+            while body.count < rows - 4 { body.append(Line()) }
             if position == .top {
                 lines = [bar, help] + body + [bottom, status]
                 bottomRow = rows - 2

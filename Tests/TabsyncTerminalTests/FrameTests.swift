@@ -19,9 +19,12 @@ import Testing
         let top = model(ws, rows: 10, cols: 80, position: .top).frame()
         #expect(top.lines[0].plain.hasPrefix(" 1:A*  2:B"))
         #expect(top.lines[9].plain.hasPrefix("ws://127.0.0.1:7070 | default v1 | connecting"))
+        #expect(top.lines[8].plain.trimmingSpaces.isEmpty)  // the message row, empty
+        #expect(top.lines[1].plain.hasPrefix("←→/hl tab"))
         let bottom = model(ws, rows: 10, cols: 80, position: .bottom).frame()
         #expect(bottom.lines[9].plain.hasPrefix(" 1:A*  2:B"))
         #expect(bottom.lines[8].plain.hasPrefix("ws://127.0.0.1:7070"))
+        #expect(bottom.lines[6].plain.hasPrefix("←→/hl tab"))
     }
 
     @Test func statusShowsConnectionVersionRttAndPending() {

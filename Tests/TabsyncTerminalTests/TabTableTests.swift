@@ -21,10 +21,10 @@ import Testing
         let text = TabTable.render(ws)
         #expect(text == """
             workspace default v2, 3 tabs
-            #  ID  TITLE       URL                FLAGS
+            #  ID  TITLE      URL                FLAGS
             1  t1  日本語
-            2  t2  Docs?[31m                      active
-            3  t3  x           https://x.example  locked,badge=2
+            2  t2  Docs?[31m                     active
+            3  t3  x          https://x.example  locked,badge=2
 
             """)
         #expect(!text.contains("\u{1B}"))
