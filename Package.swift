@@ -65,7 +65,7 @@ let package = Package(
         .executableTarget(
             name: "tabsync",
             dependencies: [
-                "TabsyncClient", "TabsyncTerminal", "TabsyncProto",
+                "TabsyncClient", "TabsyncTerminal", "TabsyncProto", "CLibwebsockets",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CLibwebsockets
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -31,6 +32,9 @@ struct TabsyncCommand: AsyncParsableCommand {
     /// Parses and runs, mapping every failure to its exit status: ArgumentParser's usage errors
     /// to 2 (instead of its default 64), ``CommandError``s to theirs.
     static func main() async {
+        // libwebsockets' own notices would interleave with the bar and with scripts' output; every
+        // failure reaches the person through this tool's messages instead.
+        lws_set_log_level(0, nil)
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? AsyncParsableCommand {
@@ -40,12 +44,12 @@ struct TabsyncCommand: AsyncParsableCommand {
             }
         } catch let error as CommandError {
             printError("tabsync: \(error)")
-            exit(error.exitCode)
+            Glibc.exit(error.exitCode)
         } catch {
             let code = exitCode(for: error)
             if code == .validationFailure {
                 printError(fullMessage(for: error))
-                exit(2)
+                Glibc.exit(2)
             }
             exit(withError: error)
         }
