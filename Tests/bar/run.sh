@@ -231,6 +231,29 @@ wait_for "icanon echo" 3 || fail "terminal modes not restored after q"
 golden 09-quit-restored
 tmux -L "$SOCKET" kill-session -t bar
 
+# Losing the server: the bar says so and counts down; an edit made meanwhile is sent after the
+# server comes back (same port; a memory store, so the workspace starts over with a new epoch).
+start_bar 80 12
+wait_for "| connected |"
+port=${URL##*:}
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null || true
+SERVER_PID=
+wait_for "reconnecting in"
+keys n
+typetext "offline edit"
+keys Enter Enter
+wait_for "pending 1"
+"$SERVER" --port "$port" --memory --log-level error >"$WORK/server2.out" 2>"$WORK/server2.err" &
+SERVER_PID=$!
+wait_for "| connected |" 20
+wait_for "pending 0"
+wait_for "1:offline edit*"
+ts ls | grep -q "offline edit .*active" || fail "the offline edit did not reach the server"
+keys q
+wait_for "EXIT=0"
+tmux -L "$SOCKET" kill-session -t bar
+
 # SIGTERM restores the terminal too.
 start_bar 80 12
 wait_for "| connected |"
