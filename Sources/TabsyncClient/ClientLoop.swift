@@ -27,6 +27,14 @@ public final class ClientLoop: Sendable {
         public var maxQueuedBytes: Int = 1 << 20
         /// CA bundle for `wss://`; nil = the system's default trust store.
         public var caFile: String?
+        /// Raise the soft open-file limit to the hard one before creating the context (one fd per
+        /// connection; lws sizes its tables from the limit at creation).
+        public var raiseFileLimit = true
+        /// lws's log mask (`LLL_*` bits), set when the loop starts; nil leaves it alone. lws logs
+        /// process-wide to stderr; the default keeps errors and warnings only.
+        public var libraryLogLevel: Int32? = Int32(LLL_ERR) | Int32(LLL_WARN)
+        /// How long `shutdown()` waits for open connections to finish their close handshake.
+        public var closeGrace: Duration = .seconds(1)
 
         public init() {}
     }

@@ -120,10 +120,25 @@ extension LoopCore {
                 if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) }
             case .stop:
                 stopping = true
-                for connection in connections.values {
+                let deadline = ContinuousClock.now + options.closeGrace
+                stopDeadline = deadline
+                for connection in Array(connections.values) {
                     connection.closingForGood = true
-                    if connection.phase == .open { requestClose(connection, code: 1001, reason: "client shutting down") }
+                    switch connection.phase {
+                    case .open: requestClose(connection, code: 1001, reason: "client shutting down")
+                    case .connecting:
+                        if let wsi = connection.wsi {
+                            lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC)
+                        } else {
+                            finish(connection, ConnectionEnding(kind: .closedLocally, reason: "client loop stopped"))
+                        }
+                    case .waiting:
+                        finish(connection, ConnectionEnding(kind: .closedLocally, reason: "client loop stopped"))
+                    }
                 }
+                // Wake the loop at the deadline even if no socket does (id 0 names no connection).
+                timers.push(.init(deadline: deadline, id: 0, tag: 0))
+                armTimer()
             }
         }
     }

@@ -62,6 +62,7 @@ final class LoopCore: @unchecked Sendable {
     var timers = TimerHeap()
     var timerArmedFor: ContinuousClock.Instant?
     var stopping = false
+    var stopDeadline: ContinuousClock.Instant?
 
     init(options: ClientLoop.Options) throws(ClientError) {
         self.options = options
@@ -77,6 +78,9 @@ final class LoopCore: @unchecked Sendable {
         memset(timer, 0, MemoryLayout<ctsc_timer>.size)
         scratchCapacity = 16 << 10
         scratch = .allocate(byteCount: pre + scratchCapacity, alignment: 16)
+
+        if let level = options.libraryLogLevel { lws_set_log_level(level, nil) }
+        if options.raiseFileLimit { Self.raiseFileLimit() }
 
         var info = lws_context_creation_info()
         info.port = ctsc_port_no_listen()
@@ -120,10 +124,21 @@ final class LoopCore: @unchecked Sendable {
         userSlot.deallocate()
     }
 
+    /// Raises the soft `RLIMIT_NOFILE` to the hard limit: lws sizes its fd table from it when the
+    /// context is created, and every connection is one fd.
+    static func raiseFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+
     /// The loop thread's body: services lws until told to stop, then destroys the context.
     func run() {
         threadId.fulfil()
-        while !stopping {
+        while true {
+            // Stopping: keep servicing until every close handshake is done or the grace runs out.
+            if stopping, connections.isEmpty || stopDeadline.map({ ContinuousClock.now >= $0 }) ?? true { break }
             if lws_service(context, 0) < 0 { break }
         }
         stopping = true

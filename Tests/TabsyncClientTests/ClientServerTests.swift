@@ -70,6 +70,31 @@ import Synchronization
         try await converge(clients: 10, opsEach: 60, sharedLoop: true, seed: 100)
     }
 
+    @Test func twoHundredClientsShareOneLoopThread() async throws {
+        let server = try LiveServer()
+        defer { server.stop() }
+        let loop = try ClientLoop()
+        let count = 200
+        var clients: [TabsyncClient] = []
+        for index in 0..<count {
+            let client = try server.client("many\(index)", workspace: "many", loop: loop)
+            client.start()
+            clients.append(client)
+        }
+        for (index, client) in clients.enumerated() {
+            try await client.waitUntil(timeout: .seconds(30)) { $0.connection == .ready }
+            client.submit(.add(tab: Tab(id: "tab\(index)"), place: .end, activate: false))
+        }
+        for client in clients {
+            let state = try await client.waitUntil(timeout: .seconds(60)) { $0.confirmed.version == UInt64(count) }
+            #expect(state.confirmed.tabs.count == count)
+            #expect(state.pending.isEmpty)
+        }
+        // Shutting the loop down closes every connection (1001) and every client with it.
+        loop.shutdown()
+        for client in clients { #expect(client.state.connection == .closed) }
+    }
+
     @Test func aClientDroppedMidStreamLosesAndDuplicatesNothing() async throws {
         let server = try LiveServer()
         defer { server.stop() }
