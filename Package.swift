@@ -74,8 +74,9 @@ let package = Package(
         .executableTarget(
             name: "tabsync",
             dependencies: [
-                "TabsyncClient", "TabsyncTerminal",
+                "TabsyncClient", "TabsyncTerminal", "TabsyncProto", "CLibwebsockets",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),
