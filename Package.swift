@@ -74,8 +74,9 @@ let package = Package(
         .executableTarget(
             name: "tabsync",
             dependencies: [
-                "TabsyncClient", "TabsyncTerminal",
+                "TabsyncClient", "TabsyncTerminal", "TabsyncProto", "CLibwebsockets",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -93,6 +94,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncClientTests",
+            dependencies: [
+                "TabsyncClient", "TabsyncCore", "TabsyncProto", "TabsyncServer", "TabsyncStore",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -5,6 +5,7 @@
 #include <libwebsockets.h>
 #include <string.h>
 #include <stdlib.h>
+#include "client_shim.h"
 
 /* LWS_PRE is a macro expression: the headroom lws_write needs before the payload. */
 static inline size_t clws_pre(void) { return LWS_PRE; }

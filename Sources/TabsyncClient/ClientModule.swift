@@ -1,4 +1,0 @@
-import TabsyncCore
-
-/// Placeholder: the client library is built in the server issue.
-enum ClientModule {}

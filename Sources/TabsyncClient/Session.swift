@@ -1,0 +1,342 @@
+import TabsyncCore
+import TabsyncProto
+
+/// The protocol logic of one client, without sockets: builds `Hello` and `Submit` frames, reads
+/// server frames into a ``Replica``, and decides when to resync or give up.
+///
+/// Invariants: frames leave in `outbox` order; the outbox only holds frames for the current
+/// connection and is emptied when it ends (pending ops are resubmitted from the replica after the
+/// next `Welcome`, with the same seq and base version, so the server's dedup answers any that
+/// already arrived); no op gets a seq before the first `Welcome` (seqs start after
+/// `Welcome.lastSeq`, so a restarted client never reuses a consumed seq).
+struct Session {
+    enum Phase: Equatable {
+        case idle, connecting, awaitingWelcome, ready, disconnected, closed
+    }
+
+    let workspaceId: String
+    let clientId: String
+    let clientName: String
+    let token: String
+    let format: WireFormat
+
+    private(set) var replica: Replica
+    private(set) var state: ClientState
+    private(set) var phase: Phase = .idle
+    /// Ops submitted before the first `Welcome`: they get seqs once the server told the last one.
+    private var unsequenced: [Operation] = []
+    private var focusTabId: String?
+    private var welcomedOnce = false
+    /// Ask for a snapshot (not a resume) at the next `Hello`.
+    private var wantSnapshot = false
+    /// The current connection is being closed to reconnect at once.
+    private var reconnectNow = false
+    /// `close()` was called.
+    private var closing = false
+    private var outbox: [[UInt8]] = []
+    private var outboxHead = 0
+
+    /// Events produced since the last `takeEvents()`.
+    private(set) var events: [ClientEvent] = []
+
+    init(workspaceId: String, clientId: String, clientName: String, token: String, format: WireFormat) {
+        self.workspaceId = workspaceId
+        self.clientId = clientId
+        self.clientName = clientName
+        self.token = token
+        self.format = format
+        let empty = Workspace(id: workspaceId)
+        replica = Replica(clientId: clientId, workspace: empty)
+        state = ClientState(workspace: empty)
+    }
+
+    mutating func takeEvents() -> [ClientEvent] {
+        defer { events = [] }
+        return events
+    }
+
+    private mutating func emit(_ event: ClientEvent) {
+        events.append(event)
+    }
+
+    private mutating func setConnection(_ connection: ConnectionState) {
+        guard state.connection != connection else { return }
+        state.connection = connection
+        emit(.connection(connection))
+    }
+
+    /// Copies the replica into the published state; emits `.workspace` when the optimistic
+    /// workspace changed.
+    private mutating func syncReplica() {
+        state.confirmed = replica.confirmed
+        state.pending = replica.pending
+        state.unsequenced = unsequenced.count
+        if state.optimistic != replica.optimistic {
+            state.optimistic = replica.optimistic
+            emit(.workspace(replica.optimistic))
+        }
+    }
+
+    // MARK: user side
+
+    /// Starts (from `.idle`); false if already started or closed.
+    mutating func start() -> Bool {
+        guard phase == .idle else { return false }
+        phase = .connecting
+        return true
+    }
+
+    /// Takes a local op. Returns its seq, or nil when it waits for the first `Welcome` (or the
+    /// client is closed, in which case it is dropped). Appends its frame to the outbox when ready.
+    mutating func submit(_ op: Operation) -> UInt64? {
+        guard phase != .closed, !closing else { return nil }
+        guard welcomedOnce else {
+            unsequenced.append(op)
+            state.unsequenced = unsequenced.count
+            return nil
+        }
+        let pending = replica.submit(op)
+        if phase == .ready { send(.init(submit: .init(seq: pending.seq, baseVersion: pending.baseVersion, op: op))) }
+        syncReplica()
+        return pending.seq
+    }
+
+    mutating func focus(_ tabId: String) {
+        focusTabId = tabId
+        if phase == .ready { send(.init(focus: .init(tabId: tabId))) }
+    }
+
+    /// Marks the client closing; the loop closes the connection.
+    mutating func close() {
+        closing = true
+    }
+
+    /// The next connection starts at once (no back-off); the caller then reconnects.
+    mutating func requestReconnect() {
+        reconnectNow = true
+    }
+
+    /// Asks for a snapshot at the next connection; the caller then reconnects.
+    mutating func requestResync(reason: String) {
+        wantSnapshot = true
+        reconnectNow = true
+        state.resyncs += 1
+        emit(.resync(reason: reason))
+    }
+
+    var hasOutgoing: Bool { outboxHead < outbox.count }
+
+    private mutating func send(_ message: Tabsync_V1_ClientMessage) {
+        outbox.append(format.encode(message))
+    }
+
+    /// Frames to write, about `budget` bytes (at least one when any wait).
+    mutating func takeOutgoing(budget: Int) -> [[UInt8]] {
+        var frames: [[UInt8]] = []
+        var bytes = 0
+        while outboxHead < outbox.count && (frames.isEmpty || bytes + outbox[outboxHead].count <= budget) {
+            bytes += outbox[outboxHead].count
+            frames.append(outbox[outboxHead])
+            outbox[outboxHead] = []
+            outboxHead += 1
+        }
+        if outboxHead == outbox.count {
+            outbox.removeAll(keepingCapacity: true)
+            outboxHead = 0
+        }
+        return frames
+    }
+
+    private mutating func clearOutbox() {
+        outbox = []
+        outboxHead = 0
+    }
+
+    // MARK: loop side
+
+    mutating func connecting(attempt: Int) {
+        phase = .connecting
+        setConnection(.connecting(attempt: attempt))
+    }
+
+    mutating func waiting(attempt: Int, delay: Duration) {
+        setConnection(.waiting(attempt: attempt, delay: delay))
+    }
+
+    /// The socket is open: the `Hello` to send first.
+    mutating func opened() -> [UInt8] {
+        phase = .awaitingWelcome
+        clearOutbox()
+        setConnection(.awaitingWelcome)
+        var hello = Tabsync_V1_Hello(workspace: workspaceId, clientId: clientId, clientName: clientName, token: token)
+        if welcomedOnce && !wantSnapshot && replica.confirmed.version > 0 {
+            hello.lastVersion = replica.confirmed.version
+            hello.epoch = replica.confirmed.epoch
+        }
+        return format.encode(Tabsync_V1_ClientMessage(hello: hello))
+    }
+
+    /// One frame from the server; returns a close to perform, if any.
+    mutating func received(_ bytes: [UInt8]) -> (code: UInt16, reason: String)? {
+        let message: Tabsync_V1_ServerMessage
+        do {
+            message = try format.decodeServerMessage(bytes)
+        } catch {
+            requestResync(reason: "undecodable frame from the server: \(error.reason)")
+            return (error.closeCode, "undecodable frame")
+        }
+        switch message.message {
+        case .welcome(let welcome):
+            return receivedWelcome(welcome)
+        case .applied(let applied):
+            guard phase == .ready else { return protocolTrouble("applied before welcome") }
+            guard let op = try? AppliedOp(applied) else {
+                return resync("the server sent an applied op without a kind")
+            }
+            return receivedApplied(op)
+        case .rejected(let rejected):
+            let op = replica.receive(rejectedSeq: rejected.seq)
+            let rejection = Rejection(
+                seq: rejected.seq, code: ErrorCode(rejected.code), message: rejected.message, op: op?.op)
+            state.rejections.append(rejection)
+            if state.rejections.count > 100 { state.rejections.removeFirst(state.rejections.count - 100) }
+            emit(.rejected(rejection))
+            syncReplica()
+            return nil
+        case .presence(let presence):
+            let peers = presence.peers.map {
+                Peer(sessionId: $0.sessionID, clientId: $0.clientID, name: $0.name, focusTabId: $0.focusTabID)
+            }
+            state.peers = peers
+            emit(.presence(peers))
+            return nil
+        case .error(let error):
+            let code = ErrorCode(error.code)
+            emit(.serverError(code: code, message: error.message))
+            if phase == .awaitingWelcome, let code, Self.refusesForGood(code) {
+                // The server refused the Hello itself: retrying would be refused the same way.
+                state.refusal = .refused(code, error.message)
+            }
+            return nil
+        case nil:
+            return protocolTrouble("a server message with no field set")
+        }
+    }
+
+    private mutating func receivedWelcome(_ welcome: Tabsync_V1_Welcome) -> (code: UInt16, reason: String)? {
+        guard phase == .awaitingWelcome else { return protocolTrouble("a second welcome") }
+        if welcome.recovered {
+            guard welcome.epoch == replica.confirmed.epoch else {
+                return resync("resumed with epoch \(welcome.epoch), had \(replica.confirmed.epoch)")
+            }
+            guard let missed = try? welcome.missedOps() else { return resync("a missed op without a kind") }
+            for op in missed {
+                switch replica.receive(applied: op) {
+                case .applied: emit(.applied(op))
+                case .stale: break
+                case .gap(let expected, let got): return resync("resume gap: expected version \(expected), got \(got)")
+                case .diverged(let error): return resync("a missed op does not fit: \(error)")
+                }
+            }
+            replica.resume(lastSeq: welcome.lastSeq)
+        } else {
+            var snapshot = Workspace(welcome.snapshot)
+            if snapshot.id.isEmpty {
+                snapshot = Workspace(
+                    id: workspaceId, version: snapshot.version, epoch: welcome.epoch, tabs: snapshot.tabs,
+                    activeTabId: snapshot.activeTabId, editable: snapshot.editable)
+            }
+            if snapshot.epoch.isEmpty { snapshot.epoch = welcome.epoch }
+            replica.reset(to: snapshot, lastSeq: welcome.lastSeq)
+        }
+        if welcome.hasLimits {
+            let limits = Limits(welcome.limits)
+            replica.limits = limits
+            state.limits = limits
+        }
+        phase = .ready
+        wantSnapshot = false
+        state.sessionId = welcome.sessionID
+        state.welcomes += 1
+        if !welcomedOnce {
+            welcomedOnce = true
+            for op in unsequenced { replica.submit(op) }
+            unsequenced = []
+        }
+        // Resubmit everything still pending, in seq order, as it was first sent.
+        clearOutbox()
+        for pending in replica.pending {
+            send(.init(submit: .init(seq: pending.seq, baseVersion: pending.baseVersion, op: pending.op)))
+        }
+        if let focusTabId { send(.init(focus: .init(tabId: focusTabId))) }
+        emit(.welcomed(recovered: welcome.recovered))
+        setConnection(.ready)
+        syncReplica()
+        return nil
+    }
+
+    private mutating func receivedApplied(_ op: AppliedOp) -> (code: UInt16, reason: String)? {
+        switch replica.receive(applied: op) {
+        case .applied:
+            emit(.applied(op))
+            syncReplica()
+            return nil
+        case .stale:
+            return nil
+        case .gap(let expected, let got):
+            // Resume from the last version held: the server sends what is missing.
+            reconnectNow = true
+            state.resyncs += 1
+            emit(.resync(reason: "version gap: expected \(expected), got \(got)"))
+            return (1000, "version gap")
+        case .diverged(let error):
+            return resync("an applied op does not fit: \(error)")
+        }
+    }
+
+    private mutating func resync(_ reason: String) -> (code: UInt16, reason: String)? {
+        requestResync(reason: reason)
+        return (1000, "resync")
+    }
+
+    private mutating func protocolTrouble(_ reason: String) -> (code: UInt16, reason: String)? {
+        requestResync(reason: "protocol error from the server: \(reason)")
+        return (1002, "protocol error")
+    }
+
+    /// Error codes answering a `Hello` that no retry can fix. `PROTOCOL_ERROR` is not one: a
+    /// correct client meets it only when the server timed its Hello out under load.
+    static func refusesForGood(_ code: ErrorCode) -> Bool {
+        switch code {
+        case .invalidArgument, .unauthorized, .notPermitted: true
+        default: false
+        }
+    }
+
+    /// The connection ended; returns what the loop does next.
+    mutating func closed(_ ending: ConnectionEnding) -> LoopNext {
+        clearOutbox()
+        state.lastEnding = ending
+        emit(.disconnected(ending))
+        if closing || state.refusal != nil || ending.code == 4401 {
+            if state.refusal == nil, ending.code == 4401, !closing {
+                state.refusal = .refused(.unauthorized, ending.reason)
+            }
+            phase = .closed
+            setConnection(.closed)
+            return .stop
+        }
+        phase = .disconnected
+        if reconnectNow {
+            reconnectNow = false
+            return .reconnectNow
+        }
+        return .retry
+    }
+
+    /// The loop stopped or the connection was forgotten: closed for good.
+    mutating func finished() {
+        phase = .closed
+        setConnection(.closed)
+    }
+}

@@ -1,0 +1,53 @@
+import Testing
+@testable import TabsyncClient
+
+/// A deterministic generator (SplitMix64) so jitter can be checked exactly.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite struct BackoffTests {
+    @Test func firstAttemptWaitsNothing() {
+        var generator = SeededGenerator(state: 1)
+        #expect(Backoff.default.delay(attempt: 0, using: &generator) == .zero)
+    }
+
+    @Test func nominalDelayDoublesUpToTheMaximum() {
+        let backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(1), multiplier: 2, jitter: 0)
+        let delays = (1...7).map { backoff.nominalDelay(attempt: $0) }
+        #expect(delays == [
+            .milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800),
+            .seconds(1), .seconds(1), .seconds(1),
+        ])
+        #expect(backoff.nominalDelay(attempt: 10_000) == .seconds(1))
+    }
+
+    @Test func jitterStaysWithinItsShareAndVaries() {
+        let backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(10), jitter: 0.5)
+        var generator = SeededGenerator(state: 42)
+        for attempt in 1...12 {
+            let nominal = backoff.nominalDelay(attempt: attempt)
+            var seen = Set<Duration>()
+            for _ in 0..<50 {
+                let delay = backoff.delay(attempt: attempt, using: &generator)
+                #expect(delay <= nominal)
+                #expect(delay >= nominal * 0.5)
+                seen.insert(delay)
+            }
+            #expect(seen.count > 10, "jitter should spread the delays")
+        }
+    }
+
+    @Test func microsecondsRoundUp() {
+        #expect(Duration.nanoseconds(1).microseconds == 1)
+        #expect(Duration.milliseconds(3).microseconds == 3_000)
+        #expect(Duration.zero.microseconds == 0)
+    }
+}

@@ -1,0 +1,160 @@
+import Testing
+import TabsyncCore
+import TabsyncProto
+@testable import TabsyncClient
+
+/// The session's protocol logic, driven frame by frame without sockets.
+@Suite struct SessionTests {
+    let format = WireFormat.json
+
+    func makeSession() -> Session {
+        var session = Session(workspaceId: "team", clientId: "c1", clientName: "Ann", token: "", format: format)
+        let r1 = session.start()
+        #expect(r1)
+        session.connecting(attempt: 0)
+        return session
+    }
+
+    func hello(_ bytes: [UInt8]) throws -> Tabsync_V1_Hello {
+        let message = try format.decodeClientMessage(bytes)
+        guard case .hello(let hello) = message.message else { Issue.record("not a hello"); return .init() }
+        return hello
+    }
+
+    func submits(_ frames: [[UInt8]]) throws -> [Tabsync_V1_Submit] {
+        try frames.compactMap { frame in
+            if case .submit(let submit) = try format.decodeClientMessage(frame).message { return submit }
+            return nil
+        }
+    }
+
+    func frame(_ message: Tabsync_V1_ServerMessage) -> [UInt8] { format.encode(message) }
+
+    func welcome(_ workspace: Workspace, lastSeq: UInt64) -> [UInt8] {
+        frame(.init(welcome: .init(sessionId: "s1", clientId: "c1", lastSeq: lastSeq, limits: .default, snapshot: workspace)))
+    }
+
+    func applied(_ version: UInt64, _ op: Operation, clientId: String, seq: UInt64, active: String) -> [UInt8] {
+        frame(.init(applied: AppliedOp(version: version, op: op, clientId: clientId, seq: seq, activeTabId: active)))
+    }
+
+    @Test func firstHelloAsksForASnapshotAndOpsWaitForTheWelcome() throws {
+        var session = makeSession()
+        let r2 = session.submit(.add(tab: Tab(id: "a"), place: .end, activate: true))
+        #expect(r2 == nil)
+        let first = try hello(session.opened())
+        #expect(first.workspace == "team" && first.clientID == "c1" && first.clientName == "Ann")
+        #expect(first.lastVersion == 0 && first.epoch.isEmpty)
+        let r3 = session.takeOutgoing(budget: 1 << 20)
+        #expect(r3.isEmpty, "nothing but the hello before the welcome")
+
+        // The server already consumed seqs up to 7 for this client id (an earlier run).
+        let r4 = session.received(welcome(Workspace(id: "team", epoch: "e1"), lastSeq: 7))
+        #expect(r4 == nil)
+        let sent = try submits(session.takeOutgoing(budget: 1 << 20))
+        #expect(sent.map(\.seq) == [8])
+        #expect(session.state.connection == .ready)
+        #expect(session.state.optimistic.tabs.map(\.id) == ["a"])
+        #expect(session.state.pending.map(\.seq) == [8])
+    }
+
+    @Test func pendingOpsAreResubmittedWithTheSameSeqAndBaseAfterAReconnect() throws {
+        var session = makeSession()
+        _ = session.opened()
+        _ = session.received(welcome(Workspace(id: "team", epoch: "e1"), lastSeq: 0))
+        let s1 = session.submit(.add(tab: Tab(id: "a"), place: .end, activate: true))
+        let s2 = session.submit(.add(tab: Tab(id: "b"), place: .end, activate: false))
+        #expect(s1 == 1 && s2 == 2)
+        let r5 = session.takeOutgoing(budget: 1 << 20)
+        #expect(try submits(r5).map(\.seq) == [1, 2])
+        // Seq 1 is applied; the connection drops before seq 2's answer.
+        let addA = Operation.add(tab: Tab(id: "a", key: "a0"), place: .key("a0"), activate: true)
+        _ = session.received(applied(1, addA, clientId: "c1", seq: 1, active: "a"))
+        let r6 = session.closed(ConnectionEnding(kind: .lost))
+        #expect(r6 == .retry)
+        // Edits while disconnected stay pending.
+        let s3 = session.submit(.activate(.tabId("a")))
+        #expect(s3 == 3)
+        let r7 = session.takeOutgoing(budget: 1 << 20)
+        #expect(r7.isEmpty)
+
+        session.connecting(attempt: 1)
+        let resume = try hello(session.opened())
+        #expect(resume.lastVersion == 1 && resume.epoch == "e1")
+        // The server had consumed seq 2 (its Applied, version 2, is among the missed ops).
+        let addB = Operation.add(tab: Tab(id: "b", key: "a1"), place: .key("a1"), activate: false)
+        let missed = AppliedOp(version: 2, op: addB, clientId: "c1", seq: 2, activeTabId: "a")
+        _ = session.received(frame(.init(welcome: .init(
+            sessionId: "s2", clientId: "c1", lastSeq: 2, limits: .default, epoch: "e1", missed: [missed]))))
+        let resent = try submits(session.takeOutgoing(budget: 1 << 20))
+        #expect(resent.map(\.seq) == [3])
+        #expect(resent.first?.baseVersion == 1)
+        #expect(session.state.confirmed.version == 2)
+        #expect(session.state.optimistic.tabs.map(\.id) == ["a", "b"])
+    }
+
+    @Test func aVersionGapReconnectsAtOnceAndResumes() throws {
+        var session = makeSession()
+        _ = session.opened()
+        _ = session.received(welcome(Workspace(id: "team", epoch: "e1"), lastSeq: 0))
+        let addA = Operation.add(tab: Tab(id: "a", key: "a0"), place: .key("a0"), activate: true)
+        let r8 = session.received(applied(1, addA, clientId: "c2", seq: 1, active: "a"))
+        #expect(r8 == nil)
+        let addC = Operation.add(tab: Tab(id: "c", key: "a2"), place: .key("a2"), activate: false)
+        let close = session.received(applied(3, addC, clientId: "c2", seq: 3, active: "a"))
+        #expect(close?.code == 1000)
+        let r9 = session.closed(ConnectionEnding(kind: .closedLocally, code: 1000))
+        #expect(r9 == .reconnectNow)
+        session.connecting(attempt: 0)
+        let r10 = session.opened()
+        #expect(try hello(r10).lastVersion == 1)
+    }
+
+    @Test func anEpochChangeOnResumeAsksForASnapshot() throws {
+        var session = makeSession()
+        _ = session.opened()
+        _ = session.received(welcome(Workspace(id: "team", version: 5, epoch: "e1", tabs: [], activeTabId: "", editable: true), lastSeq: 0))
+        _ = session.closed(ConnectionEnding(kind: .lost))
+        session.connecting(attempt: 1)
+        let r11 = session.opened()
+        #expect(try hello(r11).lastVersion == 5)
+        let close = session.received(frame(.init(welcome: .init(
+            sessionId: "s2", clientId: "c1", lastSeq: 0, limits: .default, epoch: "e2", missed: []))))
+        #expect(close != nil)
+        let r12 = session.closed(ConnectionEnding(kind: .closedLocally, code: 1000))
+        #expect(r12 == .reconnectNow)
+        session.connecting(attempt: 0)
+        let r13 = session.opened()
+        #expect(try hello(r13).lastVersion == 0)
+    }
+
+    @Test func aRejectionRemovesThePendingOpAndIsReported() throws {
+        var session = makeSession()
+        _ = session.opened()
+        _ = session.received(welcome(Workspace(id: "team", epoch: "e1"), lastSeq: 0))
+        let submitted = session.submit(.remove(tabId: "ghost"))
+        let seq = try #require(submitted)
+        _ = session.received(frame(.init(rejected: .init(seq: seq, code: .tabGone, message: "tab ghost does not exist"))))
+        #expect(session.state.pending.isEmpty)
+        #expect(session.state.rejections == [Rejection(seq: seq, code: .tabGone, message: "tab ghost does not exist", op: .remove(tabId: "ghost"))])
+    }
+
+    @Test func aRefusedHelloClosesForGood() throws {
+        var session = makeSession()
+        _ = session.opened()
+        _ = session.received(frame(.init(error: .init(code: .invalidArgument, message: "bad client id"))))
+        let r14 = session.closed(ConnectionEnding(kind: .closedByServer, code: 4400, reason: "bad hello"))
+        #expect(r14 == .stop)
+        #expect(session.state.connection == .closed)
+        #expect(session.state.refusal == .refused(.invalidArgument, "bad client id"))
+    }
+
+    @Test func aHelloTimedOutByABusyServerIsRetried() throws {
+        var session = makeSession()
+        _ = session.opened()
+        _ = session.received(frame(.init(error: .init(code: .protocolError, message: "no Hello within 10 seconds"))))
+        let next = session.closed(ConnectionEnding(kind: .closedByServer, code: 4400, reason: "PROTOCOL_ERROR"))
+        #expect(next == .retry)
+        #expect(session.state.refusal == nil)
+    }
+}
