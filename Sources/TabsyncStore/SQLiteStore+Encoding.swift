@@ -47,6 +47,14 @@ enum StoreEncoding {
         }
     }
 
+    /// Position keys as one text: `\n`-separated (a valid key is base 62 digits only).
+    static func encodeKeys(_ keys: [String]) -> String { keys.joined(separator: "\n") }
+
+    /// The keys ``encodeKeys(_:)`` stored.
+    static func decodeKeys(_ text: String) -> [String] {
+        text.isEmpty ? [] : text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    }
+
     /// A refusal as (wire code, the case's text: a tab id or a reason; "" for `notEditable`).
     static func encode(_ error: OpError) -> (code: Int64, detail: String) {
         switch error {
