@@ -54,7 +54,7 @@ struct BarCommand: AsyncParsableCommand {
             rows: size.rows, cols: size.cols, position: position, limits: state.limits ?? .default,
             idPrefix: ClientIdentity.randomId(prefix: "t-", count: 8))
         _ = model.handle(.link(BarCommand.link(state.connection)))
-        _ = model.handle(.presence(state.peers.map(BarCommand.peer)))
+        _ = model.handle(.presence(state.peers))
         c.client.focus(model.viewedTabId)
 
         do {
@@ -100,10 +100,6 @@ struct BarCommand: AsyncParsableCommand {
         }
     }
 
-    static func peer(_ p: Peer) -> PresencePeer {
-        PresencePeer(sessionId: p.sessionId, clientId: p.clientId, name: p.name, focusTabId: p.focusTabId)
-    }
-
     static func link(_ state: ConnectionState) -> LinkState {
         switch state {
         case .idle, .connecting, .awaitingWelcome: .connecting
@@ -129,7 +125,7 @@ struct BarCommand: AsyncParsableCommand {
             tracker.finished(rejection.seq, clientId: tracker.clientId)
             return [.rejected(code: rejection.code, message: rejection.message)]
         case .presence(let peers):
-            return [.presence(peers.map(peer))]
+            return [.presence(peers)]
         case .serverError(let code, let message):
             return [.notice("server error: " + (code.map { $0.wireName + ": " } ?? "") + message)]
         case .resync(let reason):
