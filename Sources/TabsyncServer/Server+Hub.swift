@@ -172,22 +172,23 @@ extension Server.Loop {
             reject(session, seq: submit.seq, code: .unavailable, message: "the server is shutting down")
             return
         }
+        // RATE_LIMITED and an op that does not decode consume the seq like any refusal (DESIGN.md).
+        let outcome: Sequencer.Outcome
         if !session.takeToken(rate: limits.maxOpsPerSecond, now: now) {
-            reject(session, seq: submit.seq, code: .rateLimited,
-                   message: "over \(limits.maxOpsPerSecond) ops per second")
+            outcome = hub.live.refuse(
+                clientId: hello.clientId, seq: submit.seq,
+                error: .rateLimited("over \(limits.maxOpsPerSecond) ops per second"))
             strike(session, now: now)
-            return
+        } else {
+            do throws(ConversionError) {
+                guard submit.hasOp else { throw .opKindMissing }
+                let op = try Operation(submit.op)
+                outcome = hub.live.submit(
+                    clientId: hello.clientId, seq: submit.seq, baseVersion: submit.baseVersion, op: op)
+            } catch {
+                outcome = hub.live.refuse(clientId: hello.clientId, seq: submit.seq, error: error.opError)
+            }
         }
-        let op: Operation
-        do throws(ConversionError) {
-            guard submit.hasOp else { throw .opKindMissing }
-            op = try Operation(submit.op)
-        } catch {
-            reject(session, seq: submit.seq, code: error.code, message: error.message)
-            return
-        }
-        let outcome = hub.live.submit(
-            clientId: hello.clientId, seq: submit.seq, baseVersion: submit.baseVersion, op: op)
         // The record carries what a restart needs beyond the ops (the rekeys' old keys).
         let record = CommitRecord(
             workspaceId: hub.id, clientId: hello.clientId, seq: submit.seq, outcome: outcome, after: hub.live)

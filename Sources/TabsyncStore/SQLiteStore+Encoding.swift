@@ -64,6 +64,7 @@ enum StoreEncoding {
         case .locked(let id): (Int64(ErrorCode.locked.rawValue), id)
         case .tabExists(let id): (Int64(ErrorCode.tabExists.rawValue), id)
         case .limitExceeded(let why): (Int64(ErrorCode.limitExceeded.rawValue), why)
+        case .rateLimited(let why): (Int64(ErrorCode.rateLimited.rawValue), why)
         }
     }
 
@@ -76,6 +77,7 @@ enum StoreEncoding {
         case .locked: .locked(detail)
         case .tabExists: .tabExists(detail)
         case .limitExceeded: .limitExceeded(detail)
+        case .rateLimited: .rateLimited(detail)
         default: nil
         }
     }
