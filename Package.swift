@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         // Test only: parses docker-compose.yml in TabsyncServerTests.
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
     ],
@@ -64,6 +65,15 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Load generator and benchmark reports (`tabsync bench`), directly on libwebsockets.
+        .target(
+            name: "TabsyncBench",
+            dependencies: [
+                "TabsyncCore", "TabsyncProto", "CLibwebsockets",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The terminal client's pure layout, rendering and key decoding, plus a small termios/ANSI layer.
         .target(name: "TabsyncTerminal", dependencies: ["TabsyncCore"], swiftSettings: swiftSettings),
         .executableTarget(
@@ -74,7 +84,7 @@ let package = Package(
         .executableTarget(
             name: "tabsync",
             dependencies: [
-                "TabsyncClient", "TabsyncTerminal", "TabsyncProto", "CLibwebsockets",
+                "TabsyncClient", "TabsyncTerminal", "TabsyncBench", "TabsyncProto", "CLibwebsockets",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -101,6 +111,14 @@ let package = Package(
             name: "TabsyncClientTests",
             dependencies: [
                 "TabsyncClient", "TabsyncCore", "TabsyncProto", "TabsyncServer", "TabsyncStore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncBenchTests",
+            dependencies: [
+                "TabsyncBench", "TabsyncServer", "TabsyncStore", "TabsyncCore",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -15,7 +15,7 @@ import Darwin
 struct TabsyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tabsync",
-        abstract: "Live terminal tab bar and one-shot commands for tabsync workspaces.",
+        abstract: "Live terminal tab bar, one-shot commands and load generator for tabsync workspaces.",
         discussion: """
             Server from --server or TABSYNC_SERVER (default \(ConnectionOptions.defaultServer)); workspace \
             from --workspace or TABSYNC_WORKSPACE (default \(ConnectionOptions.defaultWorkspace)). \
@@ -26,6 +26,7 @@ struct TabsyncCommand: AsyncParsableCommand {
         subcommands: [
             BarCommand.self, LsCommand.self, AddCommand.self, OpenCommand.self, MvCommand.self, RmCommand.self,
             ActivateCommand.self, RenameCommand.self, WatchCommand.self, ExportCommand.self, ImportCommand.self,
+            Bench.self,
         ]
     )
 

@@ -1,0 +1,248 @@
+import Foundation
+import Histogram
+
+/// Runs benches: one measured load, or a `--max` search, and builds their reports.
+public enum BenchRunner {
+    /// Runs `configuration` on the calling thread (it blocks for the whole run) and returns every figure.
+    /// A server that refuses or drops connections is reported in the result, not thrown.
+    /// - Throws: ``BenchError/cannotStart(_:)`` when the lws context cannot be made.
+    public static func run(
+        _ configuration: BenchConfiguration, progress: (@Sendable (BenchProgress) -> Void)? = nil
+    ) throws(BenchError) -> BenchResult {
+        let generator = try LoadGenerator(configuration: configuration, progress: progress)
+        var report = BenchReport(
+            mode: configuration.mode.rawValue, server: "ws://\(configuration.host):\(configuration.port)",
+            workspaces: configuration.workspaces, clientsPerWorkspace: configuration.clientsPerWorkspace,
+            connections: configuration.connections, rate: configuration.rate, duration: configuration.duration,
+            warmup: configuration.warmup, mix: configuration.mix, ramp: configuration.ramp, seed: configuration.seed,
+            ack: LatencySummary(generator.ack), delivery: LatencySummary(generator.delivery))
+        report.loadAverageStart = ProcessSample.loadAverage()
+        let pid = configuration.serverPid
+        let before = pid.flatMap(ProcessSample.read)
+        if let pid {
+            report.serverProcess = BenchReport.Server(pid: pid)
+            if before == nil {
+                report.serverProcess?.readable = false
+                report.notes.append("server pid \(pid) is not readable in /proc: no server CPU or RSS")
+            }
+        }
+
+        generator.connectAll()
+        let connectSeconds = Double(generator.connectDoneAt - generator.connectStartedAtForReport) / 1e9
+        report.connect.attempted = configuration.connections
+        report.connect.connected = generator.connected
+        report.connect.failed = configuration.connections - generator.connected
+        report.connect.failures = generator.connectFailures
+        report.connect.seconds = connectSeconds
+        report.connect.perSecond = connectSeconds > 0 ? Double(generator.connected) / connectSeconds : 0
+        report.connect.time = LatencySummary(generator.connectTimes)
+        let connected = pid.flatMap(ProcessSample.read)
+        if let before, let connected {
+            report.serverProcess?.rssBeforeBytes = before.rssBytes
+            report.serverProcess?.rssConnectedBytes = connected.rssBytes
+            if generator.connected > 0 {
+                report.serverProcess?.rssPerConnectionBytes =
+                    Double(connected.rssBytes - before.rssBytes) / Double(generator.connected)
+            }
+        }
+        if generator.connected == 0 {
+            report.notes.append("no connection reached the server: nothing was measured")
+            generator.closeAll()
+            report.loadAverageEnd = ProcessSample.loadAverage()
+            return BenchResult(report: report, ack: generator.ack, delivery: generator.delivery)
+        } else if generator.connected < configuration.connections {
+            report.notes.append("\(configuration.connections - generator.connected) of \(configuration.connections) connections did not open")
+        }
+
+        if configuration.searchMax {
+            let search = searchMax(generator, configuration, &report)
+            report.trials = search.trials
+            report.maxRate = search.best?.rate
+            report.p99Bound = configuration.p99Bound
+            if let best = search.best {
+                report.rate = best.rate
+                fill(&report, from: best.measurement)
+            } else {
+                report.notes.append("no trial met the bound (delivery p99 under \(configuration.p99Bound) ms with every op applied)")
+                if let last = search.last { fill(&report, from: last) }
+            }
+            generator.closeAll()
+            report.loadAverageEnd = ProcessSample.loadAverage()
+            let histograms = search.best?.measurement ?? search.last
+            return BenchResult(report: report, ack: histograms?.ack ?? generator.ack,
+                               delivery: histograms?.delivery ?? generator.delivery)
+        }
+
+        let measurement = measure(generator, rate: configuration.rate, warmup: configuration.warmup,
+                                  duration: configuration.duration, pid: pid)
+        fill(&report, from: measurement)
+        if generator.timeUp { report.notes.append("stopped by --time-limit") }
+        generator.closeAll()
+        if let pid, let end = ProcessSample.read(pid: pid) { report.serverProcess?.rssEndBytes = end.rssBytes }
+        report.loadAverageEnd = ProcessSample.loadAverage()
+        return BenchResult(report: report, ack: measurement.ack, delivery: measurement.delivery)
+    }
+
+    /// Runs on a thread of its own; for async callers (tests).
+    public static func runDetached(
+        _ configuration: BenchConfiguration, progress: (@Sendable (BenchProgress) -> Void)? = nil
+    ) async throws(BenchError) -> BenchResult {
+        let outcome: Result<BenchResult, BenchError> = await withCheckedContinuation { continuation in
+            let thread = Thread {
+                do throws(BenchError) {
+                    continuation.resume(returning: .success(try run(configuration, progress: progress)))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
+        return try outcome.get()
+    }
+
+    /// The figures of one measured window.
+    struct Measurement {
+        var rate: Double
+        var seconds: Double
+        var ops = BenchReport.Ops()
+        var ack: Histogram<UInt64>
+        var delivery: Histogram<UInt64>
+        var sendLagP99Ms: Double
+        var generatorCPUPercent: Double
+        var serverCPUSeconds: Double?
+        var disconnects: [String: Int]
+        var serverErrors: [String: Int]
+    }
+
+    static func measure(_ generator: LoadGenerator, rate: Double, warmup: Double, duration: Double, pid: Int32?) -> Measurement {
+        var startServer: ProcessSample?
+        var endServer: ProcessSample?
+        var startCPU = 0.0
+        var endCPU = 0.0
+        generator.measureStartHook = {
+            startCPU = ProcessSample.ownCPUSeconds()
+            startServer = pid.flatMap(ProcessSample.read)
+        }
+        generator.measureEndHook = {
+            endCPU = ProcessSample.ownCPUSeconds()
+            endServer = pid.flatMap(ProcessSample.read)
+        }
+        generator.load(rate: rate, warmup: warmup, duration: duration)
+        let seconds = generator.measuredSeconds
+        var ops = BenchReport.Ops()
+        ops.sent = generator.sent
+        ops.applied = generator.applied
+        ops.rejected = generator.rejected
+        ops.rejectedByCode = generator.rejectedByCode
+        ops.unanswered = max(0, generator.outstanding)
+        ops.notSent = generator.notSent
+        ops.appliedPerSecond = Double(generator.applied) / seconds
+        ops.deliveries = generator.deliveries
+        ops.expectedDeliveries = generator.expectedDeliveries
+        ops.deliveriesPerSecond = Double(generator.deliveries) / seconds
+        ops.bytesPerDelivery = generator.deliveryMessages > 0 ? Double(generator.deliveryBytes) / Double(generator.deliveryMessages) : 0
+        var serverCPU: Double?
+        if let startServer, let endServer { serverCPU = endServer.cpuSeconds - startServer.cpuSeconds }
+        return Measurement(
+            rate: rate, seconds: seconds, ops: ops, ack: generator.ack, delivery: generator.delivery,
+            sendLagP99Ms: Double(generator.sendLag.valueAtPercentile(99)) / 1000,
+            generatorCPUPercent: (endCPU - startCPU) / seconds * 100,
+            serverCPUSeconds: serverCPU, disconnects: generator.disconnects, serverErrors: generator.serverErrors)
+    }
+
+    static func fill(_ report: inout BenchReport, from measurement: Measurement) {
+        report.window = measurement.seconds
+        report.ops = measurement.ops
+        report.ack = LatencySummary(measurement.ack)
+        report.delivery = LatencySummary(measurement.delivery)
+        report.disconnects = measurement.disconnects
+        report.serverErrors = measurement.serverErrors
+        report.generator.cpuPercent = measurement.generatorCPUPercent
+        report.generator.sendLagP99Ms = measurement.sendLagP99Ms
+        if let cpu = measurement.serverCPUSeconds, report.serverProcess != nil {
+            report.serverProcess?.cpuSeconds = cpu
+            report.serverProcess?.cpuPercent = cpu / measurement.seconds * 100
+            if measurement.ops.deliveries > 0 {
+                report.serverProcess?.cpuMicrosPerDelivery = cpu * 1e6 / Double(measurement.ops.deliveries)
+            }
+            if measurement.ops.applied > 0 {
+                report.serverProcess?.cpuMicrosPerOp = cpu * 1e6 / Double(measurement.ops.applied)
+            }
+        }
+        // One thread runs the whole load: near a full core, it (not the server) sets the pace.
+        let behind = measurement.rate > 0 && measurement.sendLagP99Ms > 20
+        report.generator.bottleneck = measurement.generatorCPUPercent >= 85 || behind
+        if measurement.generatorCPUPercent >= 85 {
+            report.notes.append(String(format: "the load generator used %.0f%% of a core: it may be the bottleneck", measurement.generatorCPUPercent))
+        }
+        if behind {
+            report.notes.append(String(format: "ops left up to %.1f ms (p99) after their scheduled time: the load generator fell behind", measurement.sendLagP99Ms))
+        }
+        if measurement.ops.unanswered > 0 {
+            report.notes.append("\(measurement.ops.unanswered) ops were never answered")
+        }
+        if measurement.ops.deliveries < measurement.ops.expectedDeliveries {
+            report.notes.append("\(measurement.ops.expectedDeliveries - measurement.ops.deliveries) deliveries missing")
+        }
+        if !measurement.disconnects.isEmpty {
+            report.notes.append("the server closed or dropped \(measurement.disconnects.values.reduce(0, +)) connections during the run")
+        }
+    }
+
+    struct Search {
+        var trials: [BenchReport.Trial] = []
+        var best: (rate: Double, measurement: Measurement)?
+        var last: Measurement?
+    }
+
+    /// Feedback search over open-loop trials on the same connections: the rate doubles while a trial
+    /// passes (delivery p99 — ack p99 with one client per workspace — under the bound, ≥ 95% of the
+    /// offered rate applied, nothing unanswered), then bisects between the best pass and the first
+    /// failure until they are within 10%, at most 12 trials.
+    static func searchMax(_ generator: LoadGenerator, _ configuration: BenchConfiguration, _ report: inout BenchReport) -> Search {
+        var search = Search()
+        var low = 0.0
+        var high: Double?
+        var rate = configuration.rate
+        for _ in 0..<12 {
+            let measurement = measure(generator, rate: rate, warmup: configuration.warmup,
+                                      duration: configuration.duration, pid: configuration.serverPid)
+            search.last = measurement
+            let p99 = configuration.clientsPerWorkspace > 1
+                ? Double(measurement.delivery.valueAtPercentile(99)) / 1000
+                : Double(measurement.ack.valueAtPercentile(99)) / 1000
+            var reason = "ok"
+            if generator.timeUp {
+                search.trials.append(BenchReport.Trial(
+                    rate: rate, appliedPerSecond: measurement.ops.appliedPerSecond,
+                    deliveriesPerSecond: measurement.ops.deliveriesPerSecond, ackP99: 0, deliveryP99: 0,
+                    passed: false, reason: "stopped by --time-limit"))
+                report.notes.append("the search was stopped by --time-limit")
+                break
+            }
+            if p99 > configuration.p99Bound { reason = String(format: "p99 %.1f ms over the bound", p99) }
+            else if measurement.ops.appliedPerSecond < 0.95 * rate {
+                reason = String(format: "only %.0f of %.0f ops/s applied", measurement.ops.appliedPerSecond, rate)
+            } else if measurement.ops.unanswered > 0 { reason = "\(measurement.ops.unanswered) unanswered" }
+            let passed = reason == "ok"
+            search.trials.append(BenchReport.Trial(
+                rate: rate, appliedPerSecond: measurement.ops.appliedPerSecond,
+                deliveriesPerSecond: measurement.ops.deliveriesPerSecond,
+                ackP99: Double(measurement.ack.valueAtPercentile(99)) / 1000,
+                deliveryP99: Double(measurement.delivery.valueAtPercentile(99)) / 1000, passed: passed, reason: reason))
+            if generator.connected == 0 || generator.timeUp { break }
+            if passed {
+                low = rate
+                search.best = (rate, measurement)
+                rate = high.map { (low + $0) / 2 } ?? rate * 2
+            } else {
+                high = rate
+                if low == 0 { rate /= 2 } else { rate = (low + rate) / 2 }
+            }
+            if let high, low > 0, (high - low) / high < 0.1 { break }
+            if rate < 1 { break }
+        }
+        return search
+    }
+}

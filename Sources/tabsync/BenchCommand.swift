@@ -1,0 +1,52 @@
+import ArgumentParser
+import Foundation
+import TabsyncBench
+
+/// `tabsync bench`: drives many WebSocket connections against a tabsync server (or libwebsockets'
+/// mirror test server as a baseline) and reports latency, throughput and server cost.
+///
+/// The flags are parsed by ``BenchConfiguration/parse(_:)`` (in TabsyncBench, where they are
+/// tested), so a bad flag always gets one clear message and exit status 2.
+struct Bench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Load generator: many clients, open-loop ops, latency percentiles and server cost.",
+        discussion: BenchConfiguration.usage + """
+
+            Exit status: 0 when the run completed (even if the server refused or dropped connections: \
+            the table says so), 1 when no connection could be made or a file could not be written, \
+            2 on bad arguments.
+            """
+    )
+
+    @Argument(parsing: .allUnrecognized, help: "Flags as listed below.")
+    var arguments: [String] = []
+
+    func run() throws {
+        let configuration: BenchConfiguration
+        do {
+            configuration = try BenchConfiguration.parse(arguments)
+        } catch {
+            FileHandle.standardError.write(Data("tabsync bench: \(error)\n".utf8))
+            throw ExitCode(error.exitCode)
+        }
+        let interactive = isatty(2) == 1
+        // One line, rewritten in place; nothing when stderr is not a terminal.
+        let progress: (@Sendable (BenchProgress) -> Void)?
+        if interactive {
+            progress = { update in FileHandle.standardError.write(Data(("\r\u{1B}[K" + update.line).utf8)) }
+        } else {
+            progress = nil
+        }
+        do {
+            let result = try BenchRunner.run(configuration, progress: progress)
+            if interactive { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            print(result.table, terminator: "")
+            try result.writeFiles(configuration)
+            if result.report.connect.connected == 0 { throw ExitCode(1) }
+        } catch let error as BenchError {
+            FileHandle.standardError.write(Data("tabsync bench: \(error)\n".utf8))
+            throw ExitCode(error.exitCode)
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import Logging
+import TabsyncBench
+import TabsyncCore
+import TabsyncServer
+import TabsyncStore
+import Testing
+
+/// The real server, in process, on an ephemeral port with a memory store.
+final class InProcessServer: Sendable {
+    let server: Server
+    let port: Int
+
+    init() throws {
+        var logger = Logger(label: "bench.test.server") { _ in SwiftLogNoOpLogHandler() }
+        logger.logLevel = .critical
+        server = Server(
+            configuration: Server.Configuration(host: "127.0.0.1", port: 0, limits: Limits()),
+            store: MemoryStore(), logger: logger)
+        port = try server.start()
+    }
+
+    func stop() { server.shutdown() }
+}
+
+@Suite("tabsync bench against the real server")
+struct BenchSmokeTests {
+    func configuration(port: Int, _ extra: [String]) throws -> BenchConfiguration {
+        try BenchConfiguration.parse(["--server", "127.0.0.1:\(port)", "--seed", "7"] + extra)
+    }
+
+    @Test("a short bench completes and counts every op it sent (both subprotocols)",
+          arguments: ["proto", "json"])
+    func benchCountsWhatItSent(subprotocol: String) async throws {
+        let server = try InProcessServer()
+        defer { server.stop() }
+        let configuration = try configuration(port: server.port, [
+            "--workspaces", "2", "--clients", "3", "--rate", "200", "--duration", "1.5", "--warmup", "0.3",
+            "--subprotocol", subprotocol, "--server-pid", "\(getpid())",
+        ])
+        let result = try await BenchRunner.runDetached(configuration)
+        let report = result.report
+        #expect(report.connect.connected == 6)
+        #expect(report.connect.failed == 0)
+        // Open loop at 200 ops/s for 1.5 s: the schedule, not the answers, sets how many were sent.
+        #expect((280...300).contains(report.ops.sent))
+        #expect(report.ops.sent == report.ops.applied + report.ops.rejected)
+        #expect(report.ops.unanswered == 0)
+        // Closed workspaces (nobody joins or leaves): every other client sees every applied op.
+        #expect(report.ops.deliveries == report.ops.applied * 2)
+        #expect(report.ops.expectedDeliveries == report.ops.deliveries)
+        #expect(report.ack.count == UInt64(report.ops.applied))
+        #expect(report.delivery.count == UInt64(report.ops.deliveries))
+        #expect(report.ack.p50 > 0 && report.ack.p50 <= report.ack.p99)
+        #expect(report.disconnects.isEmpty)
+        let process = try #require(report.serverProcess)
+        #expect(process.readable && process.rssConnectedBytes > 0)
+        // The table and the files have the figures.
+        #expect(result.table.contains("applied \(report.ops.applied)"))
+        #expect(result.svg.contains("<polyline"))
+        #expect(result.hgrm.contains("# delivery latency"))
+        let decoded = try JSONDecoder().decode(BenchReport.self, from: try result.json())
+        #expect(decoded.ops.sent == report.ops.sent)
+    }
+
+    @Test("idle connections: rate 0 holds them and sends nothing")
+    func idleConnections() async throws {
+        let server = try InProcessServer()
+        defer { server.stop() }
+        let configuration = try configuration(port: server.port, [
+            "--workspaces", "5", "--clients", "4", "--rate", "0", "--duration", "0.5", "--warmup", "0",
+        ])
+        let report = try await BenchRunner.runDetached(configuration).report
+        #expect(report.connect.connected == 20)
+        #expect(report.ops.sent == 0 && report.ops.deliveries == 0)
+    }
+
+    @Test("a server that refuses the connections is reported, not a crash")
+    func refusedLoadIsReported() async throws {
+        // A port nothing listens on: bind one, note it, close it.
+        let server = try InProcessServer()
+        let port = server.port
+        server.stop()
+        let configuration = try configuration(port: port, ["--clients", "3", "--rate", "10", "--duration", "0.5"])
+        let report = try await BenchRunner.runDetached(configuration).report
+        #expect(report.connect.connected == 0)
+        #expect(report.connect.failed == 3)
+        #expect(report.connect.failures.values.reduce(0, +) == 3)
+        #expect(report.notes.contains { $0.contains("nothing was measured") })
+    }
+
+    @Test("the wrong subprotocol for the server fails the handshake and is counted")
+    func mirrorAgainstTabsyncIsRefused() async throws {
+        let server = try InProcessServer()
+        defer { server.stop() }
+        let configuration = try configuration(port: server.port, [
+            "--clients", "2", "--subprotocol", "mirror", "--rate", "10", "--duration", "0.3",
+        ])
+        let report = try await BenchRunner.runDetached(configuration).report
+        #expect(report.connect.connected == 0)
+        #expect(report.connect.failed == 2)
+    }
+}
