@@ -84,8 +84,9 @@ let package = Package(
         .executableTarget(
             name: "tabsync",
             dependencies: [
-                "TabsyncClient", "TabsyncTerminal", "TabsyncBench",
+                "TabsyncClient", "TabsyncTerminal", "TabsyncBench", "TabsyncProto", "CLibwebsockets",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -27,22 +27,6 @@ public enum ConnectionState: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// One session of the workspace, as presence tells it.
-public struct Peer: Sendable, Hashable {
-    public var sessionId: String
-    public var clientId: String
-    public var name: String
-    /// The tab that session views; "" when it named none.
-    public var focusTabId: String
-
-    public init(sessionId: String, clientId: String, name: String, focusTabId: String) {
-        self.sessionId = sessionId
-        self.clientId = clientId
-        self.name = name
-        self.focusTabId = focusTabId
-    }
-}
-
 /// An op of this client the server refused.
 public struct Rejection: Sendable, Equatable {
     public var seq: UInt64

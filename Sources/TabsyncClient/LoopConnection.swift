@@ -29,6 +29,8 @@ final class LoopConnection {
     /// Distinguishes the current attempt (it is in the wsi's opaque user data and in timers).
     var attemptTag: UInt16 = 0
     var receivedSomething = false
+    /// Counted in the loop's connects in flight.
+    var holdsConnectSlot = false
     var receiveBuffer: [UInt8] = []
     var queue: [[UInt8]] = []
     var queueHead = 0

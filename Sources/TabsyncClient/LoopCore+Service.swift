@@ -18,6 +18,7 @@ extension LoopCore {
         case LWS_CALLBACK_CLIENT_ESTABLISHED:
             guard let connection = current(wsi, adopting: true), connection.phase == .connecting else { return -1 }
             connection.phase = .open
+            releaseConnectSlot(connection)
             for frame in connection.owner.loopOpened() { connection.enqueue(frame) }
             refill(connection)
             if connection.hasQueued { lws_callback_on_writable(wsi) }
@@ -154,8 +155,16 @@ extension LoopCore {
     private func connect(_ connection: LoopConnection) {
         connection.resetSocketState()
         connection.attemptTag &+= 1
-        connection.phase = .connecting
         connection.owner.loopConnecting(attempt: connection.attempt)
+        if options.maxConcurrentConnects > 0 && connectsInFlight >= options.maxConcurrentConnects {
+            // Wait for a slot (phase `.waiting`; the tag voids the entry if anything else happens).
+            connection.phase = .waiting
+            connectQueue.append((connection.id, connection.attemptTag))
+            return
+        }
+        connectsInFlight += 1
+        connection.holdsConnectSlot = true
+        connection.phase = .connecting
         let tag = connection.attemptTag
 
         var info = lws_client_connect_info()
@@ -188,9 +197,7 @@ extension LoopCore {
 
     /// The current attempt ended: ask the owner what next and do it.
     private func ended(_ connection: LoopConnection, _ ending: ConnectionEnding) {
-        if connection.phase == .open || connection.receivedSomething {
-            if connection.receivedSomething { connection.attempt = 0 }
-        }
+        releaseConnectSlot(connection)
         connection.resetSocketState()
         connection.phase = .waiting
         let next = connection.owner.loopClosed(ending)
@@ -221,10 +228,43 @@ extension LoopCore {
     }
 
     private func forget(_ connection: LoopConnection) {
+        releaseConnectSlot(connection)
         connection.attemptTag &+= 1
         connection.releaseStrings()
         connections[connection.id] = nil
         connection.owner.loopForgotten()
+    }
+
+    // MARK: connect slots
+
+    /// A connection leaves the TCP/TLS/upgrade phase: its slot goes to the next queued one.
+    private func releaseConnectSlot(_ connection: LoopConnection) {
+        guard connection.holdsConnectSlot else { return }
+        connection.holdsConnectSlot = false
+        connectsInFlight -= 1
+        startQueuedConnects()
+    }
+
+    /// Starts queued connections while slots are free. Not re-entered: a connect that fails at
+    /// once releases its slot into the loop already running here, not into a deeper call.
+    private func startQueuedConnects() {
+        guard !startingQueued else { return }
+        startingQueued = true
+        defer { startingQueued = false }
+        while connectsInFlight < options.maxConcurrentConnects, connectQueueHead < connectQueue.count, !stopping {
+            let (id, tag) = connectQueue[connectQueueHead]
+            connectQueueHead += 1
+            guard let connection = connections[id], connection.phase == .waiting, connection.attemptTag == tag
+            else { continue }
+            connect(connection)
+        }
+        if connectQueueHead == connectQueue.count {
+            connectQueue.removeAll(keepingCapacity: true)
+            connectQueueHead = 0
+        } else if connectQueueHead > 1024 && connectQueueHead * 2 > connectQueue.count {
+            connectQueue.removeFirst(connectQueueHead)
+            connectQueueHead = 0
+        }
     }
 
     // MARK: timers

@@ -63,6 +63,12 @@ final class LoopCore: @unchecked Sendable {
     var timerArmedFor: ContinuousClock.Instant?
     var stopping = false
     var stopDeadline: ContinuousClock.Instant?
+    /// Connections in the TCP/TLS/upgrade phase, at most `maxConcurrentConnects`.
+    var connectsInFlight = 0
+    /// Connections waiting for a connect slot, oldest first, with the attempt tag they queued under.
+    var connectQueue: [(id: UInt64, tag: UInt16)] = []
+    var connectQueueHead = 0
+    var startingQueued = false
 
     init(options: ClientLoop.Options) throws(ClientError) {
         self.options = options

@@ -111,6 +111,11 @@ struct Session {
         closing = true
     }
 
+    /// The next connection starts at once (no back-off); the caller then reconnects.
+    mutating func requestReconnect() {
+        reconnectNow = true
+    }
+
     /// Asks for a snapshot at the next connection; the caller then reconnects.
     mutating func requestResync(reason: String) {
         wantSnapshot = true
@@ -208,9 +213,9 @@ struct Session {
         case .error(let error):
             let code = ErrorCode(error.code)
             emit(.serverError(code: code, message: error.message))
-            if phase == .awaitingWelcome {
+            if phase == .awaitingWelcome, let code, Self.refusesForGood(code) {
                 // The server refused the Hello itself: retrying would be refused the same way.
-                state.refusal = .refused(code ?? .protocolError, error.message)
+                state.refusal = .refused(code, error.message)
             }
             return nil
         case nil:
@@ -299,14 +304,23 @@ struct Session {
         return (1002, "protocol error")
     }
 
+    /// Error codes answering a `Hello` that no retry can fix. `PROTOCOL_ERROR` is not one: a
+    /// correct client meets it only when the server timed its Hello out under load.
+    static func refusesForGood(_ code: ErrorCode) -> Bool {
+        switch code {
+        case .invalidArgument, .unauthorized, .notPermitted: true
+        default: false
+        }
+    }
+
     /// The connection ended; returns what the loop does next.
     mutating func closed(_ ending: ConnectionEnding) -> LoopNext {
         clearOutbox()
         state.lastEnding = ending
         emit(.disconnected(ending))
-        if closing || state.refusal != nil || ending.code == 4400 || ending.code == 4401 {
-            if state.refusal == nil, let code = ending.code, code == 4400 || code == 4401, !closing {
-                state.refusal = .refused(code == 4401 ? .unauthorized : .protocolError, ending.reason)
+        if closing || state.refusal != nil || ending.code == 4401 {
+            if state.refusal == nil, ending.code == 4401, !closing {
+                state.refusal = .refused(.unauthorized, ending.reason)
             }
             phase = .closed
             setConnection(.closed)

@@ -112,6 +112,7 @@ public final class TabsyncClient: Sendable {
 
     /// Closes the connection (1000) and connects again at once, resuming.
     public func reconnect() {
+        box.withSession { $0.requestReconnect() }
         loop.send(.reconnect(id: id))
     }
 

@@ -17,6 +17,8 @@ public enum OpError: Error, Sendable, Equatable, CustomStringConvertible {
     case tabExists(String)
     /// The op would take the workspace over a limit.
     case limitExceeded(String)
+    /// The connection submitted ops faster than its limit (decided by the server, not by `apply`).
+    case rateLimited(String)
 
     /// The wire code this refusal is sent as.
     public var code: ErrorCode {
@@ -27,6 +29,7 @@ public enum OpError: Error, Sendable, Equatable, CustomStringConvertible {
         case .locked: .locked
         case .tabExists: .tabExists
         case .limitExceeded: .limitExceeded
+        case .rateLimited: .rateLimited
         }
     }
 
@@ -39,6 +42,7 @@ public enum OpError: Error, Sendable, Equatable, CustomStringConvertible {
         case .locked(let id): "tab \(id) is locked"
         case .tabExists(let id): "tab \(id) already exists"
         case .limitExceeded(let why): why
+        case .rateLimited(let why): why
         }
     }
 

@@ -98,23 +98,41 @@ public struct Sequencer: Sendable {
 
     /// Submits one op from `clientId` (see ``Outcome``).
     public mutating func submit(clientId: String, seq: UInt64, baseVersion: UInt64, op: Operation) -> Outcome {
-        guard seq > 0 else { return .rejected(.invalidArgument("seq must be 1 or more")) }
-        let last = lastSeq(of: clientId)
-        if seq <= last {
-            if let answer = answers[ClientSeq(clientId: clientId, seq: seq)] { return .answeredAgain(answer) }
-            return .ignored
-        }
-        lastSeqs[clientId] = seq
+        if let early = consume(clientId: clientId, seq: seq) { return early }
         do throws(OpError) {
             let applied = try apply(op, baseVersion: baseVersion, clientId: clientId, seq: seq)
             answers[ClientSeq(clientId: clientId, seq: seq)] = .applied(applied.last!)
             return .applied(applied)
         } catch {
-            answers[ClientSeq(clientId: clientId, seq: seq)] = .rejected(seq: seq, error)
-            rejectedSinceTrim.append(ClientSeq(clientId: clientId, seq: seq))
-            trimRejectionsIfNeeded()
-            return .rejected(error)
+            return recordRejection(clientId: clientId, seq: seq, error)
         }
+    }
+
+    /// Refuses `seq` for a reason decided outside core (`RATE_LIMITED`, an op that did not decode):
+    /// the seq is consumed like any refused op's, so a resubmission is answered the same way. A seq
+    /// already consumed gets its first answer instead (see ``Outcome``).
+    public mutating func refuse(clientId: String, seq: UInt64, error: OpError) -> Outcome {
+        if let early = consume(clientId: clientId, seq: seq) { return early }
+        return recordRejection(clientId: clientId, seq: seq, error)
+    }
+
+    /// Dedup: the outcome for a seq that must not be applied (0, or already consumed); nil after
+    /// consuming a new seq.
+    private mutating func consume(clientId: String, seq: UInt64) -> Outcome? {
+        guard seq > 0 else { return .rejected(.invalidArgument("seq must be 1 or more")) }
+        if seq <= lastSeq(of: clientId) {
+            if let answer = answers[ClientSeq(clientId: clientId, seq: seq)] { return .answeredAgain(answer) }
+            return .ignored
+        }
+        lastSeqs[clientId] = seq
+        return nil
+    }
+
+    private mutating func recordRejection(clientId: String, seq: UInt64, _ error: OpError) -> Outcome {
+        answers[ClientSeq(clientId: clientId, seq: seq)] = .rejected(seq: seq, error)
+        rejectedSinceTrim.append(ClientSeq(clientId: clientId, seq: seq))
+        trimRejectionsIfNeeded()
+        return .rejected(error)
     }
 
     private var rejectedSinceTrim: [ClientSeq] = []

@@ -11,6 +11,10 @@ struct Metrics {
     var bytesOut: UInt64 = 0
     var slowConsumerCloses: UInt64 = 0
     var commitBatchOps = Histogram(bounds: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000])
+    /// Time the store took for one group commit (on the store thread, from call to return).
+    var commitSeconds = Histogram(bounds: [
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+    ])
     var opLatencySeconds = Histogram(bounds: [
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
     ])
@@ -66,6 +70,7 @@ struct Metrics {
         header("tabsync_send_queue_bytes", "gauge", "Bytes queued to all connections.")
         out += "tabsync_send_queue_bytes \(gauges.sendQueueBytes)\n"
         render(commitBatchOps, "tabsync_commit_batch_ops", "Ops and seq records per store commit.", into: &out)
+        render(commitSeconds, "tabsync_commit_seconds", "Store time of one group commit (successful or not).", into: &out)
         render(opLatencySeconds, "tabsync_op_latency_seconds",
                "From submit received to broadcast queued.", into: &out)
         return out

@@ -20,6 +20,10 @@ extension Server {
         public var presenceInterval: Duration
         /// Consecutive seconds over the op rate limit after which a connection is closed 1008.
         public var rateLimitStrikes: Int
+        /// A workspace with no session for this long leaves memory once its last commit is stored;
+        /// the next Hello (or HTTP read) loads it again. Zero: as soon as it is idle. A workspace
+        /// with nothing stored (never written) leaves at once whatever this says.
+        public var idleUnload: Duration
 
         public init(
             host: String = "127.0.0.1",
@@ -29,7 +33,8 @@ extension Server {
             helloTimeout: Duration = .seconds(10),
             idleTimeout: Duration = .seconds(60),
             presenceInterval: Duration = .milliseconds(100),
-            rateLimitStrikes: Int = 5
+            rateLimitStrikes: Int = 5,
+            idleUnload: Duration = .seconds(300)
         ) {
             self.host = host
             self.port = port
@@ -39,6 +44,7 @@ extension Server {
             self.idleTimeout = idleTimeout
             self.presenceInterval = presenceInterval
             self.rateLimitStrikes = rateLimitStrikes
+            self.idleUnload = idleUnload
         }
     }
 }

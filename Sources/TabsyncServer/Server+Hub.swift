@@ -131,6 +131,7 @@ extension Server.Loop {
     private func join(_ session: Session, to hub: WorkspaceHub) {
         guard case .loading(let hello) = session.phase, !hub.reloading, !hub.welcoming.contains(session.id) else { return }
         hub.welcoming.insert(session.id)
+        idleSince[hub.id] = nil  // no longer idle: the clock starts again when the last session leaves
         let state = hub.live
         let lastSeq = state.lastSeq(of: hello.clientId)
         let welcome: Tabsync_V1_Welcome
@@ -171,33 +172,33 @@ extension Server.Loop {
             reject(session, seq: submit.seq, code: .unavailable, message: "the server is shutting down")
             return
         }
+        // RATE_LIMITED and an op that does not decode consume the seq like any refusal (DESIGN.md).
+        let outcome: Sequencer.Outcome
         if !session.takeToken(rate: limits.maxOpsPerSecond, now: now) {
-            reject(session, seq: submit.seq, code: .rateLimited,
-                   message: "over \(limits.maxOpsPerSecond) ops per second")
+            outcome = hub.live.refuse(
+                clientId: hello.clientId, seq: submit.seq,
+                error: .rateLimited("over \(limits.maxOpsPerSecond) ops per second"))
             strike(session, now: now)
-            return
+        } else {
+            do throws(ConversionError) {
+                guard submit.hasOp else { throw .opKindMissing }
+                let op = try Operation(submit.op)
+                outcome = hub.live.submit(
+                    clientId: hello.clientId, seq: submit.seq, baseVersion: submit.baseVersion, op: op)
+            } catch {
+                outcome = hub.live.refuse(clientId: hello.clientId, seq: submit.seq, error: error.opError)
+            }
         }
-        let op: Operation
-        do throws(ConversionError) {
-            guard submit.hasOp else { throw .opKindMissing }
-            op = try Operation(submit.op)
-        } catch {
-            reject(session, seq: submit.seq, code: error.code, message: error.message)
-            return
-        }
-        let outcome = hub.live.submit(
-            clientId: hello.clientId, seq: submit.seq, baseVersion: submit.baseVersion, op: op)
+        // The record carries what a restart needs beyond the ops (the rekeys' old keys).
+        let record = CommitRecord(
+            workspaceId: hub.id, clientId: hello.clientId, seq: submit.seq, outcome: outcome, after: hub.live)
         switch outcome {
         case .applied(let ops):
-            enqueue(
-                CommitRecord(workspaceId: hub.id, clientId: hello.clientId, seq: submit.seq, outcome: .applied(ops)),
-                effect: .broadcast(workspaceId: hub.id, submitter: session.id, ops: ops, receivedAt: now))
+            enqueue(record, effect: .broadcast(workspaceId: hub.id, submitter: session.id, ops: ops, receivedAt: now))
         case .rejected(let error) where submit.seq == 0:
             reject(session, seq: submit.seq, code: error.code, message: error.message)
         case .rejected(let error):
-            enqueue(
-                CommitRecord(workspaceId: hub.id, clientId: hello.clientId, seq: submit.seq, outcome: .rejected(error)),
-                effect: .reject(workspaceId: hub.id, session: session.id, seq: submit.seq, error: error))
+            enqueue(record, effect: .reject(workspaceId: hub.id, session: session.id, seq: submit.seq, error: error))
         case .answeredAgain(let answer):
             enqueue(nil, effect: .answer(workspaceId: hub.id, session: session.id, answer: answer))
         case .ignored:
@@ -258,19 +259,21 @@ extension Server.Loop {
         commits.pendingWorkspaces = []
         let store = self.store
         onStoreThread {
+            let started = ContinuousClock.now
             do throws(StoreError) {
                 try store.commit(batch)
-                return .committed(batch: id, .success(()))
+                return .committed(batch: id, .success(()), duration: ContinuousClock.now - started)
             } catch {
-                return .committed(batch: id, .failure(error))
+                return .committed(batch: id, .failure(error), duration: ContinuousClock.now - started)
             }
         }
     }
 
-    func commitFinished(batch: UInt64, result: Result<Void, StoreError>) {
+    func commitFinished(batch: UInt64, result: Result<Void, StoreError>, duration: Duration) {
         guard let flight = commits.inFlight, flight.id == batch else { return }
         commits.inFlight = nil
         metrics.commitBatchOps.observe(Double(flight.recordCount))
+        metrics.commitSeconds.observe(Double(duration.microseconds) / 1_000_000)
         switch result {
         case .success:
             for (id, workspace) in flight.workspaces {
@@ -400,7 +403,7 @@ extension Server.Loop {
     }
 
     private func sequencer(_ id: String, from stored: StoredWorkspace?) -> Sequencer {
-        stored.map { Sequencer(workspace: $0.workspace, limits: limits, log: $0.log, lastSeqs: $0.lastSeqs) }
+        stored.map { $0.sequencer(limits: limits) }
             ?? Sequencer(workspace: Workspace(id: id, epoch: store.epoch), limits: limits)
     }
 
@@ -442,11 +445,38 @@ extension Server.Loop {
         }
     }
 
-    /// Drops a workspace from memory when no session is joined and nothing of it is being stored.
+    /// True when a loaded workspace has no session (joined or being welcomed), is not reloading and
+    /// has nothing pending or in flight in the commit pipeline: dropping it loses nothing.
+    private func isIdle(_ id: String) -> Bool {
+        guard case .loaded(let hub) = workspaces[id] else { return false }
+        return hub.sessions.isEmpty && hub.welcoming.isEmpty && !hub.reloading && !commits.isBusy(id)
+    }
+
+    /// Called whenever a workspace may have become idle: drops it from memory at once when nothing
+    /// of it is stored or `idleUnload` is zero, else starts its idle clock (``unloadIdleWorkspaces(now:)``
+    /// drops it once `idleUnload` has passed and it is still idle).
     func unloadIfIdle(_ id: String) {
-        guard case .loaded(let hub) = workspaces[id], hub.sessions.isEmpty, hub.welcoming.isEmpty, !hub.reloading,
-              !commits.isBusy(id) else { return }
-        workspaces[id] = nil
+        guard isIdle(id), case .loaded(let hub) = workspaces[id] else { return }
+        let neverStored = hub.durable.version == 0 && hub.live.lastSeqs.isEmpty
+        if neverStored || configuration.idleUnload <= .zero {
+            workspaces[id] = nil
+            idleSince[id] = nil
+        } else if idleSince[id] == nil {
+            idleSince[id] = clock.now
+        }
+    }
+
+    /// Drops the workspaces idle for `idleUnload` or more (their last commit is stored: an idle
+    /// workspace has nothing in the pipeline). At most one scan of the idle set per second.
+    func unloadIdleWorkspaces(now: ContinuousClock.Instant) {
+        guard !idleSince.isEmpty, now - lastIdleScan >= .seconds(1) || configuration.idleUnload < .seconds(2) else { return }
+        lastIdleScan = now
+        for (id, since) in idleSince where now - since >= configuration.idleUnload {
+            idleSince[id] = nil
+            guard isIdle(id) else { continue }
+            workspaces[id] = nil
+            logger.debug("idle workspace unloaded", metadata: ["workspace": "\(id)"])
+        }
     }
 
     /// A session went away: leave its workspace (presence changes).

@@ -39,6 +39,10 @@ extension Server {
         var loadWaiters: [String: [Int]] = [:]
         /// Workspaces whose peer list changed since their last presence broadcast.
         var presenceDirty: Set<String> = []
+        /// Loaded workspaces that became idle (no session, nothing to store), and since when.
+        var idleSince: [String: ContinuousClock.Instant] = [:]
+        /// When ``unloadIdleWorkspaces(now:)`` last scanned `idleSince`.
+        var lastIdleScan = ContinuousClock.now
         var commits = CommitPipeline()
 
         var shutdown: ShutdownState = .running
@@ -205,8 +209,8 @@ extension Server {
                 switch task {
                 case .shutdown:
                     beginShutdown()
-                case .committed(let batch, let result):
-                    commitFinished(batch: batch, result: result)
+                case .committed(let batch, let result, let duration):
+                    commitFinished(batch: batch, result: result, duration: duration)
                 case .loaded(let workspaceId, let result):
                     workspaceLoaded(workspaceId, result: result)
                 }
@@ -230,11 +234,12 @@ extension Server {
                 Self.tickInterval)
         }
 
-        /// Every 50 ms: coalesced presence broadcasts and the shutdown deadline.
+        /// Every 50 ms: coalesced presence broadcasts, idle workspaces unloaded, the shutdown deadline.
         fileprivate func tick() {
             assert(pthread_equal(pthread_self(), ownerThread) != 0, "Server.Loop used off its event loop thread")
             let now = clock.now
             flushPresence(now: now)
+            unloadIdleWorkspaces(now: now)
             if case .draining = shutdown { continueShutdown(now: now) }
             if !finished { scheduleTick() }
         }

@@ -203,8 +203,8 @@ extension Server {
     enum Task: Sendable {
         /// Stop gracefully (see ``Server/shutdown()``).
         case shutdown
-        /// The store thread finished a commit.
-        case committed(batch: UInt64, Result<Void, StoreError>)
+        /// The store thread finished a commit, which took `duration` there.
+        case committed(batch: UInt64, Result<Void, StoreError>, duration: Duration)
         /// The store thread finished loading a workspace.
         case loaded(workspaceId: String, Result<StoredWorkspace?, StoreError>)
     }

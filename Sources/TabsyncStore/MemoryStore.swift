@@ -41,15 +41,28 @@ public final class MemoryStore: WorkspaceStore {
                 if record.seq > stored[record.workspaceId, default: fresh(record.workspaceId)].lastSeqs[record.clientId, default: 0] {
                     stored[record.workspaceId, default: fresh(record.workspaceId)].lastSeqs[record.clientId] = record.seq
                 }
-                if case .applied(let ops) = record.outcome {
+                switch record.outcome {
+                case .applied(let ops):
                     stored[record.workspaceId, default: fresh(record.workspaceId)].log.append(contentsOf: ops)
+                    stored[record.workspaceId, default: fresh(record.workspaceId)].rekeys.append(contentsOf: record.rekeys)
+                case .rejected(let error):
+                    stored[record.workspaceId, default: fresh(record.workspaceId)].rejections.append(
+                        Sequencer.Rejection(clientId: record.clientId, seq: record.seq, error: error))
                 }
             }
+            let retention = max(batch.logRetention, 1)
             for id in Set(batch.records.map(\.workspaceId)) {
                 // Trimmed in chunks of a quarter of the retention, so trimming costs O(1) per op.
                 let count = stored[id]?.log.count ?? 0
-                if count > batch.logRetention + max(1, batch.logRetention / 4) {
-                    stored[id]?.log.removeFirst(count - batch.logRetention)
+                if count > retention + max(1, retention / 4) {
+                    stored[id]?.log.removeFirst(count - retention)
+                    // Rekeys leave with the log window they translate keys of.
+                    let oldest = stored[id]?.log.first?.version ?? 0
+                    stored[id]?.rekeys.removeAll { $0.version < oldest }
+                }
+                let refusals = stored[id]?.rejections.count ?? 0
+                if refusals > retention + max(1, retention / 4) {
+                    stored[id]?.rejections.removeFirst(refusals - retention)
                 }
             }
             for (id, workspace) in batch.workspaces {

@@ -47,6 +47,14 @@ enum StoreEncoding {
         }
     }
 
+    /// Position keys as one text: `\n`-separated (a valid key is base 62 digits only).
+    static func encodeKeys(_ keys: [String]) -> String { keys.joined(separator: "\n") }
+
+    /// The keys ``encodeKeys(_:)`` stored.
+    static func decodeKeys(_ text: String) -> [String] {
+        text.isEmpty ? [] : text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    }
+
     /// A refusal as (wire code, the case's text: a tab id or a reason; "" for `notEditable`).
     static func encode(_ error: OpError) -> (code: Int64, detail: String) {
         switch error {
@@ -56,6 +64,7 @@ enum StoreEncoding {
         case .locked(let id): (Int64(ErrorCode.locked.rawValue), id)
         case .tabExists(let id): (Int64(ErrorCode.tabExists.rawValue), id)
         case .limitExceeded(let why): (Int64(ErrorCode.limitExceeded.rawValue), why)
+        case .rateLimited(let why): (Int64(ErrorCode.rateLimited.rawValue), why)
         }
     }
 
@@ -68,6 +77,7 @@ enum StoreEncoding {
         case .locked: .locked(detail)
         case .tabExists: .tabExists(detail)
         case .limitExceeded: .limitExceeded(detail)
+        case .rateLimited: .rateLimited(detail)
         default: nil
         }
     }

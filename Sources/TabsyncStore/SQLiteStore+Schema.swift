@@ -16,6 +16,15 @@ extension SQLiteStore {
     /// - `ops`: the op log, one `Applied` per row (`op` is a `tabsync.v1.Op`), keyed by version.
     /// - `client_seqs`: the last consumed seq per (workspace, client), with the refusal when that
     ///   seq was refused (NULL code: it was applied, and its answer is in `ops`).
+    ///
+    /// Version 2 (what a restarted ``Sequencer`` needs beyond version 1):
+    /// - `rejections`: the recent refusals per workspace in order (`n` counts up per workspace),
+    ///   the last `logRetention` of them kept, so each is answered again after a restart. Seeded
+    ///   from version 1's `client_seqs` refusals.
+    /// - `rekeys`: per server-made rekey still inside the op log, every tab's old and new key in
+    ///   display order (`\n`-separated; keys never hold one), so a key computed before it is still
+    ///   translated (DESIGN.md rule 7). Version 1 stores did not keep them: keys computed before a
+    ///   rekey committed by version 1 are placed untranslated.
     static let migrations: [String] = [
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -40,6 +49,28 @@ extension SQLiteStore {
             error_code INTEGER,
             error_detail TEXT,
             PRIMARY KEY (workspace, client_id)
+        ) WITHOUT ROWID;
+        """,
+        """
+        CREATE TABLE rejections (
+            workspace TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            client_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            error_code INTEGER NOT NULL,
+            error_detail TEXT NOT NULL,
+            PRIMARY KEY (workspace, n)
+        ) WITHOUT ROWID;
+        INSERT INTO rejections (workspace, n, client_id, seq, error_code, error_detail)
+            SELECT workspace, row_number() OVER (PARTITION BY workspace ORDER BY client_id), client_id, seq,
+                   error_code, coalesce(error_detail, '')
+            FROM client_seqs WHERE error_code IS NOT NULL;
+        CREATE TABLE rekeys (
+            workspace TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            old_keys TEXT NOT NULL,
+            new_keys TEXT NOT NULL,
+            PRIMARY KEY (workspace, version)
         ) WITHOUT ROWID;
         """,
     ]

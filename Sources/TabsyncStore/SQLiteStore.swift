@@ -259,6 +259,33 @@ public final class SQLiteStore: WorkspaceStore {
             let log = try ops(workspaceId, after: 0, db)
             if workspace == nil && lastSeqs.isEmpty && log.isEmpty { return nil }
 
+            let rejectionQuery = try db.prepare(
+                "SELECT client_id, seq, error_code, error_detail FROM rejections WHERE workspace = ? ORDER BY n")
+            try rejectionQuery.bind(.text(workspaceId))
+            var rejections: [Sequencer.Rejection] = []
+            while try rejectionQuery.step() {
+                guard let error = StoreEncoding.decodeError(code: rejectionQuery.int64(2), detail: rejectionQuery.text(3)) else {
+                    throw StoreError.readFailed("\(path): unknown refusal code \(rejectionQuery.int64(2)) in \(workspaceId)")
+                }
+                rejections.append(Sequencer.Rejection(
+                    clientId: rejectionQuery.text(0), seq: UInt64(bitPattern: rejectionQuery.int64(1)), error: error))
+            }
+
+            // Only the rekeys inside the log window translate keys (as the sequencer keeps them).
+            let rekeyQuery = try db.prepare(
+                "SELECT version, old_keys, new_keys FROM rekeys WHERE workspace = ? AND version >= ? ORDER BY version")
+            try rekeyQuery.bind(.text(workspaceId), .integer(Int64(bitPattern: log.first?.version ?? UInt64(Int64.max))))
+            var rekeys: [RekeyRecord] = []
+            while try rekeyQuery.step() {
+                let version = UInt64(bitPattern: rekeyQuery.int64(0))
+                let oldKeys = StoreEncoding.decodeKeys(rekeyQuery.text(1))
+                let newKeys = StoreEncoding.decodeKeys(rekeyQuery.text(2))
+                guard oldKeys.count == newKeys.count else {
+                    throw StoreError.readFailed("\(path): rekey \(version) of \(workspaceId) maps \(oldKeys.count) keys to \(newKeys.count)")
+                }
+                rekeys.append(RekeyRecord(version: version, oldKeys: oldKeys, newKeys: newKeys))
+            }
+
             var state = workspace ?? Workspace(id: workspaceId, epoch: epoch)
             for applied in log where applied.version > state.version {
                 do throws(OpError) {
@@ -271,7 +298,7 @@ public final class SQLiteStore: WorkspaceStore {
             if let last = log.last, last.version != state.version {
                 throw StoreError.readFailed("\(path): op log of \(workspaceId) ends at \(last.version), snapshot is at \(state.version)")
             }
-            return StoredWorkspace(workspace: state, lastSeqs: lastSeqs, log: log)
+            return StoredWorkspace(workspace: state, lastSeqs: lastSeqs, log: log, rejections: rejections, rekeys: rekeys)
         } catch {
             throw Self.readFailure(error)
         }
@@ -315,6 +342,17 @@ public final class SQLiteStore: WorkspaceStore {
             for (workspaceId, workspace) in batch.workspaces where workspace.version > 0 {
                 try compact(workspaceId, workspace, retention: retention, interval: interval, db)
             }
+            var refusing = Set<String>()
+            for record in batch.records {
+                if case .rejected = record.outcome { refusing.insert(record.workspaceId) }
+            }
+            for workspaceId in refusing {
+                // The last `retention` refusals stay answerable; n counts up per workspace.
+                let trim = try db.prepare(
+                    "DELETE FROM rejections WHERE workspace = ?1 AND n <= (SELECT max(n) FROM rejections WHERE workspace = ?1) - ?2")
+                try trim.bind(.text(workspaceId), .integer(Int64(retention)))
+                try trim.run()
+            }
             try db.commit()
         } catch {
             db.rollback()
@@ -345,12 +383,29 @@ public final class SQLiteStore: WorkspaceStore {
                     .blob(try StoreEncoding.encode(applied.op)))
                 try insert.run()
             }
+            for rekey in record.rekeys {
+                let insertRekey = try db.prepare(
+                    "INSERT INTO rekeys (workspace, version, old_keys, new_keys) VALUES (?, ?, ?, ?)")
+                try insertRekey.bind(
+                    .text(record.workspaceId), .integer(Int64(bitPattern: rekey.version)),
+                    .text(StoreEncoding.encodeKeys(rekey.oldKeys)), .text(StoreEncoding.encodeKeys(rekey.newKeys)))
+                try insertRekey.run()
+            }
         case .rejected(let error):
             let (code, detail) = StoreEncoding.encode(error)
             try seqs.bind(
                 .text(record.workspaceId), .text(record.clientId), .integer(Int64(bitPattern: record.seq)),
                 .integer(code), .text(detail))
             try seqs.run()
+            let refusal = try db.prepare(
+                """
+                INSERT INTO rejections (workspace, n, client_id, seq, error_code, error_detail)
+                VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM rejections WHERE workspace = ?1), ?2, ?3, ?4, ?5)
+                """)
+            try refusal.bind(
+                .text(record.workspaceId), .text(record.clientId), .integer(Int64(bitPattern: record.seq)),
+                .integer(code), .text(detail))
+            try refusal.run()
         }
     }
 
@@ -374,6 +429,10 @@ public final class SQLiteStore: WorkspaceStore {
             let delete = try db.prepare("DELETE FROM ops WHERE workspace = ? AND version <= ?")
             try delete.bind(.text(workspaceId), .integer(horizon))
             try delete.run()
+            // A rekey leaves with the log window it translates keys of.
+            let deleteRekeys = try db.prepare("DELETE FROM rekeys WHERE workspace = ? AND version <= ?")
+            try deleteRekeys.bind(.text(workspaceId), .integer(horizon))
+            try deleteRekeys.run()
         }
     }
 }

@@ -23,7 +23,9 @@ public protocol WorkspaceStore: Sendable {
     func commit(_ batch: CommitBatch) throws(StoreError)
 }
 
-/// A workspace as stored: the snapshot, the dedup table and the recent op log.
+/// A workspace as stored: the snapshot, the dedup table, the recent op log, the refusals still
+/// answered again and the rekeys still translated: everything ``Sequencer`` needs to go on exactly
+/// as before a restart.
 public struct StoredWorkspace: Sendable, Equatable {
     /// The workspace at its last committed version.
     public var workspace: Workspace
@@ -32,11 +34,22 @@ public struct StoredWorkspace: Sendable, Equatable {
     /// The most recent applied ops, oldest first, contiguous, ending at `workspace.version`
     /// (at least the retention the store keeps when that many exist; a store may keep more).
     public var log: [AppliedOp]
+    /// The most recent refusals, oldest first (at least the last `logRetention` of them when that
+    /// many were committed), so a resubmitted refused seq is refused again after a restart.
+    public var rejections: [Sequencer.Rejection]
+    /// The rekeys whose version is within `log` (ascending), so a key computed before one of them
+    /// is still translated after a restart (DESIGN.md rule 7).
+    public var rekeys: [RekeyRecord]
 
-    public init(workspace: Workspace, lastSeqs: [String: UInt64] = [:], log: [AppliedOp] = []) {
+    public init(
+        workspace: Workspace, lastSeqs: [String: UInt64] = [:], log: [AppliedOp] = [],
+        rejections: [Sequencer.Rejection] = [], rekeys: [RekeyRecord] = []
+    ) {
         self.workspace = workspace
         self.lastSeqs = lastSeqs
         self.log = log
+        self.rejections = rejections
+        self.rekeys = rekeys
     }
 }
 
@@ -46,6 +59,9 @@ public struct CommitRecord: Sendable, Equatable {
     public var clientId: String
     public var seq: UInt64
     public var outcome: Outcome
+    /// What each server-made rekey among the applied ops did (old and new keys), oldest first: a
+    /// store keeps them while their version is in its log. Empty for a refusal.
+    public var rekeys: [RekeyRecord]
 
     public enum Outcome: Sendable, Equatable {
         /// The op was applied; in order, a server-made rekey may come before it.
@@ -54,11 +70,28 @@ public struct CommitRecord: Sendable, Equatable {
         case rejected(OpError)
     }
 
-    public init(workspaceId: String, clientId: String, seq: UInt64, outcome: Outcome) {
+    public init(workspaceId: String, clientId: String, seq: UInt64, outcome: Outcome, rekeys: [RekeyRecord] = []) {
         self.workspaceId = workspaceId
         self.clientId = clientId
         self.seq = seq
         self.outcome = outcome
+        self.rekeys = rekeys
+    }
+
+    /// The record of a submit's outcome as `sequencer` returned it (call right after `submit`):
+    /// applied ops carry the ``RekeyRecord``s of the rekeys among them, taken from the sequencer.
+    /// nil for outcomes that consume nothing (`answeredAgain`, `ignored`, seq 0).
+    public init?(workspaceId: String, clientId: String, seq: UInt64, outcome: Sequencer.Outcome, after sequencer: Sequencer) {
+        switch outcome {
+        case .applied(let ops):
+            let rekeyVersions = Set(ops.lazy.filter { if case .rekey = $0.op { true } else { false } }.map(\.version))
+            let rekeys = rekeyVersions.isEmpty ? [] : sequencer.rekeys.filter { rekeyVersions.contains($0.version) }
+            self.init(workspaceId: workspaceId, clientId: clientId, seq: seq, outcome: .applied(ops), rekeys: rekeys)
+        case .rejected(let error) where seq > 0:
+            self.init(workspaceId: workspaceId, clientId: clientId, seq: seq, outcome: .rejected(error))
+        case .rejected, .answeredAgain, .ignored:
+            return nil
+        }
     }
 }
 

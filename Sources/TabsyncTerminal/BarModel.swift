@@ -1,20 +1,5 @@
 import TabsyncCore
 
-/// A peer as presence shows it.
-public struct PresencePeer: Sendable, Hashable {
-    public var sessionId: String
-    public var clientId: String
-    public var name: String
-    public var focusTabId: String
-
-    public init(sessionId: String, clientId: String, name: String, focusTabId: String) {
-        self.sessionId = sessionId
-        self.clientId = clientId
-        self.name = name
-        self.focusTabId = focusTabId
-    }
-}
-
 /// The connection as the status line shows it.
 public enum LinkState: Sendable, Equatable {
     case connecting
@@ -41,7 +26,7 @@ public enum BarEvent: Sendable, Equatable {
     /// An op the server applied, for the log. Deliver it before the `.workspace` it leads to, so
     /// a removed tab's title can still be named.
     case applied(AppliedOp)
-    case presence([PresencePeer])
+    case presence([Peer])
     case key(Key)
     case resize(rows: Int, cols: Int)
     case link(LinkState)
@@ -129,7 +114,7 @@ public struct BarModel: Sendable {
     public private(set) var viewedTabId: String = ""
     public private(set) var mode: Mode = .follow
     public private(set) var overlay: Overlay = .none
-    public private(set) var peers: [PresencePeer] = []
+    public private(set) var peers: [Peer] = []
     public private(set) var link: LinkState = .connecting
     public private(set) var rttMillis: Int?
     public private(set) var pendingOps = 0

@@ -24,7 +24,9 @@ struct TabsyncServerCommand: ParsableCommand {
         discussion: """
             Prints `listening on ws://HOST:PORT` on stdout once ready. SIGINT/SIGTERM stop it \
             gracefully: no new connections, pending commits finish, every client is closed 1001, \
-            exit 0 within 5 s. Every option falls back to the environment variable named in its help.
+            the store is closed, exit 0 within 5 s. Data lives in --data-dir (SQLite) unless --memory; \
+            a data file that is not a readable tabsync store is named on stderr and left untouched, \
+            exit 1. Every option falls back to the environment variable named in its help.
             """
     )
 
@@ -35,12 +37,23 @@ struct TabsyncServerCommand: ParsableCommand {
     var port: Int = envInt("TABSYNC_PORT", 7070)
 
     @Option(help: ArgumentHelp(
-        "Directory of the embedded SQLite store. Accepted now; the SQLite store is not built yet, so "
-            + "data is kept in memory until it lands. [env: TABSYNC_DATA_DIR]", valueName: "path"))
+        "Directory of the embedded SQLite store (file tabsync.sqlite3), created when missing. "
+            + "[env: TABSYNC_DATA_DIR]", valueName: "path"))
     var dataDir: String = env("TABSYNC_DATA_DIR") ?? "./data"
 
-    @Flag(help: "Keep everything in memory (nothing survives a restart). [env: TABSYNC_MEMORY=1]")
+    @Flag(help: "Keep everything in memory instead (nothing survives a restart). [env: TABSYNC_MEMORY=1]")
     var memory: Bool = env("TABSYNC_MEMORY").map { ["1", "true", "yes"].contains($0.lowercased()) } ?? false
+
+    @Option(help: ArgumentHelp(
+        "normal: a commit survives a killed process; full: it also survives a power loss (fsync per "
+            + "commit). [env: TABSYNC_SYNC]", valueName: "normal|full"))
+    var sync: String = env("TABSYNC_SYNC") ?? "normal"
+
+    @Option(help: ArgumentHelp(
+        "A workspace with no session for this long leaves memory after its last commit: seconds, or "
+            + "a duration such as 300s, 5m, 1h, 500ms; 0 unloads at once. [env: TABSYNC_IDLE_UNLOAD]",
+        valueName: "duration"))
+    var idleUnload: String = env("TABSYNC_IDLE_UNLOAD") ?? "5m"
 
     @Option(help: "trace, debug, info, notice, warning, error or critical. [env: TABSYNC_LOG_LEVEL]")
     var logLevel: String = env("TABSYNC_LOG_LEVEL") ?? "info"
@@ -87,6 +100,46 @@ struct TabsyncServerCommand: ParsableCommand {
         guard helloTimeout > 0, idleTimeout >= 2 else {
             throw ValidationError("--hello-timeout must be over 0 and --idle-timeout at least 2")
         }
+        guard SQLiteStore.Options.Sync(rawValue: sync.lowercased()) != nil else {
+            throw ValidationError("--sync must be normal or full")
+        }
+        guard Self.parseDuration(idleUnload) != nil else {
+            throw ValidationError("--idle-unload must be seconds or a duration such as 300s, 5m, 1h, 500ms")
+        }
+    }
+
+    /// A duration from plain seconds (`300`, `0.5`) or a number with a unit (`ms`, `s`, `m`, `h`).
+    static func parseDuration(_ text: String) -> Duration? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        var number = Substring(trimmed)
+        var scale = 1.0
+        for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
+            number = trimmed.dropLast(suffix.count)
+            scale = factor
+            break
+        }
+        guard let value = Double(number), value >= 0, value.isFinite else { return nil }
+        return .milliseconds(Int64((value * scale * 1000).rounded()))
+    }
+
+    /// The store the flags ask for; an unusable data file ends the process (its path named, the
+    /// file untouched), exit status 1.
+    private func openStore(logger: Logger) throws -> (any WorkspaceStore, SQLiteStore?) {
+        if memory {
+            logger.info("store: memory (nothing survives a restart)")
+            return (MemoryStore(), nil)
+        }
+        let mode = SQLiteStore.Options.Sync(rawValue: sync.lowercased()) ?? .normal
+        do throws(SQLiteStore.OpenError) {
+            let store = try SQLiteStore(dataDirectory: dataDir, options: .init(sync: mode))
+            logger.info("store: sqlite", metadata: ["path": "\(store.path)", "sync": "\(mode.rawValue)", "epoch": "\(store.epoch)"])
+            return (store, store)
+        } catch {
+            let line = Array("tabsync-server: \(error.description)\n".utf8)
+            line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
+            throw ExitCode(1)
+        }
     }
 
     func run() throws {
@@ -106,11 +159,10 @@ struct TabsyncServerCommand: ParsableCommand {
                 maxResumeOps: maxResumeOps, logRetention: logRetention, maxSendQueueBytes: maxSendQueueBytes),
             maxConnections: maxConnections,
             helloTimeout: .milliseconds(Int64(helloTimeout * 1000)),
-            idleTimeout: .milliseconds(Int64(idleTimeout * 1000)))
-        if !memory {
-            logger.warning("the SQLite store is not built yet: keeping data in memory", metadata: ["data-dir": "\(dataDir)"])
-        }
-        let server = Server(configuration: configuration, store: MemoryStore(), logger: logger)
+            idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
+            idleUnload: Self.parseDuration(idleUnload) ?? .seconds(300))
+        let (store, sqlite) = try openStore(logger: logger)
+        let server = Server(configuration: configuration, store: store, logger: logger)
 
         // Signals: handled on a dispatch queue, never in a signal handler.
         signal(SIGINT, SIG_IGN)
@@ -132,6 +184,7 @@ struct TabsyncServerCommand: ParsableCommand {
             boundPort = try server.start()
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
+            sqlite?.close()
             throw ExitCode(1)
         }
         let shownHost = host.contains(":") ? "[\(host)]" : host
@@ -139,6 +192,9 @@ struct TabsyncServerCommand: ParsableCommand {
         line.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
 
         server.waitUntilStopped()
+        // After the last commit: close waits for a commit still running on the store thread (they
+        // share the connection's lock), then checkpoints the WAL into the file.
+        sqlite?.close()
         withExtendedLifetime(sources) {}
     }
 }

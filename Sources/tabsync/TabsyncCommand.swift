@@ -1,17 +1,158 @@
 import ArgumentParser
-import TabsyncClient
+import CLibwebsockets
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
-/// The tabsync user tool. Not built yet: it says so and exits non-zero.
+/// The tabsync user tool: the live terminal tab bar and one-shot commands for scripts.
+///
+/// Exit status: 0 on success; 1 when the server cannot be reached or another failure happens
+/// (a clear message, no stack trace); 2 on bad arguments; 3 when the server refuses the op
+/// (its code is in the message).
 @main
-struct TabsyncCommand: ParsableCommand {
+struct TabsyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tabsync",
-        abstract: "Live terminal tab bar, one-shot commands and load generator for tabsync (not implemented yet).",
-        subcommands: [Bench.self]
+        abstract: "Live terminal tab bar, one-shot commands and load generator for tabsync workspaces.",
+        discussion: """
+            Server from --server or TABSYNC_SERVER (default \(ConnectionOptions.defaultServer)); workspace \
+            from --workspace or TABSYNC_WORKSPACE (default \(ConnectionOptions.defaultWorkspace)). \
+            TAB is a tab id or a unique prefix of a title. Positions (N) count from 1.
+            Exit status: 0 success, 1 server unreachable or other failure, 2 bad arguments, \
+            3 refused by the server.
+            """,
+        subcommands: [
+            BarCommand.self, LsCommand.self, AddCommand.self, OpenCommand.self, MvCommand.self, RmCommand.self,
+            ActivateCommand.self, RenameCommand.self, WatchCommand.self, ExportCommand.self, ImportCommand.self,
+            Bench.self,
+        ]
     )
 
-    func run() throws {
-        print("tabsync: no commands are implemented yet")
-        throw ExitCode(1)
+    /// Parses and runs, mapping every failure to its exit status: ArgumentParser's usage errors
+    /// to 2 (instead of its default 64), ``CommandError``s to theirs.
+    static func main() async {
+        // libwebsockets' own notices would interleave with the bar and with scripts' output; every
+        // failure reaches the person through this tool's messages instead.
+        lws_set_log_level(0, nil)
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let error as CommandError {
+            printError("tabsync: \(error)")
+            Glibc.exit(error.exitCode)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .validationFailure {
+                printError(fullMessage(for: error))
+                Glibc.exit(2)
+            }
+            exit(withError: error)
+        }
+    }
+}
+
+/// Writes a line to standard error.
+func printError(_ text: String) {
+    var line = text
+    if !line.hasSuffix("\n") { line += "\n" }
+    let bytes = Array(line.utf8)
+    _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+}
+
+/// Why a command failed, and the exit status it gives.
+enum CommandError: Error, CustomStringConvertible {
+    /// The arguments name nothing usable (an unknown tab, a bad position or URL).
+    case badArgument(String)
+    /// The server could not be reached or did not answer in time.
+    case unreachable(String)
+    /// The server refused the op (or the connection): its code and message.
+    case refused(code: String, message: String)
+    /// Anything else (a file that cannot be read, a terminal that cannot be set up).
+    case failed(String)
+
+    var exitCode: Int32 {
+        switch self {
+        case .badArgument: 2
+        case .unreachable, .failed: 1
+        case .refused: 3
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .badArgument(let why): why
+        case .unreachable(let why): why
+        case .refused(let code, let message): "refused: \(code): \(message)"
+        case .failed(let why): why
+        }
+    }
+}
+
+/// Options every command that talks to a server takes.
+struct ConnectionOptions: ParsableArguments {
+    static let defaultServer = "ws://127.0.0.1:7070"
+    static let defaultWorkspace = "default"
+
+    @Option(help: "Server URL (env TABSYNC_SERVER; default \(defaultServer)).")
+    var server: String?
+
+    @Option(help: "Workspace id (env TABSYNC_WORKSPACE; default \(defaultWorkspace)).")
+    var workspace: String?
+
+    @Option(help: "Your name in presence (default: $USER).")
+    var name: String?
+
+    @Option(name: .customLong("client-id"), help: "Client id (default: a stable id kept in the config folder).")
+    var clientId: String?
+
+    @Option(help: ArgumentHelp("Seconds to wait for the server.", visibility: .hidden))
+    var timeout: Int = 10
+
+    static func environment(_ name: String) -> String? {
+        guard let value = getenv(name) else { return nil }
+        let text = String(cString: value)
+        return text.isEmpty ? nil : text
+    }
+
+    var resolvedServer: String { server ?? Self.environment("TABSYNC_SERVER") ?? Self.defaultServer }
+
+    /// The workspace: `positional` (bar's argument) first, then the option, the environment, the default.
+    func resolvedWorkspace(_ positional: String? = nil) -> String {
+        positional ?? workspace ?? Self.environment("TABSYNC_WORKSPACE") ?? Self.defaultWorkspace
+    }
+
+    var resolvedName: String { name ?? Self.environment("USER") ?? "tabsync" }
+
+    mutating func validate() throws {
+        if let clientId, !ClientIdentity.isValidId(clientId) {
+            throw ValidationError("--client-id must be 1–60 chars of [A-Za-z0-9._:-]")
+        }
+        if let workspace, !Self.isValidWorkspace(workspace) {
+            throw ValidationError("--workspace must be 1–64 chars of [A-Za-z0-9._-]")
+        }
+        if timeout < 1 { throw ValidationError("--timeout must be at least 1") }
+    }
+
+    static func isValidWorkspace(_ id: String) -> Bool {
+        (1...64).contains(id.unicodeScalars.count) && id.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
+                || $0 == "." || $0 == "_" || $0 == "-"
+        }
+    }
+}
+
+/// A 1-based position given on the command line.
+struct Position: ExpressibleByArgument {
+    let index: UInt32
+
+    init?(argument: String) {
+        guard let n = UInt32(argument), n >= 1 else { return nil }
+        index = n - 1
     }
 }

@@ -128,6 +128,54 @@ import Synchronization
         watcher.close()
     }
 
+    @Test func aServerRestartMidStreamLosesAndDuplicatesNothing() async throws {
+        let server = try LiveServer()
+        let writer = try server.client("writer", workspace: "restart", format: .json)
+        let watcher = try server.client("watcher", workspace: "restart")
+        writer.start()
+        watcher.start()
+        try await writer.waitUntil { $0.connection == .ready }
+        let total = 200
+        for index in 0..<total {
+            writer.submit(.add(tab: Tab(id: "t\(index)"), place: .end, activate: false))
+            if index == total / 2 {
+                // Server-side close of every connection while ops are in flight, then the same
+                // store comes back on the same port.
+                server.stop()
+                try server.start()
+            }
+            if index % 10 == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        defer { server.stop() }
+        let final = try await writer.waitUntil(timeout: .seconds(30)) { $0.isSettled && $0.confirmed.tabs.count == total }
+        #expect(final.welcomes >= 2)
+        #expect(final.rejections.isEmpty)
+        #expect(final.confirmed.version == UInt64(total))
+        #expect(final.confirmed.tabs.map(\.id) == (0..<total).map { "t\($0)" })
+        let watched = try await watcher.waitUntil(timeout: .seconds(30)) { $0.confirmed.version == UInt64(total) }
+        #expect(watched.confirmed == final.confirmed)
+        writer.close()
+        watcher.close()
+    }
+
+    @Test func reconnectAndResyncResumeWithoutLosingState() async throws {
+        let server = try LiveServer()
+        defer { server.stop() }
+        let client = try server.client("c1", workspace: "again")
+        client.start()
+        try await client.waitUntil { $0.connection == .ready }
+        client.submit(.add(tab: Tab(id: "a"), place: .end, activate: true))
+        let before = try await client.waitUntil { $0.isSettled && $0.confirmed.version == 1 }
+        client.reconnect()
+        let resumed = try await client.waitUntil { $0.welcomes == 2 && $0.connection == .ready }
+        #expect(resumed.confirmed == before.confirmed)
+        client.resync()
+        let resynced = try await client.waitUntil { $0.welcomes == 3 && $0.connection == .ready }
+        #expect(resynced.confirmed == before.confirmed)
+        #expect(resynced.resyncs == 1)
+        client.close()
+    }
+
     @Test func editsMadeWhileTheServerIsDownAreSentAfterReconnecting() async throws {
         let server = try LiveServer()
         let editor = try server.client("editor", workspace: "offline", format: .json)

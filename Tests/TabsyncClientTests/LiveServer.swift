@@ -8,9 +8,7 @@ import Testing
 
 /// The real tabsync server, in process on an ephemeral port, with a memory store. Restartable on
 /// the same port and store (a server-side close of every client, then the same history).
-final class LiveServer: @unchecked Sendable {
-    // @unchecked Sendable: `server` is replaced only by `restart()`, which tests call from one
-    // task while no other task touches this object.
+final class LiveServer {
     private(set) var server: Server
     let store: MemoryStore
     let port: Int

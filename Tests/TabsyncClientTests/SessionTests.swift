@@ -148,4 +148,13 @@ import TabsyncProto
         #expect(session.state.connection == .closed)
         #expect(session.state.refusal == .refused(.invalidArgument, "bad client id"))
     }
+
+    @Test func aHelloTimedOutByABusyServerIsRetried() throws {
+        var session = makeSession()
+        _ = session.opened()
+        _ = session.received(frame(.init(error: .init(code: .protocolError, message: "no Hello within 10 seconds"))))
+        let next = session.closed(ConnectionEnding(kind: .closedByServer, code: 4400, reason: "PROTOCOL_ERROR"))
+        #expect(next == .retry)
+        #expect(session.state.refusal == nil)
+    }
 }

@@ -131,3 +131,22 @@ import Testing
         #expect(restored.workspace.tabs.map(\.id) == ["a", "y", "m", "x", "b"])
     }
 }
+
+@Suite struct SequencerRefuseTests {
+    @Test func aRefusalDecidedByTheServerConsumesTheSeqAndIsAnsweredAgain() {
+        var s = Sequencer(workspace: Workspace(id: "w"), limits: .default)
+        #expect(s.refuse(clientId: "c", seq: 1, error: .rateLimited("too fast")) == .rejected(.rateLimited("too fast")))
+        #expect(s.lastSeq(of: "c") == 1)
+        // The same seq sent again is not applied: it gets the first answer.
+        #expect(s.submit(clientId: "c", seq: 1, baseVersion: 0, op: .setEditable(false))
+            == .answeredAgain(.rejected(seq: 1, .rateLimited("too fast"))))
+        #expect(s.workspace.version == 0)
+        // An applied seq refused later keeps its first answer too.
+        guard case .applied(let ops) = s.submit(clientId: "c", seq: 2, baseVersion: 0, op: .setEditable(false)) else {
+            Issue.record("not applied"); return
+        }
+        #expect(s.refuse(clientId: "c", seq: 2, error: .rateLimited("x")) == .answeredAgain(.applied(ops[0])))
+        #expect(s.refuse(clientId: "c", seq: 0, error: .rateLimited("x")) == .rejected(.invalidArgument("seq must be 1 or more")))
+        #expect(s.rejections.map(\.seq) == [1])
+    }
+}

@@ -65,7 +65,8 @@ struct ServerExecutableTests {
             .split(whereSeparator: \.isWhitespace).joined(separator: " ")
         for expected in [
             "--host", "(default: 127.0.0.1)", "TABSYNC_HOST", "--port", "(default: 7070)", "TABSYNC_PORT",
-            "--data-dir", "(default: ./data)", "SQLite store is not built yet", "--memory", "--log-level",
+            "--data-dir", "(default: ./data)", "tabsync.sqlite3", "TABSYNC_DATA_DIR", "--memory", "--sync",
+            "(default: normal)", "TABSYNC_SYNC", "--idle-unload", "(default: 5m)", "TABSYNC_IDLE_UNLOAD", "--log-level",
             "(default: info)", "--max-tabs", "(default: 500)", "--max-frame-bytes", "(default: 1048576)",
             "--max-ops-per-second", "(default: 100)", "--max-resume-ops", "(default: 1000)", "--log-retention",
             "(default: 10000)", "--max-send-queue-bytes", "(default: 4194304)", "--max-connections",

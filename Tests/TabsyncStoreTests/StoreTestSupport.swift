@@ -25,17 +25,15 @@ struct Driver {
     }
 
     @discardableResult
-    mutating func submit(_ workspaceId: String, _ clientId: String, _ seq: UInt64, _ op: TabsyncCore.Operation) -> Sequencer.Outcome {
+    mutating func submit(
+        _ workspaceId: String, _ clientId: String, _ seq: UInt64, _ op: TabsyncCore.Operation, baseVersion: UInt64 = 0
+    ) -> Sequencer.Outcome {
         if sequencers[workspaceId] == nil { sequencers[workspaceId] = sequencer(workspaceId) }
         // Mutated in place: a copy would duplicate the whole log on every submit.
-        let outcome = sequencers[workspaceId]!.submit(clientId: clientId, seq: seq, baseVersion: 0, op: op)
-        switch outcome {
-        case .applied(let ops):
-            records.append(CommitRecord(workspaceId: workspaceId, clientId: clientId, seq: seq, outcome: .applied(ops)))
-        case .rejected(let error) where seq > 0:
-            records.append(CommitRecord(workspaceId: workspaceId, clientId: clientId, seq: seq, outcome: .rejected(error)))
-        default:
-            break
+        let outcome = sequencers[workspaceId]!.submit(clientId: clientId, seq: seq, baseVersion: baseVersion, op: op)
+        if let record = CommitRecord(
+            workspaceId: workspaceId, clientId: clientId, seq: seq, outcome: outcome, after: sequencers[workspaceId]!) {
+            records.append(record)
         }
         return outcome
     }

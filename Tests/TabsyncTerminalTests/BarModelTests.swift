@@ -196,8 +196,8 @@ struct Harness {
 
     @Test func logNamesWhoMadeEachOp() {
         var h = Harness(workspace(["A", "B"]))
-        h.send(.presence([PresencePeer(sessionId: "s1", clientId: "c-alice", name: "alice", focusTabId: "t2"),
-                          PresencePeer(sessionId: "s2", clientId: "me", name: "bob", focusTabId: "t1")]))
+        h.send(.presence([Peer(sessionId: "s1", clientId: "c-alice", name: "alice", focusTabId: "t2"),
+                          Peer(sessionId: "s2", clientId: "me", name: "bob", focusTabId: "t1")]))
         h.send(.applied(AppliedOp(version: 2, op: .remove(tabId: "t2"), clientId: "c-alice", seq: 1, activeTabId: "t1")))
         h.send(.applied(AppliedOp(version: 3, op: .update(TabUpdate(tabId: "t1", title: "Z")), clientId: "me", seq: 1,
                                   activeTabId: "t1")))

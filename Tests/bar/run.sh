@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# Drives `tabsync bar` the way a person would: tmux runs it in a pane of fixed size against a real
+# server (`tabsync-server --port 0 --memory`); send-keys types, capture-pane reads the screen, and
+# each screen is compared with its golden capture in Tests/bar/goldens/. GENERATE=1 rewrites them.
+# Also checks the one-shot commands' output and exit codes.
+# Usage: Tests/bar/run.sh   (after `swift build`; BIN=path/to/bin overrides .build/debug)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/lib.sh
+
+BIN=${BIN:-.build/debug}
+TABSYNC=$PWD/$BIN/tabsync
+SERVER=$PWD/$BIN/tabsync-server
+GOLDENS=$PWD/Tests/bar/goldens
+[ -x "$TABSYNC" ] && [ -x "$SERVER" ] || fatal "build first: $TABSYNC and $SERVER are missing"
+command -v tmux >/dev/null || fatal "tmux is missing (scripts/lib.sh ensure_packages installs it)"
+
+WORK=$(mktemp -d)
+SOCKET=tabsync-bar-test-$$
+SERVER_PID=
+FAILURES=0
+cleanup() {
+    tmux -L "$SOCKET" kill-server 2>/dev/null || true
+    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# --- the server: port 0, wait for its real port (time-boxed) ---
+"$SERVER" --port 0 --memory --log-level error >"$WORK/server.out" 2>"$WORK/server.err" &
+SERVER_PID=$!
+for _ in $(seq 100); do
+    grep -q '^listening on ' "$WORK/server.out" 2>/dev/null && break
+    sleep 0.1
+done
+URL=$(sed -n 's/^listening on //p' "$WORK/server.out")
+[ -n "$URL" ] || fatal "the server did not start: $(cat "$WORK/server.err")"
+log "server at $URL"
+
+export XDG_CONFIG_HOME=$WORK/config
+WS=bar-test
+
+# ts CMD ARGS...: a one-shot command from another client, on the test workspace.
+ts() {
+    local cmd=$1
+    shift
+    "$TABSYNC" "$cmd" --server "$URL" --workspace "$WS" --client-id script --name script "$@"
+}
+
+fail() {
+    printf 'FAIL: %s\n' "$*" >&2
+    FAILURES=$((FAILURES + 1))
+}
+
+# start_bar COLS ROWS ARGS...: the bar in a shell in a pane; after it exits the shell prints its
+# exit status and whether the terminal modes came back (icanon, echo), then waits.
+start_bar() {
+    local cols=$1 rows=$2
+    shift 2
+    cat >"$WORK/bar.sh" <<SH
+#!/bin/sh
+"$TABSYNC" bar --server "$URL" --workspace "$WS" --client-id bar1 --name alice $*
+status=\$?
+printf '\nEXIT=%s\n' "\$status"
+stty -a | tr ' ;' '\n\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\n' ' '
+printf '\n'
+exec sleep 600
+SH
+    chmod +x "$WORK/bar.sh"
+    tmux -L "$SOCKET" -f /dev/null new-session -d -s bar -x "$cols" -y "$rows" "$WORK/bar.sh"
+    tmux -L "$SOCKET" set-option -g status off >/dev/null
+}
+
+keys() { tmux -L "$SOCKET" send-keys -t bar "$@"; }
+# type TEXT: literal text.
+typetext() { tmux -L "$SOCKET" send-keys -t bar -l "$1"; }
+screen() { tmux -L "$SOCKET" capture-pane -p -t bar; }
+
+# wait_for TEXT [SECONDS]: until the screen shows TEXT (fixed string).
+wait_for() {
+    local text=$1 limit=${2:-10} i
+    for i in $(seq $((limit * 20))); do
+        screen | grep -qF -- "$text" && return 0
+        sleep 0.05
+    done
+    fail "timed out waiting for: $text"
+    screen | sed 's/^/  | /' >&2
+    return 1
+}
+
+# Screens carry a port, round-trip times and random tab ids: normalize them.
+normalize() {
+    sed -E -e "s#${URL}#ws://HOST:PORT#g" -e 's/rtt [0-9]+ms/rtt Nms/g' -e 's/t-[A-Za-z0-9]{8,12}(-[0-9]+)?/t-ID/g'
+}
+
+# golden NAME: the screen (normalized) must equal Tests/bar/goldens/NAME.txt.
+golden() {
+    local name=$1 file=$GOLDENS/$1.txt
+    sleep 0.3 # one more frame: nothing is still arriving
+    screen | normalize >"$WORK/$name.txt"
+    if [ "${GENERATE:-0}" = 1 ]; then
+        cp "$WORK/$name.txt" "$file"
+        log "wrote $file"
+    elif ! diff -u "$file" "$WORK/$name.txt" >"$WORK/$name.diff" 2>&1; then
+        fail "screen $name differs from its golden capture:"
+        cat "$WORK/$name.diff" >&2
+    else
+        log "ok: $name"
+    fi
+}
+
+# expect_exit CODE CMD...: runs a one-shot and checks its exit status.
+expect_exit() {
+    local want=$1 got=0
+    shift
+    "$@" >"$WORK/out" 2>"$WORK/err" || got=$?
+    if [ "$got" != "$want" ]; then
+        fail "exit $got (want $want): $* — $(cat "$WORK/err")"
+    fi
+}
+
+# --- one-shot commands: output and exit codes ---
+log "one-shot commands"
+expect_exit 0 ts ls
+grep -q "workspace $WS v0, 0 tabs" "$WORK/out" || fail "ls of an empty workspace: $(cat "$WORK/out")"
+expect_exit 2 ts mv
+expect_exit 2 ts add
+expect_exit 2 ts rm no-such-tab
+expect_exit 1 "$TABSYNC" ls --server ws://127.0.0.1:1 --workspace "$WS"
+grep -q "cannot reach the server" "$WORK/err" || fail "unreachable server message: $(cat "$WORK/err")"
+grep -q "Fatal\|Stack\|0x0" "$WORK/err" && fail "unreachable server printed a trace: $(cat "$WORK/err")"
+expect_exit 3 ts add --title "$(printf 'bad\033[2Jtitle')"
+grep -q "refused: INVALID_ARGUMENT" "$WORK/err" || fail "refusal message: $(cat "$WORK/err")"
+
+# --- the live bar ---
+log "live bar"
+start_bar 80 16
+wait_for "No tabs. Press n to add one."
+wait_for "| connected |"
+golden 01-empty
+
+# Edits from the bar: two new tabs.
+keys n
+wait_for "New tab title:"
+typetext "Docs"
+keys Enter
+wait_for "URL (optional):"
+typetext "https://docs.example"
+keys Enter
+wait_for " 1:Docs*"
+keys n
+typetext "Mail"
+keys Enter Enter
+wait_for "2:Mail*"
+wait_for "pending 0"
+golden 02-bar-edits
+
+# Edits from another client appear: a wide title, a rename, an activation.
+ts add --title "日本語タブ" >/dev/null
+ts add --title "🚀 launch" --at 1 >/dev/null
+ts rename Docs "Docs v2"
+ts activate 日本
+wait_for "日本語タブ*"
+wait_for "Connected (1)"
+golden 03-other-client
+
+# The workspace matches what the bar shows.
+ts ls | normalize >"$WORK/ls.txt"
+for t in "1:🚀 launch" "2:Docs v2" "3:Mail" "4:日本語タブ*"; do
+    screen | head -1 | grep -qF "$t" || fail "bar misses $t"
+done
+grep -q "4  t-ID  日本語タブ .*active" "$WORK/ls.txt" || fail "ls disagrees with the bar: $(cat "$WORK/ls.txt")"
+
+# Move with Shift+Left (as tmux sends it), lock, refused close, badge.
+keys S-Left
+wait_for "3:日本語タブ*"
+keys k
+wait_for "日本語タブ🔒*"
+keys x
+wait_for "refused: LOCKED"
+keys b
+typetext "7"
+keys Enter
+wait_for "日本語タブ(7)🔒*"
+golden 04-lock-refused
+
+# Browse mode: moving changes only this view; others' activations do not move it.
+keys f
+wait_for "| browse"
+keys h h
+wait_for "[1:🚀 launch]"
+ts activate 4
+wait_for "4:Mail*"
+golden 05-browse
+keys f
+wait_for "| follow"
+wait_for "1:🚀 launch*"
+
+# Many tabs, narrow pane: overflow markers, the list, a resize re-lays out.
+for i in $(seq 1 12); do ts add --title "tab$i" >/dev/null; done
+wait_for "tab12"
+tmux -L "$SOCKET" resize-window -t bar -x 40 -y 16
+wait_for "›"
+keys End
+wait_for "‹"
+golden 06-overflow
+keys 5
+wait_for "5:tab1*"
+golden 06b-overflow-both-sides
+keys End
+wait_for "16:tab12*"
+keys o
+wait_for "All tabs (16)"
+keys Up Up
+wait_for "> 14:tab10"
+golden 07a-list
+keys Enter
+wait_for "Viewing 14/16: tab10"
+golden 07-list-picked
+tmux -L "$SOCKET" resize-window -t bar -x 100 -y 16
+sleep 0.3
+golden 08-resized
+
+# A hostile title (another client cannot send one: the server refuses it) is covered by the unit
+# tests of the cleaner and the renderer.
+
+# q restores the terminal.
+keys q
+wait_for "EXIT=0"
+wait_for "icanon echo" 3 || fail "terminal modes not restored after q"
+golden 09-quit-restored
+tmux -L "$SOCKET" kill-session -t bar
+
+# Losing the server: the bar says so and counts down; an edit made meanwhile is sent after the
+# server comes back (same port; a memory store, so the workspace starts over with a new epoch).
+start_bar 80 12
+wait_for "| connected |"
+port=${URL##*:}
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null || true
+SERVER_PID=
+wait_for "reconnecting in"
+keys n
+typetext "offline edit"
+keys Enter Enter
+wait_for "pending 1"
+"$SERVER" --port "$port" --memory --log-level error >"$WORK/server2.out" 2>"$WORK/server2.err" &
+SERVER_PID=$!
+wait_for "| connected |" 20
+wait_for "pending 0"
+wait_for "1:offline edit*"
+ts ls | grep -q "offline edit .*active" || fail "the offline edit did not reach the server"
+keys q
+wait_for "EXIT=0"
+tmux -L "$SOCKET" kill-session -t bar
+
+# SIGTERM restores the terminal too.
+start_bar 80 12
+wait_for "| connected |"
+pane_pid=$(tmux -L "$SOCKET" display -p -t bar '#{pane_pid}')
+bar_pid=$(pgrep -P "$pane_pid" -x tabsync || true)
+[ -n "$bar_pid" ] || fail "no bar process under the pane"
+[ -n "$bar_pid" ] && kill -TERM "$bar_pid"
+wait_for "EXIT=143"
+wait_for "icanon echo" 3 || fail "terminal modes not restored after SIGTERM"
+tmux -L "$SOCKET" kill-session -t bar
+
+if [ "$FAILURES" -gt 0 ]; then
+    fatal "$FAILURES bar check(s) failed"
+fi
+log "bar: all checks passed"
