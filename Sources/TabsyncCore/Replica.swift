@@ -33,6 +33,9 @@ public struct Replica: Sendable {
     public private(set) var optimistic: Workspace
     /// The seq the next submitted op gets.
     public private(set) var nextSeq: UInt64 = 1
+    /// Rekeys received since the oldest pending op's base version: pending keys are translated
+    /// through them (rule 7), so the optimistic state shows what the server will do.
+    public private(set) var rekeys: [RekeyRecord] = []
 
     public init(clientId: String, workspace: Workspace, limits: Limits = .default) {
         self.clientId = clientId
@@ -71,10 +74,14 @@ public struct Replica: Sendable {
         if applied.version != confirmed.version + 1 {
             return .gap(expected: confirmed.version + 1, got: applied.version)
         }
+        let before = confirmed
         do {
             try confirmed.apply(applied: applied)
         } catch {
             return .diverged(error)
+        }
+        if case .rekey(let keys) = applied.op, !pending.isEmpty {
+            rekeys.append(RekeyRecord(version: applied.version, before: before, rekey: keys))
         }
         if applied.clientId == clientId, let i = pending.firstIndex(where: { $0.seq == applied.seq }) {
             pending.remove(at: i)
@@ -100,8 +107,18 @@ public struct Replica: Sendable {
 
     /// Rebuilds `optimistic` from `confirmed` and the pending ops that still apply.
     private mutating func replay() {
+        let oldestBase = pending.map(\.baseVersion).min() ?? confirmed.version
+        rekeys.removeAll { $0.version <= oldestBase }
         var state = confirmed
-        for p in pending { _ = try? state.apply(p.op, limits: limits) }
+        for p in pending { _ = try? state.apply(translated(p), limits: limits) }
         optimistic = state
+    }
+
+    /// A pending op with its key place translated through the rekeys since its base version.
+    private func translated(_ p: PendingOp) -> Operation {
+        guard let key = Sequencer.submittedKey(of: p.op), PositionKey.isValid(key) else { return p.op }
+        var k = key
+        for rekey in rekeys where rekey.version > p.baseVersion { k = rekey.translate(k) }
+        return k == key ? p.op : Sequencer.replacingKey(of: p.op, with: k)
     }
 }

@@ -62,3 +62,30 @@ import Testing
         #expect(r.submit(.setEditable(true)).seq == 11)
     }
 }
+
+@Suite struct ReplicaRekeyTests {
+    @Test func pendingKeysAreTranslatedThroughARekeySoTheOptimisticStateMatchesTheServer() {
+        var server = Sequencer(workspace: Workspace(id: "w"), limits: .default)
+        var me = Replica(clientId: "me", workspace: Workspace(id: "w"))
+        // a, b, m at a0, a1, a0V — everyone sees them.
+        for (seq, (id, place)) in [("a", Place.end), ("b", .end), ("m", .key("a0V"))].enumerated() {
+            guard case .applied(let ops) = server.submit(clientId: "o", seq: UInt64(seq + 1), baseVersion: 0,
+                                                         op: .add(tab: Tab(id: id), place: place, activate: false)) else { return }
+            for op in ops { _ = me.receive(applied: op) }
+        }
+        // I drop x between m and b, computed against version 3.
+        let pending = me.submit(.add(tab: Tab(id: "x"), place: .key(PositionKey.between("a0V", "a1")), activate: false))
+        // Meanwhile someone's 70-byte key makes the server rekey; those ops reach me first.
+        guard case .applied(let theirs) = server.submit(clientId: "o", seq: 4, baseVersion: 0,
+            op: .add(tab: Tab(id: "y"), place: .key("a0" + String(repeating: "1", count: 68)), activate: false)) else { return }
+        for op in theirs { #expect(me.receive(applied: op) == .applied) }
+        #expect(me.rekeys.count == 1)
+        // Optimistic: x still between m and b, as the server will place it.
+        #expect(me.optimistic.tabs.map(\.id) == ["a", "y", "m", "x", "b"])
+        guard case .applied(let mine) = server.submit(clientId: "me", seq: pending.seq, baseVersion: pending.baseVersion, op: pending.op) else { return }
+        for op in mine { _ = me.receive(applied: op) }
+        #expect(me.confirmed == server.workspace)
+        #expect(me.optimistic == server.workspace)
+        #expect(me.rekeys.isEmpty)
+    }
+}
