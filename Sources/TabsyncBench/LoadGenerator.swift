@@ -1,6 +1,7 @@
 import CLibwebsockets
 import Foundation
 import Histogram
+import TabsyncCore
 import TabsyncProto
 
 /// The lws callback of every bench connection: finds the generator through the context's user
@@ -594,7 +595,7 @@ final class LoadGenerator {
             case .rejected(let rejected):
                 rejectedAnswer(at: connection, seq: rejected.seq, code: rejected.code)
             case .error(let error):
-                let name = ErrorCodeName.of(error.code)
+                let name = errorCodeName(error.code)
                 serverErrors[name, default: 0] += 1
                 if connection.state == .open { connectFailures["server Error \(name)", default: 0] += 1 }
             case .applied(let applied):
@@ -648,29 +649,14 @@ final class LoadGenerator {
         }
         if flag & BenchConnection.measured != 0 {
             rejected += 1
-            rejectedByCode[ErrorCodeName.of(code), default: 0] += 1
+            rejectedByCode[errorCodeName(code), default: 0] += 1
         }
     }
 }
 
 /// The wire name of a proto error code (`TAB_GONE`), or its number when unknown.
-enum ErrorCodeName {
-    static func of(_ code: Tabsync_V1_ErrorCode) -> String {
-        switch code {
-        case .invalidArgument: "INVALID_ARGUMENT"
-        case .tabExists: "TAB_EXISTS"
-        case .tabGone: "TAB_GONE"
-        case .locked: "LOCKED"
-        case .notEditable: "NOT_EDITABLE"
-        case .limitExceeded: "LIMIT_EXCEEDED"
-        case .rateLimited: "RATE_LIMITED"
-        case .unauthorized: "UNAUTHORIZED"
-        case .notPermitted: "NOT_PERMITTED"
-        case .unavailable: "UNAVAILABLE"
-        case .protocolError: "PROTOCOL_ERROR"
-        default: "code \(code.rawValue)"
-        }
-    }
+func errorCodeName(_ code: Tabsync_V1_ErrorCode) -> String {
+    ErrorCode(code)?.wireName ?? "code \(code.rawValue)"
 }
 
 /// What the live progress line shows, once a second.
