@@ -6,6 +6,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include "client_shim.h"
+#include "event_loop_shim.h"
 
 /* LWS_PRE is a macro expression: the headroom lws_write needs before the payload. */
 static inline size_t clws_pre(void) { return LWS_PRE; }

@@ -22,9 +22,18 @@ public struct BenchConfiguration: Sendable, Equatable {
         }
     }
 
+    /// Which event loop libwebsockets runs on.
+    public enum EventLoop: String, Sendable, Equatable, Codable {
+        /// libuv (epoll): a wakeup costs the ready connections, not all of them.
+        case epoll
+        /// lws' default poll() loop: every wakeup scans every connection (for comparison).
+        case poll
+    }
+
     public var host: String = "127.0.0.1"
     public var port: Int = 7070
     public var mode: Mode = .proto
+    public var eventLoop: EventLoop = .epoll
     public var workspaces: Int = 1
     public var clientsPerWorkspace: Int = 10
     /// Total ops per second over every connection (open loop); 0 = connect and stay idle.
@@ -73,6 +82,7 @@ public struct BenchConfiguration: Sendable, Equatable {
           --ramp N                connections opened per second (1000)
           --subprotocol P         json, proto or mirror (lws-mirror-protocol baseline) (proto)
           --message-bytes N       mirror message size (160)
+          --event-loop L          epoll (libuv) or poll (lws' default) for the generator (epoll)
           --max                   search for the highest rate with delivery p99 under --p99-bound
           --p99-bound MS          bound for --max (50)
           --server-pid PID        read the server's CPU and RSS from /proc/PID
@@ -146,6 +156,10 @@ public struct BenchConfiguration: Sendable, Equatable {
                 guard let mode = names[text] else { throw fail("--subprotocol must be json, proto or mirror, not '\(text)'") }
                 configuration.mode = mode
             case "--message-bytes": configuration.messageBytes = try int(32...65_536)
+            case "--event-loop":
+                let text = try next()
+                guard let loop = EventLoop(rawValue: text) else { throw fail("--event-loop must be epoll or poll, not '\(text)'") }
+                configuration.eventLoop = loop
             case "--max":
                 guard value == nil else { throw fail("--max takes no value") }
                 configuration.searchMax = true

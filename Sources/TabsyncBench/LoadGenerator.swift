@@ -62,6 +62,8 @@ final class LoadGenerator {
     let configuration: BenchConfiguration
     let progress: (@Sendable (BenchProgress) -> Void)?
     private var context: OpaquePointer?
+    /// The libev (epoll) loop lws runs on (`--event-loop epoll`), nil on lws' poll() loop.
+    private var eventLoop: UnsafeMutableRawPointer?
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private let timer: UnsafeMutablePointer<ctsc_timer>
     private let userSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
@@ -152,7 +154,17 @@ final class LoadGenerator {
         info.timeout_secs = 20
         info.connect_timeout_secs = 20
         info.user = UnsafeMutableRawPointer(userSlot)
-        guard let created = lws_create_context(&info) else {
+        // lws reads info.foreign_loops while creating the context: the slot outlives that call.
+        let loopSlot = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
+        defer { loopSlot.deallocate() }
+        if configuration.eventLoop == .epoll {
+            guard let loop = clws_ev_loop_create() else { throw .cannotStart("could not create a libev (epoll) loop") }
+            eventLoop = loop
+            clws_ev_use_loop(&info, loopSlot, loop)
+        }
+        let created = lws_create_context(&info)
+        guard let created else {
+            if let eventLoop { clws_ev_loop_destroy(eventLoop) }
             throw .cannotStart("lws_create_context failed")
         }
         context = created
@@ -173,6 +185,7 @@ final class LoadGenerator {
 
     deinit {
         if let context { lws_context_destroy(context) }
+        if let eventLoop { clws_ev_loop_destroy(eventLoop) }
         cStrings.forEach { free($0) }
         free(UnsafeMutableRawPointer(mutating: protocols[0].name))
         protocols.deallocate()
@@ -205,8 +218,12 @@ final class LoadGenerator {
 
     private func service(until done: () -> Bool) {
         guard let context else { return }
-        while !done() {
-            if lws_service(context, 0) < 0 { break }
+        if let eventLoop {
+            while !done() { clws_ev_run_once(eventLoop) }
+        } else {
+            while !done() {
+                if lws_service(context, 0) < 0 { break }
+            }
         }
     }
 

@@ -24,6 +24,16 @@ extension Server {
         /// the next Hello (or HTTP read) loads it again. Zero: as soon as it is idle. A workspace
         /// with nothing stored (never written) leaves at once whatever this says.
         public var idleUnload: Duration
+        /// The event loop libwebsockets runs on.
+        public var eventLoop: EventLoop
+
+        /// Which event loop libwebsockets runs on.
+        public enum EventLoop: String, Sendable, CaseIterable {
+            /// libuv (epoll): a wakeup costs the connections that are ready, not all of them.
+            case epoll
+            /// lws' default poll() loop: every wakeup scans every connection (kept for comparison).
+            case poll
+        }
 
         public init(
             host: String = "127.0.0.1",
@@ -34,7 +44,8 @@ extension Server {
             idleTimeout: Duration = .seconds(60),
             presenceInterval: Duration = .milliseconds(100),
             rateLimitStrikes: Int = 5,
-            idleUnload: Duration = .seconds(300)
+            idleUnload: Duration = .seconds(300),
+            eventLoop: EventLoop = .epoll
         ) {
             self.host = host
             self.port = port
@@ -45,6 +56,7 @@ extension Server {
             self.presenceInterval = presenceInterval
             self.rateLimitStrikes = rateLimitStrikes
             self.idleUnload = idleUnload
+            self.eventLoop = eventLoop
         }
     }
 }

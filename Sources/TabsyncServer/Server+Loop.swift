@@ -22,6 +22,8 @@ extension Server {
         private let ownerThread = pthread_self()
 
         private(set) var context: OpaquePointer?
+        /// The libev (epoll) loop lws runs on (`EventLoop.epoll`); nil on lws' own poll() loop.
+        private(set) var eventLoop: UnsafeMutableRawPointer?
         /// Set when the loop should stop calling `lws_service`.
         private(set) var finished = false
 
@@ -124,17 +126,28 @@ extension Server {
             info.user = Unmanaged.passUnretained(self).toOpaque()
             info.retry_and_idle_policy = UnsafePointer(retryPolicy)
             info.timeout_secs = 10
+            // lws reads info.foreign_loops while creating the context: the slot outlives that call.
+            let loopSlot = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
+            defer { loopSlot.deallocate() }
+            if configuration.eventLoop == .epoll {
+                guard let loop = clws_ev_loop_create() else { return .failure(.listenFailed("could not create a libev (epoll) loop")) }
+                eventLoop = loop
+                clws_ev_use_loop(&info, loopSlot, loop)
+            }
 
             guard let context = lws_create_context(&info) else {
+                releaseEventLoop()
                 return .failure(.listenFailed("lws_create_context failed for \(address.address):\(configuration.port)"))
             }
             guard let vhost = lws_get_vhost_by_name(context, "tabsync") else {
                 lws_context_destroy(context)
+                releaseEventLoop()
                 return .failure(.listenFailed("no vhost"))
             }
             let port = Int(lws_get_vhost_listen_port(vhost))
             guard port > 0 else {
                 lws_context_destroy(context)
+                releaseEventLoop()
                 return .failure(.listenFailed("could not bind \(address.address):\(configuration.port)"))
             }
             self.context = context
@@ -148,8 +161,25 @@ extension Server {
         /// Called after `lws_context_destroy` returned: every session is gone.
         func contextDestroyed() {
             context = nil
+            releaseEventLoop()
             sessions.removeAll()
             pendingHTTP.removeAll()
+        }
+
+        /// Runs the event loop until ``finished``: one wakeup's ready events per iteration.
+        func run() {
+            guard let context else { return }
+            if let eventLoop {
+                while !finished { clws_ev_run_once(eventLoop) }
+            } else {
+                while !finished { lws_service(context, 0) }
+            }
+        }
+
+        /// After the context is gone (or was never made): frees the libev loop.
+        private func releaseEventLoop() {
+            if let eventLoop { clws_ev_loop_destroy(eventLoop) }
+            eventLoop = nil
         }
 
         // MARK: callback dispatch

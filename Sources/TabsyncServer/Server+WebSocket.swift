@@ -121,9 +121,32 @@ extension Server.Loop {
             close(session, code: 1013, reason: "reading too slowly", flush: false)
             return
         }
+        // Straight out when nothing waits before it: one send, no writable round trip through
+        // the event loop (which costs a poll pass, or two epoll_ctl calls, per message). lws keeps
+        // what the socket does not take at once and flushes it on POLLOUT itself.
+        if session.queue.isEmpty && lws_partial_buffered(session.wsi) == 0 {
+            if write(frame, to: session) { return }
+            // Not even partly written: the connection is broken; close it from its callback.
+            session.closing = Session.Close(code: 1006, reason: "write failed")
+            session.closeCode = 1006
+            session.closeReason = "write failed"
+            session.queue.removeAll()
+            lws_callback_on_writable(session.wsi)
+            return
+        }
         let wasEmpty = session.queue.isEmpty
         session.queue.append(frame)
         if wasEmpty { lws_callback_on_writable(session.wsi) }
+    }
+
+    /// One `lws_write` of a frame, counted; false when lws refused it (a dead connection).
+    private func write(_ frame: OutFrame, to session: Session) -> Bool {
+        let n = lws_write(
+            session.wsi, frame.payload, frame.count, frame.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT)
+        guard n >= 0 else { return false }
+        metrics.messagesOut += 1
+        metrics.bytesOut += UInt64(frame.count)
+        return true
     }
 
     /// Encodes and queues one message to one session.
@@ -157,15 +180,12 @@ extension Server.Loop {
     /// `SERVER_WRITEABLE`: writes queued frames while the socket takes them, then the close.
     private func writeQueued(_ session: Session) -> Int32 {
         var written = 0
-        while let frame = session.queue.first {
-            let n = lws_write(
-                session.wsi, frame.payload, frame.count, frame.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT)
-            if n < 0 { return -1 }
+        // While the kernel takes whole frames (lws holds nothing back), up to 16 per callback.
+        while let frame = session.queue.first, lws_partial_buffered(session.wsi) == 0 {
+            if !write(frame, to: session) { return -1 }
             session.queue.removeFirst()
-            metrics.messagesOut += 1
-            metrics.bytesOut += UInt64(frame.count)
             written += 1
-            if written >= 16 || lws_send_pipe_choked(session.wsi) != 0 { break }
+            if written >= 16 { break }
         }
         if !session.queue.isEmpty {
             lws_callback_on_writable(session.wsi)

@@ -130,9 +130,7 @@ public final class Server: Sendable {
         ready.signal()
 
         withExtendedLifetime(loop) {
-            while !loop.finished {
-                lws_service(context, 0)
-            }
+            loop.run()
             inbox.detach()
             lws_context_destroy(context)
             loop.contextDestroyed()

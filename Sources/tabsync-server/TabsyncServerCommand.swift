@@ -85,7 +85,13 @@ struct TabsyncServerCommand: ParsableCommand {
     @Option(help: "Seconds without a pong before a connection is closed (pings at half of it). [env: TABSYNC_IDLE_TIMEOUT]")
     var idleTimeout: Double = envDouble("TABSYNC_IDLE_TIMEOUT", 60)
 
+    @Option(help: "epoll (libuv, the default) or poll (libwebsockets' own loop, which scans every connection at every wakeup). [env: TABSYNC_EVENT_LOOP]")
+    var eventLoop: String = env("TABSYNC_EVENT_LOOP") ?? "epoll"
+
     func validate() throws {
+        guard Server.Configuration.EventLoop(rawValue: eventLoop) != nil else {
+            throw ValidationError("--event-loop must be epoll or poll")
+        }
         guard (0...65_535).contains(port) else { throw ValidationError("--port must be 0-65535") }
         guard Logger.Level(rawValue: logLevel.lowercased()) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -160,7 +166,8 @@ struct TabsyncServerCommand: ParsableCommand {
             maxConnections: maxConnections,
             helloTimeout: .milliseconds(Int64(helloTimeout * 1000)),
             idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
-            idleUnload: Self.parseDuration(idleUnload) ?? .seconds(300))
+            idleUnload: Self.parseDuration(idleUnload) ?? .seconds(300),
+            eventLoop: Server.Configuration.EventLoop(rawValue: eventLoop) ?? .epoll)
         let (store, sqlite) = try openStore(logger: logger)
         let server = Server(configuration: configuration, store: store, logger: logger)
 
