@@ -19,7 +19,7 @@ RUN swift build -c release --product tabsync-server --static-swift-stdlib \
 FROM debian:bookworm-slim
 RUN export DEBIAN_FRONTEND=noninteractive \
     && apt-get update -q \
-    && apt-get install -y -q --no-install-recommends libwebsockets17 libsqlite3-0 ca-certificates curl \
+    && apt-get install -y -q --no-install-recommends libwebsockets17 libwebsockets-evlib-ev libev4 libsqlite3-0 ca-certificates curl \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --user-group --home-dir /var/lib/tabsync --shell /usr/sbin/nologin tabsync \
     && mkdir -p /var/lib/tabsync/data \

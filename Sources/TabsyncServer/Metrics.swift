@@ -9,6 +9,8 @@ struct Metrics {
     var opsRejected: [ErrorCode: UInt64] = [:]
     var messagesOut: UInt64 = 0
     var bytesOut: UInt64 = 0
+    /// Writes (`lws_write` calls) that carried those messages: fewer when several share one send.
+    var writesOut: UInt64 = 0
     var slowConsumerCloses: UInt64 = 0
     var commitBatchOps = Histogram(bounds: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000])
     /// Time the store took for one group commit (on the store thread, from call to return).
@@ -65,6 +67,9 @@ struct Metrics {
         out += "tabsync_messages_out_total \(messagesOut)\n"
         header("tabsync_bytes_out_total", "counter", "WebSocket payload bytes written.")
         out += "tabsync_bytes_out_total \(bytesOut)\n"
+        header("tabsync_writes_out_total", "counter",
+               "Socket writes of WebSocket messages (messages queued to one connection in one loop iteration share one).")
+        out += "tabsync_writes_out_total \(writesOut)\n"
         header("tabsync_slow_consumer_closes_total", "counter", "Connections closed 1013 for reading too slowly.")
         out += "tabsync_slow_consumer_closes_total \(slowConsumerCloses)\n"
         header("tabsync_send_queue_bytes", "gauge", "Bytes queued to all connections.")

@@ -48,6 +48,8 @@ struct SendQueue {
     private(set) var bytes = 0
 
     var isEmpty: Bool { head == frames.count }
+    /// Frames still queued.
+    var count: Int { frames.count - head }
 
     mutating func append(_ frame: OutFrame) {
         frames.append(frame)
@@ -73,4 +75,56 @@ struct SendQueue {
         head = 0
         bytes = 0
     }
+}
+
+/// A reusable buffer that packs several queued frames, each with its WebSocket header, into one
+/// write. Server frames are unmasked and no extension is negotiated, so a header is the FIN bit
+/// and opcode, then the payload length (7 bits, or 126 + 16 bits, or 127 + 64 bits).
+/// Event loop thread only.
+struct OutBatch {
+    /// Bytes of frames one batch holds at most (one TCP send's worth).
+    static let capacity = 16 * 1024
+    /// `LWS_PRE` bytes of headroom (lws' contract for every write), then the frames.
+    private let storage: UnsafeMutableRawPointer
+    private(set) var count = 0
+
+    init() {
+        storage = .allocate(byteCount: clws_pre() + Self.capacity, alignment: 16)
+    }
+
+    /// Frees the buffer (the loop's deinit).
+    func deallocate() { storage.deallocate() }
+
+    var payload: UnsafeMutablePointer<UInt8> {
+        (storage + clws_pre()).assumingMemoryBound(to: UInt8.self)
+    }
+
+    mutating func reset() { count = 0 }
+
+    /// Whether the frame, with its header, fits an empty batch.
+    func fits(_ frame: OutFrame) -> Bool { Self.headerSize(frame.count) + frame.count <= Self.capacity }
+
+    /// Appends the frame (header and payload); false, appending nothing, when it does not fit.
+    mutating func append(_ frame: OutFrame) -> Bool {
+        let header = Self.headerSize(frame.count)
+        guard count + header + frame.count <= Self.capacity else { return false }
+        let out = payload + count
+        out[0] = 0x80 | (frame.isBinary ? 0x2 : 0x1)
+        switch header {
+        case 2:
+            out[1] = UInt8(frame.count)
+        case 4:
+            out[1] = 126
+            out[2] = UInt8(frame.count >> 8)
+            out[3] = UInt8(frame.count & 0xFF)
+        default:
+            out[1] = 127
+            for i in 0..<8 { out[2 + i] = UInt8((UInt64(frame.count) >> (8 * (7 - UInt64(i)))) & 0xFF) }
+        }
+        (out + header).update(from: frame.payload, count: frame.count)
+        count += header + frame.count
+        return true
+    }
+
+    static func headerSize(_ length: Int) -> Int { length < 126 ? 2 : length <= 0xFFFF ? 4 : 10 }
 }

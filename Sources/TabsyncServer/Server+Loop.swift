@@ -29,6 +29,12 @@ extension Server {
 
         var metrics = Metrics()
         var sessions: [Int: Session] = [:]
+        /// Sessions that queued frames during this loop iteration (``flushQueued()``), and the
+        /// list being flushed (swapped, so neither allocates in steady state).
+        var flushList: [Session] = []
+        var flushing: [Session] = []
+        /// Scratch space for writing several frames in one send.
+        var outBatch = OutBatch()
         private var nextSessionId = 1
         /// HTTP requests waiting for a workspace load, by request id (in lws per-session memory).
         var pendingHTTP: [Int: PendingHTTP] = [:]
@@ -93,6 +99,7 @@ extension Server {
             protocols.deallocate()
             retryPolicy.deallocate()
             tickTimer.deallocate()
+            outBatch.deallocate()
             for s in cStrings { free(s) }
         }
 
@@ -129,14 +136,20 @@ extension Server {
             // lws reads info.foreign_loops while creating the context: the slot outlives that call.
             let loopSlot = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
             defer { loopSlot.deallocate() }
-            if configuration.eventLoop == .epoll {
-                guard let loop = clws_ev_loop_create() else { return .failure(.listenFailed("could not create a libev (epoll) loop")) }
+            var created: OpaquePointer?
+            if configuration.eventLoop == .epoll, let loop = clws_ev_loop_create() {
                 eventLoop = loop
-                clws_ev_use_loop(&info, loopSlot, loop)
+                var epollInfo = info
+                clws_ev_use_loop(&epollInfo, loopSlot, loop)
+                created = lws_create_context(&epollInfo)
+                if created == nil {
+                    // Most likely lws' libev plugin is missing (Debian: libwebsockets-evlib-ev).
+                    releaseEventLoop()
+                    logger.warning("the epoll event loop is unavailable (is libwebsockets-evlib-ev installed?): using poll()")
+                }
             }
-
-            guard let context = lws_create_context(&info) else {
-                releaseEventLoop()
+            if created == nil { created = lws_create_context(&info) }
+            guard let context = created else {
                 return .failure(.listenFailed("lws_create_context failed for \(address.address):\(configuration.port)"))
             }
             guard let vhost = lws_get_vhost_by_name(context, "tabsync") else {
@@ -170,9 +183,15 @@ extension Server {
         func run() {
             guard let context else { return }
             if let eventLoop {
-                while !finished { clws_ev_run_once(eventLoop) }
+                while !finished {
+                    clws_ev_run_once(eventLoop)
+                    flushQueued()
+                }
             } else {
-                while !finished { lws_service(context, 0) }
+                while !finished {
+                    lws_service(context, 0)
+                    flushQueued()
+                }
             }
         }
 

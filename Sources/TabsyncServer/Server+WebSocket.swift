@@ -52,6 +52,7 @@ extension Server.Loop {
             let id = user.load(as: Int.self)
             guard let session = sessions.removeValue(forKey: id) else { return 0 }
             user.storeBytes(of: 0, as: Int.self)
+            session.gone = true
             session.queue.removeAll()
             logger.info("connection closed", metadata: [
                 "session": "\(id)", "code": "\(session.closeCode)", "reason": "\(session.closeReason)",
@@ -110,6 +111,11 @@ extension Server.Loop {
     // MARK: send
 
     /// Queues a frame; a session whose queue would go over `maxSendQueueBytes` is closed 1013.
+    ///
+    /// Nothing is written here: ``flushQueued()`` writes every session's frames once the loop
+    /// iteration that queued them is done, so the frames one wakeup produces for one connection
+    /// leave in one send (under load several ops reach each client per wakeup) and no write waits
+    /// for a writable round trip through the event loop.
     func send(_ frame: OutFrame, to session: Session) {
         guard session.closing == nil else { return }
         if session.queue.bytes + frame.queuedCost > limits.maxSendQueueBytes && !session.queue.isEmpty {
@@ -121,32 +127,64 @@ extension Server.Loop {
             close(session, code: 1013, reason: "reading too slowly", flush: false)
             return
         }
-        // Straight out when nothing waits before it: one send, no writable round trip through
-        // the event loop (which costs a poll pass, or two epoll_ctl calls, per message). lws keeps
-        // what the socket does not take at once and flushes it on POLLOUT itself.
-        if session.queue.isEmpty && lws_partial_buffered(session.wsi) == 0 {
-            if write(frame, to: session) { return }
-            // Not even partly written: the connection is broken; close it from its callback.
-            session.closing = Session.Close(code: 1006, reason: "write failed")
-            session.closeCode = 1006
-            session.closeReason = "write failed"
-            session.queue.removeAll()
-            lws_callback_on_writable(session.wsi)
-            return
-        }
-        let wasEmpty = session.queue.isEmpty
         session.queue.append(frame)
-        if wasEmpty { lws_callback_on_writable(session.wsi) }
+        if !session.flushPending {
+            session.flushPending = true
+            flushList.append(session)
+        }
     }
 
-    /// One `lws_write` of a frame, counted; false when lws refused it (a dead connection).
-    private func write(_ frame: OutFrame, to session: Session) -> Bool {
-        let n = lws_write(
-            session.wsi, frame.payload, frame.count, frame.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT)
-        guard n >= 0 else { return false }
-        metrics.messagesOut += 1
-        metrics.bytesOut += UInt64(frame.count)
-        return true
+    /// Called after every event loop iteration: writes what each session queued during it, while
+    /// the socket takes it; the rest goes out from `SERVER_WRITEABLE`.
+    func flushQueued() {
+        guard !flushList.isEmpty else { return }
+        swap(&flushList, &flushing)
+        defer { flushing.removeAll(keepingCapacity: true) }
+        for session in flushing {
+            session.flushPending = false
+            guard !session.gone, !session.awaitingWritable, !session.queue.isEmpty else { continue }
+            if lws_partial_buffered(session.wsi) == 0 {
+                guard writeBatch(session) else {
+                    // Nothing could be written: the connection is broken; close it from its callback.
+                    session.closing = Session.Close(code: 1006, reason: "write failed")
+                    session.closeCode = 1006
+                    session.closeReason = "write failed"
+                    session.queue.removeAll()
+                    session.awaitingWritable = true
+                    lws_callback_on_writable(session.wsi)
+                    continue
+                }
+                if session.queue.isEmpty { continue }
+            }
+            session.awaitingWritable = true
+            lws_callback_on_writable(session.wsi)
+        }
+    }
+
+    /// Writes the head of a session's queue: one frame as it is, or several (up to
+    /// `OutBatch.capacity` bytes) as one send of complete WebSocket frames. Counts what it wrote;
+    /// false when lws refused the write (a dead connection).
+    private func writeBatch(_ session: Session) -> Bool {
+        guard let first = session.queue.first else { return true }
+        if session.queue.count == 1 || !outBatch.fits(first) {
+            let n = lws_write(
+                session.wsi, first.payload, first.count, first.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT)
+            guard n >= 0 else { return false }
+            session.queue.removeFirst()
+            metrics.writesOut += 1
+            metrics.messagesOut += 1
+            metrics.bytesOut += UInt64(first.count)
+            return true
+        }
+        outBatch.reset()
+        while let frame = session.queue.first, outBatch.append(frame) {
+            session.queue.removeFirst()
+            metrics.messagesOut += 1
+            metrics.bytesOut += UInt64(frame.count)
+        }
+        // Already framed: lws sends the bytes as they are (and keeps what the socket does not take).
+        metrics.writesOut += 1
+        return lws_write(session.wsi, outBatch.payload, outBatch.count, LWS_WRITE_HTTP) >= 0
     }
 
     /// Encodes and queues one message to one session.
@@ -165,6 +203,7 @@ extension Server.Loop {
         session.closeReason = reason
         if !flush { session.queue.removeAll() }
         lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, 5)
+        session.awaitingWritable = true
         lws_callback_on_writable(session.wsi)
     }
 
@@ -179,15 +218,16 @@ extension Server.Loop {
 
     /// `SERVER_WRITEABLE`: writes queued frames while the socket takes them, then the close.
     private func writeQueued(_ session: Session) -> Int32 {
-        var written = 0
-        // While the kernel takes whole frames (lws holds nothing back), up to 16 per callback.
-        while let frame = session.queue.first, lws_partial_buffered(session.wsi) == 0 {
-            if !write(frame, to: session) { return -1 }
-            session.queue.removeFirst()
-            written += 1
-            if written >= 16 { break }
+        session.awaitingWritable = false
+        var batches = 0
+        // While the kernel takes it all (lws holds nothing back), up to 16 sends per callback.
+        while !session.queue.isEmpty, lws_partial_buffered(session.wsi) == 0 {
+            if !writeBatch(session) { return -1 }
+            batches += 1
+            if batches >= 16 { break }
         }
         if !session.queue.isEmpty {
+            session.awaitingWritable = true
             lws_callback_on_writable(session.wsi)
             return 0
         }

@@ -20,6 +20,12 @@ final class Session {
     /// Set once the message being received went over the size limit (the session is closing).
     var rxOverflow = false
     var queue = SendQueue()
+    /// In the loop's flush list (frames were queued during this loop iteration).
+    var flushPending = false
+    /// `lws_callback_on_writable` was asked and `SERVER_WRITEABLE` has not come yet.
+    var awaitingWritable = false
+    /// `LWS_CALLBACK_CLOSED` came: ``wsi`` is no longer valid.
+    var gone = false
     /// Messages that arrived while the workspace was loading, handled after `Welcome`.
     var deferred: [Tabsync_V1_ClientMessage] = []
     /// When set, the session closes with this code once its queue is written.

@@ -128,6 +128,11 @@ final class RawWebSocket {
 
     /// One masked frame.
     func sendFrame(opcode: UInt8, payload: [UInt8], fin: Bool = true) throws {
+        try writeAll(Self.maskedFrame(opcode: opcode, payload: payload, fin: fin))
+    }
+
+    /// The bytes of one masked frame (to send several in one write).
+    static func maskedFrame(opcode: UInt8, payload: [UInt8], fin: Bool = true) -> [UInt8] {
         var frame: [UInt8] = [(fin ? 0x80 : 0) | opcode]
         if payload.count < 126 {
             frame.append(0x80 | UInt8(payload.count))
@@ -142,7 +147,7 @@ final class RawWebSocket {
         frame += mask
         frame.reserveCapacity(frame.count + payload.count)
         for (i, byte) in payload.enumerated() { frame.append(byte ^ mask[i & 3]) }
-        try writeAll(frame)
+        return frame
     }
 
     func writeAll(_ bytes: [UInt8]) throws {

@@ -1,0 +1,72 @@
+import Foundation
+import TabsyncCore
+import TabsyncProto
+@testable import TabsyncServer
+import Testing
+
+/// Frames queued to one connection during one loop iteration leave in one send (``OutBatch``),
+/// on both event loops; the peer still reads every message whole and in order.
+@Suite("Write coalescing", .serialized)
+struct ServerWriteCoalescingTests {
+    @Test func aBatchHoldsCompleteFramesWithTheHeaderForEachLength() {
+        var batch = OutBatch()
+        defer { batch.deallocate() }
+        let small = OutFrame(bytes: Array(repeating: 0x41, count: 5), isBinary: false)
+        let medium = OutFrame(bytes: (0..<300).map { UInt8($0 & 0xFF) }, isBinary: true)
+        let huge = OutFrame(bytes: Array(repeating: 7, count: 70_000), isBinary: true)
+        #expect(batch.fits(small) && batch.fits(medium) && !batch.fits(huge))
+        let appendedSmall = batch.append(small)
+        let appendedMedium = batch.append(medium)
+        let appendedHuge = batch.append(huge)
+        #expect(appendedSmall && appendedMedium)
+        #expect(!appendedHuge, "a frame over the capacity is refused, not cut")
+        let bytes = Array(UnsafeBufferPointer(start: batch.payload, count: batch.count))
+        #expect(bytes.count == 2 + 5 + 4 + 300)
+        #expect(Array(bytes[0..<7]) == [0x81, 5, 0x41, 0x41, 0x41, 0x41, 0x41])
+        #expect(Array(bytes[7..<11]) == [0x82, 126, 0x01, 0x2C])
+        #expect(Array(bytes[11...]) == (0..<300).map { UInt8($0 & 0xFF) })
+        batch.reset()
+        #expect(batch.count == 0)
+        #expect(OutBatch.headerSize(125) == 2 && OutBatch.headerSize(126) == 4)
+        #expect(OutBatch.headerSize(65_535) == 4 && OutBatch.headerSize(65_536) == 10)
+    }
+
+    /// 60 submits arrive in one TCP write, so the server applies several in one loop iteration and
+    /// the watcher gets their `Applied`s in fewer writes than messages; each one still parses, in
+    /// version order, with titles long enough to need the 16-bit length header.
+    @Test(arguments: [Server.Configuration.EventLoop.epoll, .poll], [WireFormat.json, .proto])
+    func opsAppliedTogetherReachAPeerInFewerWritesAndInOrder(loop: Server.Configuration.EventLoop, format: WireFormat) throws {
+        let server = try TestServer(configure: { $0.eventLoop = loop })
+        defer { server.stop() }
+        let (writer, _) = try TestClient.joined(port: server.port, workspace: "burst", clientId: "w", format: format)
+        let (watcher, _) = try TestClient.joined(port: server.port, workspace: "burst", clientId: "v", format: format)
+        let writesBefore = try server.metric("tabsync_writes_out_total")
+        let messagesBefore = try server.metric("tabsync_messages_out_total")
+
+        let count = 60
+        let title = String(repeating: "t", count: 150)
+        var burst: [UInt8] = []
+        for i in 1...count {
+            let op = TabsyncCore.Operation.add(tab: Tab(id: "b\(i)", title: "\(title)\(i)"), place: .end, activate: false)
+            let bytes = format.encode(Tabsync_V1_ClientMessage(submit: Tabsync_V1_Submit(seq: UInt64(i), op: op)))
+            burst += RawWebSocket.maskedFrame(opcode: format.usesTextFrames ? 0x1 : 0x2, payload: bytes)
+        }
+        try writer.socket.writeAll(burst)
+
+        var versions: [UInt64] = []
+        for i in 1...count {
+            let applied = try watcher.nextApplied()
+            #expect(applied.clientId == "w" && applied.seq == UInt64(i))
+            guard case .add(let tab, _, _) = applied.op else { Issue.record("not an add: \(applied.op)"); continue }
+            #expect(tab.title == "\(title)\(i)")
+            versions.append(applied.version)
+        }
+        #expect(versions == Array(versions[0]...versions[0] + UInt64(count - 1)))
+        for _ in 1...count { _ = try writer.nextApplied() }
+
+        let messages = try server.waitForMetric("tabsync_messages_out_total", atLeast: messagesBefore + Double(2 * count))
+        let writes = try server.metric("tabsync_writes_out_total")
+        #expect(messages - messagesBefore >= Double(2 * count))
+        #expect(writes - writesBefore < messages - messagesBefore, "\(writes - writesBefore) writes for \(messages - messagesBefore) messages")
+    }
+}
