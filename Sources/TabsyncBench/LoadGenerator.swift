@@ -522,19 +522,9 @@ final class LoadGenerator {
             }
             return -1
         }
-        let kind = format?.usesTextFrames ?? true ? LWS_WRITE_TEXT : LWS_WRITE_BINARY
-        while connection.queueHead < connection.queue.count {
-            let frame = connection.queue[connection.queueHead]
-            if frame.count > scratchCapacity {
-                scratch.deallocate()
-                scratchCapacity = frame.count * 2
-                scratch = .allocate(byteCount: pre + scratchCapacity, alignment: 16)
-            }
-            let payload = scratch + pre
-            frame.withUnsafeBytes { payload.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-            if lws_write(wsi, payload.assumingMemoryBound(to: UInt8.self), frame.count, kind) < frame.count { return -1 }
+        while connection.queueHead < connection.queue.count, lws_partial_buffered(wsi) == 0 {
+            if !writeFrame(connection.queue[connection.queueHead], wsi: wsi) { return -1 }
             connection.queueHead += 1
-            if lws_send_pipe_choked(wsi) != 0 { break }
         }
         if connection.queueHead == connection.queue.count {
             connection.queue.removeAll(keepingCapacity: true)
@@ -543,6 +533,20 @@ final class LoadGenerator {
             lws_callback_on_writable(wsi)
         }
         return 0
+    }
+
+    /// One `lws_write` of a frame through the scratch buffer (which has lws' headroom); false when
+    /// lws refused it. What the socket does not take at once, lws keeps and sends on POLLOUT.
+    private func writeFrame(_ frame: [UInt8], wsi: OpaquePointer) -> Bool {
+        if frame.count > scratchCapacity {
+            scratch.deallocate()
+            scratchCapacity = frame.count * 2
+            scratch = .allocate(byteCount: pre + scratchCapacity, alignment: 16)
+        }
+        let payload = scratch + pre
+        frame.withUnsafeBytes { payload.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        let kind = format?.usesTextFrames ?? true ? LWS_WRITE_TEXT : LWS_WRITE_BINARY
+        return lws_write(wsi, payload.assumingMemoryBound(to: UInt8.self), frame.count, kind) >= 0
     }
 
     // MARK: sending
@@ -579,8 +583,13 @@ final class LoadGenerator {
         connection.sendTimes.append(intended)
         connection.flags.append(flag)
         connection.tabs.append(tab)
-        connection.queue.append(frame)
-        lws_callback_on_writable(wsi)
+        // Straight out when nothing waits before it (no writable round trip through the loop).
+        if connection.queueHead == connection.queue.count && lws_partial_buffered(wsi) == 0 {
+            if !writeFrame(frame, wsi: wsi) { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+        } else {
+            connection.queue.append(frame)
+            lws_callback_on_writable(wsi)
+        }
         totalSent += 1
         if measuring {
             sent += 1

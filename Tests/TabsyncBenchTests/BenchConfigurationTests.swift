@@ -9,8 +9,10 @@ struct BenchConfigurationTests {
             "--server", "ws://127.0.0.1:9000/", "--workspaces=100", "--clients", "10", "--rate", "5000",
             "--duration", "20", "--warmup", "3", "--mix", "add=30,remove=10", "--ramp", "500",
             "--subprotocol", "json", "--max", "--p99-bound", "25", "--server-pid", "42", "--json", "r.json",
-            "--hgrm", "r.hgrm", "--plot", "r.svg", "--seed", "9", "--workspace-prefix", "x",
+            "--hgrm", "r.hgrm", "--plot", "r.svg", "--seed", "9", "--workspace-prefix", "x", "--event-loop", "poll",
         ])
+        #expect(configuration.eventLoop == .poll)
+        #expect(try BenchConfiguration.parse([]).eventLoop == .epoll)
         #expect(configuration.host == "127.0.0.1" && configuration.port == 9000)
         #expect(configuration.workspaces == 100 && configuration.clientsPerWorkspace == 10)
         #expect(configuration.connections == 1000)
@@ -32,6 +34,7 @@ struct BenchConfigurationTests {
         (["--subprotocol", "xml"], "json, proto or mirror"),
         (["--subprotocol", "mirror", "--workspaces", "4"], "at most 3"),
         (["--frobnicate"], "unknown flag '--frobnicate'"),
+        (["--event-loop", "select"], "epoll or poll"),
         (["--max", "--rate", "0"], "--max needs"),
     ])
     func refusesBadArguments(arguments: [String], expected: String) {

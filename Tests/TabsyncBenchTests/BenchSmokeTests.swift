@@ -29,14 +29,14 @@ struct BenchSmokeTests {
         try BenchConfiguration.parse(["--server", "127.0.0.1:\(port)", "--seed", "7"] + extra)
     }
 
-    @Test("a short bench completes and counts every op it sent (both subprotocols)",
-          arguments: ["proto", "json"])
-    func benchCountsWhatItSent(subprotocol: String) async throws {
+    @Test("a short bench completes and counts every op it sent (both subprotocols, both event loops)",
+          arguments: [("proto", "epoll"), ("json", "epoll"), ("proto", "poll")])
+    func benchCountsWhatItSent(subprotocol: String, loop: String) async throws {
         let server = try InProcessServer()
         defer { server.stop() }
         let configuration = try configuration(port: server.port, [
             "--workspaces", "2", "--clients", "3", "--rate", "200", "--duration", "1.5", "--warmup", "0.3",
-            "--subprotocol", subprotocol, "--server-pid", "\(getpid())",
+            "--subprotocol", subprotocol, "--server-pid", "\(getpid())", "--event-loop", loop,
         ])
         let result = try await BenchRunner.runDetached(configuration)
         let report = result.report

@@ -71,7 +71,8 @@ struct ServerExecutableTests {
             "--max-ops-per-second", "(default: 100)", "--max-resume-ops", "(default: 1000)", "--log-retention",
             "(default: 10000)", "--max-send-queue-bytes", "(default: 4194304)", "--max-connections",
             "(default: 10000)", "--hello-timeout", "(default: 10.0)", "--idle-timeout", "(default: 60.0)",
-            "TABSYNC_MAX_SEND_QUEUE_BYTES", "TABSYNC_IDLE_TIMEOUT",
+            "TABSYNC_MAX_SEND_QUEUE_BYTES", "TABSYNC_IDLE_TIMEOUT", "--event-loop", "(default: epoll)",
+            "TABSYNC_EVENT_LOOP",
         ] {
             #expect(help.contains(expected), "help lacks \(expected)")
         }
@@ -100,8 +101,24 @@ struct ServerExecutableTests {
         #expect(log.contains("code=1001"))
     }
 
-    @Test func badFlagsAreRefused() throws {
-        let child = try Child(arguments: ["--port", "70000"])
+    @Test(arguments: [["--port", "70000"], ["--event-loop", "select"]])
+    func badFlagsAreRefused(arguments: [String]) throws {
+        let child = try Child(arguments: arguments)
         #expect(child.waitForExit(timeout: 10) != 0)
+        let log = String(decoding: child.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(log.contains(arguments[0]), "the message names \(arguments[0]): \(log)")
+    }
+
+    /// SIGTERM stops the server on lws' own poll() loop as on the default epoll one.
+    @Test func thePollLoopServesAndStopsToo() throws {
+        let child = try Child(arguments: ["--port", "0", "--memory", "--event-loop", "poll"])
+        defer { child.kill() }
+        _ = try child.waitForListening()
+        let (a, _) = try TestClient.joined(port: child.port, workspace: "poll", clientId: "a")
+        try a.submit(.add(tab: .named("x"), place: .end, activate: true))
+        #expect(try a.nextApplied().version == 1)
+        child.process.terminate()
+        #expect(try a.closeCode() == 1001)
+        #expect(child.waitForExit(timeout: 5) == 0)
     }
 }
