@@ -35,7 +35,7 @@ let package = Package(
         ),
         // Thin C interop.
         .systemLibrary(name: "CLibwebsockets", pkgConfig: "libwebsockets",
-                       providers: [.apt(["libwebsockets-dev"])]),
+                       providers: [.apt(["libwebsockets-dev", "libev-dev", "libwebsockets-evlib-ev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // Durable storage behind the store protocol.
         .target(
