@@ -16,8 +16,9 @@ final class WorkspaceHub {
     var live: Sequencer
     /// The workspace as of its last successful commit (what HTTP shows).
     var durable: Workspace
-    /// Sessions whose `Welcome` went out: they receive every broadcast from then on.
-    var sessions: Set<Int> = []
+    /// Sessions whose `Welcome` went out, by id: they receive every broadcast from then on. Held
+    /// here (not looked up in the loop's table per delivery); removed when the session leaves.
+    var sessions: [Int: Session] = [:]
     /// Sessions whose `Welcome` waits in the commit pipeline.
     var welcoming: Set<Int> = []
     /// A commit failed; the workspace is being read back from the store.
@@ -154,7 +155,7 @@ extension Server.Loop {
         guard case .loading(let hello) = session.phase, session.closing == nil else { return }
         session.phase = .joined(hello)
         send(Tabsync_V1_ServerMessage(welcome: welcome), to: session)
-        hub.sessions.insert(session.id)
+        hub.sessions[session.id] = session
         markPresenceDirty(hub)
         let deferred = session.deferred
         session.deferred = []
@@ -358,17 +359,19 @@ extension Server.Loop {
     /// Sends one message to every joined session of a workspace, encoded once per subprotocol:
     /// every session of a format gets the same shared frame.
     func broadcast(_ message: Tabsync_V1_ServerMessage, to hub: WorkspaceHub) {
-        var frames: [WireFormat: OutFrame] = [:]
-        for id in hub.sessions {
-            guard let session = sessions[id] else { continue }
-            let frame: OutFrame
-            if let cached = frames[session.format] {
-                frame = cached
-            } else {
-                frame = OutFrame(bytes: session.format.encode(message), isBinary: !session.format.usesTextFrames)
-                frames[session.format] = frame
+        var proto: OutFrame?
+        var json: OutFrame?
+        func frame(_ format: WireFormat, _ cached: inout OutFrame?) -> OutFrame {
+            if let cached { return cached }
+            let made = OutFrame(bytes: format.encode(message), isBinary: !format.usesTextFrames)
+            cached = made
+            return made
+        }
+        for session in hub.sessions.values {
+            switch session.format {
+            case .proto: send(frame(.proto, &proto), to: session)
+            case .json: send(frame(.json, &json), to: session)
             }
-            send(frame, to: session)
         }
     }
 
@@ -482,7 +485,7 @@ extension Server.Loop {
     /// A session went away: leave its workspace (presence changes).
     func sessionLeft(_ session: Session) {
         guard let id = session.workspaceId, case .loaded(let hub) = workspaces[id] else { return }
-        hub.sessions.remove(session.id)
+        hub.sessions.removeValue(forKey: session.id)
         hub.welcoming.remove(session.id)
         markPresenceDirty(hub)
         unloadIfIdle(hub.id)
@@ -509,8 +512,8 @@ extension Server.Loop {
             hub.presenceDirty = false
             hub.lastPresenceAt = now
             var peers: [Tabsync_V1_Peer] = []
-            for id in hub.sessions.sorted() {
-                guard let session = sessions[id], let hello = session.hello else { continue }
+            for id in hub.sessions.keys.sorted() {
+                guard let session = hub.sessions[id], let hello = session.hello else { continue }
                 peers.append(Tabsync_V1_Peer(
                     sessionId: String(id), clientId: hello.clientId, name: hello.clientName,
                     focusTabId: hello.focusTabId))

@@ -117,7 +117,7 @@ extension Server.Loop {
     /// leave in one send (under load several ops reach each client per wakeup) and no write waits
     /// for a writable round trip through the event loop.
     func send(_ frame: OutFrame, to session: Session) {
-        guard session.closing == nil else { return }
+        guard session.closing == nil, !session.gone else { return }
         if session.queue.bytes + frame.queuedCost > limits.maxSendQueueBytes && !session.queue.isEmpty {
             metrics.slowConsumerCloses += 1
             logger.warning("slow consumer closed", metadata: [
@@ -166,7 +166,7 @@ extension Server.Loop {
     /// false when lws refused the write (a dead connection).
     private func writeBatch(_ session: Session) -> Bool {
         guard let first = session.queue.first else { return true }
-        if session.queue.count == 1 || !outBatch.fits(first) {
+        if session.queue.count == 1 || !session.ownsConnection || !outBatch.fits(first) {
             let n = lws_write(
                 session.wsi, first.payload, first.count, first.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT)
             guard n >= 0 else { return false }

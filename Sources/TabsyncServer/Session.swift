@@ -1,3 +1,4 @@
+import CLibwebsockets
 import TabsyncCore
 import TabsyncProto
 
@@ -26,6 +27,9 @@ final class Session {
     var awaitingWritable = false
     /// `LWS_CALLBACK_CLOSED` came: ``wsi`` is no longer valid.
     var gone = false
+    /// The connection carries only this session (not a stream muxed on HTTP/2), so several frames
+    /// may go out as one raw write (``OutBatch``).
+    let ownsConnection: Bool
     /// Messages that arrived while the workspace was loading, handled after `Welcome`.
     var deferred: [Tabsync_V1_ClientMessage] = []
     /// When set, the session closes with this code once its queue is written.
@@ -68,6 +72,7 @@ final class Session {
         self.wsi = wsi
         self.format = format
         self.openedAt = now
+        ownsConnection = lws_get_network_wsi(wsi) == wsi
         tokens = Double(opsPerSecond)
         tokensAt = now
     }
