@@ -69,4 +69,46 @@ struct ServerWriteCoalescingTests {
         #expect(messages - messagesBefore >= Double(2 * count))
         #expect(writes - writesBefore < messages - messagesBefore, "\(writes - writesBefore) writes for \(messages - messagesBefore) messages")
     }
+
+    /// A reader that stops reading with a small socket buffer makes the kernel take only part of a
+    /// batch: lws keeps the rest, the queue waits behind it, and once the reader drains its socket
+    /// every message arrives whole and in order (no frame cut or interleaved at a batch boundary).
+    @Test(arguments: [Server.Configuration.EventLoop.epoll, .poll])
+    func aPausedReaderGetsEveryMessageWholeAfterPartialWrites(loop: Server.Configuration.EventLoop) throws {
+        let server = try TestServer(configure: {
+            $0.eventLoop = loop
+            $0.limits.maxOpsPerSecond = 100_000
+            $0.limits.maxTabs = 1_000
+        })
+        defer { server.stop() }
+        let (writer, _) = try TestClient.joined(port: server.port, workspace: "pause", clientId: "w", format: .proto)
+        let reader = try TestClient(port: server.port, format: .proto, receiveBuffer: 4096)
+        try reader.send(Tabsync_V1_ClientMessage(hello: Tabsync_V1_Hello(workspace: "pause", clientId: "r")))
+        _ = try reader.next { if case .welcome(let w) = $0 { return w } else { return nil } }
+
+        // About 2.4 MB of Applied for the reader while it does not read: far over what the two
+        // sockets buffer, under the 4 MiB send queue limit.
+        let count = 600
+        let title = String(repeating: "p", count: 200)
+        let url = "https://example.com/" + String(repeating: "u", count: 3_900)
+        for round in 0..<(count / 50) {
+            var burst: [UInt8] = []
+            for i in (round * 50 + 1)...(round * 50 + 50) {
+                let op = TabsyncCore.Operation.add(tab: Tab(id: "p\(i)", title: "\(title)\(i)", url: url), place: .end, activate: false)
+                burst += RawWebSocket.maskedFrame(
+                    opcode: 0x2, payload: WireFormat.proto.encode(Tabsync_V1_ClientMessage(submit: Tabsync_V1_Submit(seq: UInt64(i), op: op))))
+            }
+            try writer.socket.writeAll(burst)
+            for _ in 1...50 { _ = try writer.nextApplied() }
+        }
+        #expect(try server.metric("tabsync_send_queue_bytes") > 0, "the reader's queue is waiting behind a partial write")
+
+        for i in 1...count {
+            let applied = try reader.nextApplied()
+            #expect(applied.seq == UInt64(i))
+            guard case .add(let tab, _, _) = applied.op else { Issue.record("not an add"); continue }
+            #expect(tab.id == "p\(i)" && tab.title == "\(title)\(i)" && tab.url == url)
+        }
+        #expect(try server.metric("tabsync_slow_consumer_closes_total") == 0)
+    }
 }
