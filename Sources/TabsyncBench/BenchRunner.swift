@@ -199,13 +199,16 @@ public enum BenchRunner {
     /// Feedback search over open-loop trials on the same connections: the rate doubles while a trial
     /// passes (delivery p99 — ack p99 with one client per workspace — under the bound, ≥ 95% of the
     /// offered rate applied, nothing unanswered), then bisects between the best pass and the first
-    /// failure until they are within 10%, at most 12 trials.
+    /// failure until they are within 10%, at most 16 trials. A rate that misses only the p99 bound is
+    /// tried once more before it counts as failed: on a shared machine one stall of a few tens of ms
+    /// in a 3 s trial decides its p99, and the search should not stop below the rate on one stall.
     static func searchMax(_ generator: LoadGenerator, _ configuration: BenchConfiguration, _ report: inout BenchReport) -> Search {
         var search = Search()
         var low = 0.0
         var high: Double?
         var rate = configuration.rate
-        for _ in 0..<12 {
+        var retried = false
+        for _ in 0..<16 {
             let measurement = measure(generator, rate: rate, warmup: configuration.warmup,
                                       duration: configuration.duration, pid: configuration.serverPid)
             search.last = measurement
@@ -232,6 +235,12 @@ public enum BenchRunner {
                 ackP99: Double(measurement.ack.valueAtPercentile(99)) / 1000,
                 deliveryP99: Double(measurement.delivery.valueAtPercentile(99)) / 1000, passed: passed, reason: reason))
             if generator.connected == 0 || generator.timeUp { break }
+            if !passed && !retried && p99 > configuration.p99Bound && measurement.ops.appliedPerSecond >= 0.95 * rate
+                && measurement.ops.unanswered == 0 {
+                retried = true
+                continue
+            }
+            retried = false
             if passed {
                 low = rate
                 search.best = (rate, measurement)
