@@ -233,12 +233,11 @@ extension Server.Loop {
             commits.pendingWorkspaces.insert(record.workspaceId)
         }
         commits.pendingEffects.append(effect)
-        // The batch starts once this loop iteration is done (``Server/Loop/run()``), so it holds
-        // every op the iteration applied rather than only the first.
+        startCommitIfIdle()
     }
 
     /// Sends the pending batch to the store thread unless one is in flight; effects with no record
-    /// before them go out at once. Called after every loop iteration and when a commit finishes.
+    /// before them go out at once.
     func startCommitIfIdle() {
         guard commits.inFlight == nil else { return }
         guard !commits.pendingRecords.isEmpty else {

@@ -185,21 +185,14 @@ extension Server {
             if let eventLoop {
                 while !finished {
                     clws_ev_run_once(eventLoop)
-                    endOfIteration()
+                    flushQueued()
                 }
             } else {
                 while !finished {
                     lws_service(context, 0)
-                    endOfIteration()
+                    flushQueued()
                 }
             }
-        }
-
-        /// After each loop iteration: what it applied goes to the store as one group commit, and
-        /// what it queued to each connection goes out in one send.
-        private func endOfIteration() {
-            startCommitIfIdle()
-            flushQueued()
         }
 
         /// After the context is gone (or was never made): frees the libev loop.
