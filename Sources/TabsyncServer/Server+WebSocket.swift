@@ -146,12 +146,7 @@ extension Server.Loop {
             if lws_partial_buffered(session.wsi) == 0 {
                 guard writeBatch(session) else {
                     // Nothing could be written: the connection is broken; close it from its callback.
-                    session.closing = Session.Close(code: 1006, reason: "write failed")
-                    session.closeCode = 1006
-                    session.closeReason = "write failed"
-                    session.queue.removeAll()
-                    session.awaitingWritable = true
-                    lws_callback_on_writable(session.wsi)
+                    close(session, code: 1006, reason: "write failed", flush: false)
                     continue
                 }
                 if session.queue.isEmpty { continue }
