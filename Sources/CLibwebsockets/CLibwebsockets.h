@@ -16,7 +16,6 @@ static inline size_t clws_pre(void) { return LWS_PRE; }
 /* Context / vhost option bits (64-bit macro expressions). */
 static inline uint64_t clws_option_validate_utf8(void) { return LWS_SERVER_OPTION_VALIDATE_UTF8; }
 static inline uint64_t clws_option_disable_ipv6(void) { return LWS_SERVER_OPTION_DISABLE_IPV6; }
-static inline uint64_t clws_option_libuv(void) { return LWS_SERVER_OPTION_LIBUV; }
 
 /*
  * Writes a whole HTTP/1 response (status line, Content-Type, Content-Length, optional extra

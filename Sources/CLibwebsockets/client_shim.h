@@ -22,7 +22,6 @@ static inline lws_usec_t ctsc_timer_cancel_usec(void) { return LWS_SET_TIMER_USE
 
 /* Context option bits are `long long` shift expressions. */
 static inline uint64_t ctsc_option_ssl_global_init(void) { return (uint64_t)LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT; }
-static inline uint64_t ctsc_option_libuv(void) { return (uint64_t)LWS_SERVER_OPTION_LIBUV; }
 
 static inline int ctsc_port_no_listen(void) { return CONTEXT_PORT_NO_LISTEN; }
 

@@ -24,7 +24,7 @@ public struct BenchConfiguration: Sendable, Equatable {
 
     /// Which event loop libwebsockets runs on.
     public enum EventLoop: String, Sendable, Equatable, Codable {
-        /// libuv (epoll): a wakeup costs the ready connections, not all of them.
+        /// libev (epoll): a wakeup costs the ready connections, not all of them.
         case epoll
         /// lws' default poll() loop: every wakeup scans every connection (for comparison).
         case poll
@@ -82,7 +82,7 @@ public struct BenchConfiguration: Sendable, Equatable {
           --ramp N                connections opened per second (1000)
           --subprotocol P         json, proto or mirror (lws-mirror-protocol baseline) (proto)
           --message-bytes N       mirror message size (160)
-          --event-loop L          epoll (libuv) or poll (lws' default) for the generator (epoll)
+          --event-loop L          epoll (libev) or poll (lws' default) for the generator (epoll)
           --max                   search for the highest rate with delivery p99 under --p99-bound
           --p99-bound MS          bound for --max (50)
           --server-pid PID        read the server's CPU and RSS from /proc/PID

@@ -29,7 +29,7 @@ extension Server {
 
         /// Which event loop libwebsockets runs on.
         public enum EventLoop: String, Sendable, CaseIterable {
-            /// libuv (epoll): a wakeup costs the connections that are ready, not all of them.
+            /// libev (epoll): a wakeup costs the connections that are ready, not all of them.
             case epoll
             /// lws' default poll() loop: every wakeup scans every connection (kept for comparison).
             case poll

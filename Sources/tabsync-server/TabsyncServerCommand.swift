@@ -85,7 +85,7 @@ struct TabsyncServerCommand: ParsableCommand {
     @Option(help: "Seconds without a pong before a connection is closed (pings at half of it). [env: TABSYNC_IDLE_TIMEOUT]")
     var idleTimeout: Double = envDouble("TABSYNC_IDLE_TIMEOUT", 60)
 
-    @Option(help: "epoll (libuv, the default) or poll (libwebsockets' own loop, which scans every connection at every wakeup). [env: TABSYNC_EVENT_LOOP]")
+    @Option(help: "epoll (libev, the default) or poll (libwebsockets' own loop, which scans every connection at every wakeup). [env: TABSYNC_EVENT_LOOP]")
     var eventLoop: String = env("TABSYNC_EVENT_LOOP") ?? "epoll"
 
     func validate() throws {
