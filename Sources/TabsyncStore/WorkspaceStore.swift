@@ -109,9 +109,6 @@ public struct CommitBatch: Sendable, Equatable {
         self.workspaces = workspaces
         self.logRetention = logRetention
     }
-
-    /// Number of ops and seq records, as the `tabsync_commit_batch_ops` histogram counts them.
-    public var opCount: Int { records.count }
 }
 
 /// Why a store call failed. Every case reaches clients as `UNAVAILABLE`.
