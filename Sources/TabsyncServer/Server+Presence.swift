@@ -1,0 +1,33 @@
+import TabsyncProto
+
+extension Server.Loop {
+    /// Notes that a workspace's peer list changed; the next tick past the interval broadcasts it.
+    func markPresenceDirty(_ hub: WorkspaceHub) {
+        hub.presenceDirty = true
+        presenceDirty.insert(hub.id)
+    }
+
+    /// Broadcasts the peer list of each workspace whose presence changed, at most once per interval.
+    func flushPresence(now: ContinuousClock.Instant) {
+        guard !presenceDirty.isEmpty else { return }
+        for id in presenceDirty {
+            guard case .loaded(let hub) = workspaces[id], hub.presenceDirty else {
+                presenceDirty.remove(id)
+                continue
+            }
+            if let last = hub.lastPresenceAt, now - last < configuration.presenceInterval { continue }
+            presenceDirty.remove(id)
+            hub.presenceDirty = false
+            hub.lastPresenceAt = now
+            var peers: [Tabsync_V1_Peer] = []
+            for id in hub.sessions.keys.sorted() {
+                guard let session = hub.sessions[id], let hello = session.hello else { continue }
+                peers.append(Tabsync_V1_Peer(
+                    sessionId: String(id), clientId: hello.clientId, name: hello.clientName,
+                    focusTabId: hello.focusTabId))
+            }
+            broadcast(Tabsync_V1_ServerMessage(peers: peers), to: hub)
+        }
+    }
+}
+

@@ -1,0 +1,52 @@
+import TabsyncCore
+import TabsyncProto
+
+/// A loaded workspace: its sequencer and sessions. Event loop thread only.
+///
+/// `live` runs ahead of the store: it includes ops whose commit has not returned yet. Nothing of
+/// `live` reaches anyone before it is durable: `Applied`, `Rejected` and `Welcome` are effects of
+/// the commit pipeline, released in order once every record before them is stored. A failed commit
+/// reloads the workspace from the store (`reloading`), which is the stored state by definition.
+final class WorkspaceHub {
+    let id: String
+    /// Includes ops applied but not yet durable.
+    var live: Sequencer
+    /// The workspace as of its last successful commit (what HTTP shows).
+    var durable: Workspace
+    /// Sessions whose `Welcome` went out, by id: they receive every broadcast from then on. Held
+    /// here (not looked up in the loop's table per delivery); removed when the session leaves.
+    var sessions: [Int: Session] = [:]
+    /// Sessions whose `Welcome` waits in the commit pipeline.
+    var welcoming: Set<Int> = []
+    /// A commit failed; the workspace is being read back from the store.
+    var reloading = false
+    var presenceDirty = false
+    var lastPresenceAt: ContinuousClock.Instant?
+
+    init(id: String, sequencer: Sequencer) {
+        self.id = id
+        live = sequencer
+        durable = sequencer.workspace
+    }
+}
+
+extension Server.Loop {
+    /// Sends one message to every joined session of a workspace, encoded once per subprotocol:
+    /// every session of a format gets the same shared frame.
+    func broadcast(_ message: Tabsync_V1_ServerMessage, to hub: WorkspaceHub) {
+        var proto: OutFrame?
+        var json: OutFrame?
+        func frame(_ format: WireFormat, _ cached: inout OutFrame?) -> OutFrame {
+            if let cached { return cached }
+            let made = OutFrame(bytes: format.encode(message), isBinary: !format.usesTextFrames)
+            cached = made
+            return made
+        }
+        for session in hub.sessions.values {
+            switch session.format {
+            case .proto: send(frame(.proto, &proto), to: session)
+            case .json: send(frame(.json, &json), to: session)
+            }
+        }
+    }
+}
