@@ -83,7 +83,7 @@ extension Server.Loop {
         }
         var snapshots: [String: Workspace] = [:]
         for id in commits.pendingWorkspaces {
-            guard case .loaded(let hub) = workspaces[id] else { continue }
+            guard let hub = workspaces[id]?.hub else { continue }
             snapshots[id] = hub.live.workspace
         }
         let batch = CommitBatch(records: commits.pendingRecords, workspaces: snapshots, logRetention: limits.logRetention)
@@ -113,7 +113,7 @@ extension Server.Loop {
         switch result {
         case .success:
             for (id, workspace) in flight.workspaces {
-                if case .loaded(let hub) = workspaces[id] { hub.durable = workspace }
+                if let hub = workspaces[id]?.hub { hub.durable = workspace }
             }
             for effect in flight.effects { release(effect) }
         case .failure(let error):
@@ -142,7 +142,7 @@ extension Server.Loop {
         switch effect {
         case .broadcast(let workspaceId, _, let ops, let receivedAt):
             metrics.opsApplied += UInt64(ops.count)
-            guard case .loaded(let hub) = workspaces[workspaceId] else { return }
+            guard let hub = workspaces[workspaceId]?.hub else { return }
             for applied in ops { broadcast(Tabsync_V1_ServerMessage(applied: applied), to: hub) }
             metrics.opLatencySeconds.observe(Double((clock.now - receivedAt).microseconds) / 1_000_000)
         case .reject(_, let sessionId, let seq, let error):
@@ -150,7 +150,7 @@ extension Server.Loop {
             guard let session = sessions[sessionId] else { return }
             send(Tabsync_V1_ServerMessage(rejected: Tabsync_V1_Rejected(seq: seq, error: error)), to: session)
         case .welcome(let workspaceId, let sessionId, let welcome):
-            guard case .loaded(let hub) = workspaces[workspaceId] else { return }
+            guard let hub = workspaces[workspaceId]?.hub else { return }
             guard let session = sessions[sessionId] else {
                 hub.welcoming.remove(sessionId)
                 return
@@ -181,7 +181,7 @@ extension Server.Loop {
         case .answer(_, let session, .rejected(let seq, _)):
             target = (session, seq)
         case .welcome(let workspaceId, let sessionId, _):
-            if case .loaded(let hub) = workspaces[workspaceId] { hub.welcoming.remove(sessionId) }
+            if let hub = workspaces[workspaceId]?.hub { hub.welcoming.remove(sessionId) }
             guard let session = sessions[sessionId] else { return }
             send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: .unavailable, message: "not stored: \(error)")), to: session)
             close(session, code: 1013, reason: "store unavailable")

@@ -98,7 +98,7 @@ extension Server.Loop {
 
     /// The snapshot answer for a loaded workspace (404 when it has no applied op), nil when not loaded.
     func snapshotResponse(_ id: String) -> HTTPResponse? {
-        guard case .loaded(let hub) = workspaces[id] else { return nil }
+        guard let hub = workspaces[id]?.hub else { return nil }
         let workspace = hub.durable
         guard workspace.version > 0 else { return .notFound }
         do {

@@ -43,8 +43,6 @@ extension Server {
         private var refusedConnectionsLogged: ContinuousClock.Instant?
 
         var workspaces: [String: WorkspaceEntry] = [:]
-        /// Sessions whose Hello waits for a workspace (re)load, by workspace id.
-        var loadWaiters: [String: [Int]] = [:]
         /// Workspaces whose peer list changed since their last presence broadcast.
         var presenceDirty: Set<String> = []
         /// Loaded workspaces that became idle (no session, nothing to store), and since when.

@@ -1,17 +1,19 @@
 import TabsyncProto
 
 extension Server.Loop {
-    /// Notes that a workspace's peer list changed; the next tick past the interval broadcasts it.
+    /// Notes that a workspace's peer list changed (a session joined, left or moved its focus); the
+    /// next tick past the interval broadcasts it.
     func markPresenceDirty(_ hub: WorkspaceHub) {
         hub.presenceDirty = true
         presenceDirty.insert(hub.id)
     }
 
-    /// Broadcasts the peer list of each workspace whose presence changed, at most once per interval.
+    /// Broadcasts the peer list of each workspace whose presence changed, at most once per
+    /// `presenceInterval` per workspace (coalesced: one list for every change in between).
     func flushPresence(now: ContinuousClock.Instant) {
         guard !presenceDirty.isEmpty else { return }
         for id in presenceDirty {
-            guard case .loaded(let hub) = workspaces[id], hub.presenceDirty else {
+            guard let hub = workspaces[id]?.hub, hub.presenceDirty else {
                 presenceDirty.remove(id)
                 continue
             }
@@ -30,4 +32,3 @@ extension Server.Loop {
         }
     }
 }
-

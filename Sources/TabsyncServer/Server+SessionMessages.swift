@@ -44,11 +44,13 @@ extension Server.Loop {
             guard focus.tabID.isEmpty || Validation.isValidTabId(focus.tabID), focus.tabID != hello.focusTabId else { return }
             hello.focusTabId = focus.tabID
             session.phase = .joined(hello)
-            if case .loaded(let hub) = workspaces[hello.workspaceId] { markPresenceDirty(hub) }
+            if let hub = workspaces[hello.workspaceId]?.hub { markPresenceDirty(hub) }
         }
     }
 
-    /// Checks a Hello and joins the session to its workspace (loading it first if needed).
+    // MARK: Hello
+
+    /// Checks a Hello and joins the session to its workspace (once it is loaded).
     private func accept(_ message: Tabsync_V1_Hello, from session: Session) {
         if let problem = Self.helloProblem(message) {
             refuse(session, code: .invalidArgument, message: problem)
@@ -59,14 +61,10 @@ extension Server.Loop {
             workspaceId: message.workspace, clientId: message.clientID, clientName: message.clientName,
             lastVersion: message.lastVersion, epoch: message.epoch)
         session.phase = .loading(hello)
-        switch workspaces[hello.workspaceId] {
-        case .loaded(let hub) where !hub.reloading:
+        if case .loaded(let hub)? = workspaces[hello.workspaceId] {
             join(session, to: hub)
-        case .loaded, .loading:
-            loadWaiters[hello.workspaceId, default: []].append(session.id)
-        case nil:
-            loadWaiters[hello.workspaceId, default: []].append(session.id)
-            requestLoad(hello.workspaceId)
+        } else {
+            waitForLoad(session, workspaceId: hello.workspaceId)
         }
     }
 
@@ -90,10 +88,13 @@ extension Server.Loop {
         return nil
     }
 
+    // MARK: joining and leaving
+
     /// Queues `Welcome` (a snapshot, or the missed ops when resuming) as of the live state; it goes
     /// out once everything before it is durable, and the session joins the broadcasts then.
+    /// `hub` is loaded, not reloading (its callers check).
     func join(_ session: Session, to hub: WorkspaceHub) {
-        guard case .loading(let hello) = session.phase, !hub.reloading, !hub.welcoming.contains(session.id) else { return }
+        guard case .loading(let hello) = session.phase, !hub.welcoming.contains(session.id) else { return }
         hub.welcoming.insert(session.id)
         idleSince[hub.id] = nil  // no longer idle: the clock starts again when the last session leaves
         let state = hub.live
@@ -125,13 +126,29 @@ extension Server.Loop {
         for message in deferred { handle(message, from: session) }
     }
 
+    /// A session went away: leave its workspace (presence changes).
+    func sessionLeft(_ session: Session) {
+        guard let id = session.workspaceId, let hub = workspaces[id]?.hub else { return }
+        hub.sessions.removeValue(forKey: session.id)
+        hub.welcoming.remove(session.id)
+        markPresenceDirty(hub)
+        unloadIfIdle(hub.id)
+    }
+
+    // MARK: Submit
+
     private func submit(_ submit: Tabsync_V1_Submit, from session: Session, hello: Session.Hello) {
-        guard case .loaded(let hub) = workspaces[hello.workspaceId] else { return }
-        let now = clock.now
-        if hub.reloading {
+        let hub: WorkspaceHub
+        switch workspaces[hello.workspaceId] {
+        case .loaded(let loaded)?:
+            hub = loaded
+        case .reloading?:
             reject(session, seq: submit.seq, code: .unavailable, message: "the store failed; the workspace is reloading")
             return
+        case .loading?, nil:
+            return
         }
+        let now = clock.now
         if case .draining = shutdown {
             reject(session, seq: submit.seq, code: .unavailable, message: "the server is shutting down")
             return
@@ -186,15 +203,5 @@ extension Server.Loop {
     func reject(_ session: Session, seq: UInt64, code: ErrorCode, message: String) {
         metrics.opsRejected[code, default: 0] += 1
         send(Tabsync_V1_ServerMessage(rejected: Tabsync_V1_Rejected(seq: seq, code: code, message: message)), to: session)
-    }
-
-
-    /// A session went away: leave its workspace (presence changes).
-    func sessionLeft(_ session: Session) {
-        guard let id = session.workspaceId, case .loaded(let hub) = workspaces[id] else { return }
-        hub.sessions.removeValue(forKey: session.id)
-        hub.welcoming.remove(session.id)
-        markPresenceDirty(hub)
-        unloadIfIdle(hub.id)
     }
 }

@@ -1,12 +1,14 @@
 import TabsyncCore
 import TabsyncProto
 
-/// A loaded workspace: its sequencer and sessions. Event loop thread only.
+/// A workspace in memory: its sequencer, its durable state and its sessions. Event loop thread only.
 ///
 /// `live` runs ahead of the store: it includes ops whose commit has not returned yet. Nothing of
 /// `live` reaches anyone before it is durable: `Applied`, `Rejected` and `Welcome` are effects of
-/// the commit pipeline, released in order once every record before them is stored. A failed commit
-/// reloads the workspace from the store (`reloading`), which is the stored state by definition.
+/// the commit pipeline (CommitPipeline.swift), released in order once every record before them is
+/// stored. After a failed commit the hub is read back from the store (``Server/Loop/WorkspaceEntry``
+/// `.reloading`, Server+WorkspaceLoading.swift), which is the stored state by definition; its
+/// sessions stay.
 final class WorkspaceHub {
     let id: String
     /// Includes ops applied but not yet durable.
@@ -16,15 +18,22 @@ final class WorkspaceHub {
     /// Sessions whose `Welcome` went out, by id: they receive every broadcast from then on. Held
     /// here (not looked up in the loop's table per delivery); removed when the session leaves.
     var sessions: [Int: Session] = [:]
-    /// Sessions whose `Welcome` waits in the commit pipeline.
+    /// Sessions whose `Welcome` waits in the commit pipeline; removed when it goes out, is refused
+    /// or the session leaves. The hub is not idle while one is waiting.
     var welcoming: Set<Int> = []
-    /// A commit failed; the workspace is being read back from the store.
-    var reloading = false
+    /// The peer list changed since the last presence broadcast (Server+Presence.swift).
     var presenceDirty = false
     var lastPresenceAt: ContinuousClock.Instant?
 
     init(id: String, sequencer: Sequencer) {
         self.id = id
+        live = sequencer
+        durable = sequencer.workspace
+    }
+
+    /// Takes the state the store holds as both the live and the durable state (after a failed
+    /// commit `live` was ahead of the store).
+    func restore(_ sequencer: Sequencer) {
         live = sequencer
         durable = sequencer.workspace
     }
