@@ -21,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        // Signed access tokens (JWT): verification and `tabsync-server token`. Brings swift-crypto.
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
         // Test only: parses docker-compose.yml in TabsyncServerTests.
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
     ],
@@ -53,6 +55,7 @@ let package = Package(
                 "TabsyncCore", "TabsyncProto", "TabsyncStore", "CLibwebsockets",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -104,6 +107,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ],
             swiftSettings: swiftSettings
         ),

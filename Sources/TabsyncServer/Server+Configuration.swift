@@ -27,6 +27,13 @@ extension Server {
         /// The event loop libwebsockets runs on.
         public var eventLoop: EventLoop
 
+        // MARK: access control (tokens)
+
+        /// When set, every WebSocket session and `GET /v1/workspaces/{id}` needs a token this
+        /// verifier accepts, for that workspace (`Error UNAUTHORIZED` and close 4401, or HTTP 401,
+        /// otherwise), and its role decides which ops it may submit. Nil: no access control.
+        public var accessTokens: TokenVerifier? = nil
+
         /// Which event loop libwebsockets runs on.
         public enum EventLoop: String, Sendable, CaseIterable {
             /// libev (epoll): a wakeup costs the connections that are ready, not all of them.

@@ -85,7 +85,15 @@ extension Server.Loop {
         let prefix = "/v1/workspaces/"
         guard path.hasPrefix(prefix) else { return .notFound }
         let id = String(path.dropFirst(prefix.count))
+        if configuration.accessTokens != nil {
+            return authorizeSnapshotRequest(id, wsi: wsi, user: user)
+        }
         guard Validation.isValidWorkspaceId(id) else { return .notFound }
+        return snapshotOrLoad(id, wsi: wsi, user: user)
+    }
+
+    /// The snapshot of a valid workspace id, or nil when it is being loaded to answer later.
+    func snapshotOrLoad(_ id: String, wsi: OpaquePointer, user: UnsafeMutableRawPointer?) -> HTTPResponse? {
         if let response = snapshotResponse(id) { return response }
         // Not in memory: load it on the store thread and answer when it arrives.
         guard let user else { return .notFound }
@@ -111,7 +119,8 @@ extension Server.Loop {
 
     /// Answers the HTTP requests that waited for `id` to load.
     func answerPendingHTTP(for id: String, failed: Bool) {
-        for (requestId, pending) in pendingHTTP where pending.workspaceId == id && pending.response == nil {
+        for (requestId, pending) in pendingHTTP
+        where pending.workspaceId == id && pending.response == nil && !pending.authorizing {
             let response = failed
                 ? HTTPResponse(status: 503, body: "store unavailable\n")
                 : (snapshotResponse(id) ?? .notFound)

@@ -65,6 +65,8 @@ extension Server {
             var wsi: OpaquePointer
             var workspaceId: String
             var response: HTTPResponse?
+            /// Its bearer token is being checked: no answer yet, whatever happens to the workspace.
+            var authorizing = false
         }
 
         // C memory alive as long as the context.
@@ -260,6 +262,8 @@ extension Server {
                     commitFinished(batch: batch, result: result, duration: duration)
                 case .loaded(let workspaceId, let result):
                     workspaceLoaded(workspaceId, result: result)
+                case .authenticated(let request, let result):
+                    authenticated(request, result)
                 }
             }
         }

@@ -32,7 +32,7 @@ extension Server.Loop {
             refuse(session, code: .protocolError, message: "a second Hello")
         case (_, .awaitingHello):
             refuse(session, code: .protocolError, message: "a message before Hello")
-        case (_, .loading):
+        case (_, .loading), (_, .authenticating):
             if session.deferred.count >= Self.maxDeferredMessages {
                 refuse(session, code: .protocolError, message: "too many messages before Welcome")
             } else {
@@ -60,6 +60,15 @@ extension Server.Loop {
         let hello = Session.Hello(
             workspaceId: message.workspace, clientId: message.clientID, clientName: message.clientName,
             lastVersion: message.lastVersion, epoch: message.epoch)
+        if configuration.accessTokens != nil {
+            authenticate(session, hello: hello, token: message.token)  // enters once the token checks out
+        } else {
+            enter(session, hello: hello)
+        }
+    }
+
+    /// Joins an accepted session to its workspace: at once when loaded, else once it is.
+    func enter(_ session: Session, hello: Session.Hello) {
         session.phase = .loading(hello)
         if case .loaded(let hub)? = workspaces[hello.workspaceId] {
             join(session, to: hub)
@@ -138,6 +147,7 @@ extension Server.Loop {
     // MARK: Submit
 
     private func submit(_ submit: Tabsync_V1_Submit, from session: Session, hello: Session.Hello) {
+        guard permits(submit, from: session) else { return }
         let hub: WorkspaceHub
         switch workspaces[hello.workspaceId] {
         case .loaded(let loaded)?:
@@ -188,7 +198,7 @@ extension Server.Loop {
     }
 
     /// Counts consecutive seconds with rate-limited ops; `rateLimitStrikes` of them close 1008.
-    private func strike(_ session: Session, now: ContinuousClock.Instant) {
+    func strike(_ session: Session, now: ContinuousClock.Instant) {
         let second = (now - session.openedAt).components.seconds
         if second == session.lastStrikeSecond { return }
         session.rateStrikes = second == session.lastStrikeSecond + 1 ? session.rateStrikes + 1 : 1

@@ -36,6 +36,8 @@ extension Server.Loop {
             guard let session = session(user) else { return 0 }
             if case .awaitingHello = session.phase, session.closing == nil {
                 refuse(session, code: .protocolError, message: "no Hello within \(configuration.helloTimeout)")
+            } else {
+                checkTokenExpiry(session)
             }
             return 0
 

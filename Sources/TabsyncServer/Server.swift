@@ -205,6 +205,8 @@ extension Server {
         case committed(batch: UInt64, Result<Void, StoreError>, duration: Duration)
         /// The store thread finished loading a workspace.
         case loaded(workspaceId: String, Result<StoredWorkspace?, StoreError>)
+        /// A token check finished: for a session's Hello, or an HTTP request (by their ids).
+        case authenticated(AuthRequest, Result<AccessGrant, AuthError>)
     }
 
     /// The one way into the event loop thread from others: a `Mutex`-guarded queue plus

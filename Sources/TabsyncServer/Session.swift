@@ -44,9 +44,15 @@ final class Session {
     /// Consecutive seconds in which an op was refused `RATE_LIMITED`, and the last such second.
     var rateStrikes = 0
     var lastStrikeSecond: Int64 = -1
+    /// What the session's token grants (nil when the server runs without access control). Its
+    /// expiry is checked again at every Submit and when the session's timer fires.
+    var access: AccessGrant?
 
     enum Phase {
         case awaitingHello
+        /// Hello well-formed; its token is being checked (access control on). Nothing of the
+        /// workspace is known to the session, nor the session to the workspace.
+        case authenticating(Hello)
         /// Hello accepted; waiting for the workspace to load from the store.
         case loading(Hello)
         case joined(Hello)
@@ -79,7 +85,7 @@ final class Session {
 
     var hello: Hello? {
         switch phase {
-        case .awaitingHello: nil
+        case .awaitingHello, .authenticating: nil
         case .loading(let hello), .joined(let hello): hello
         }
     }
