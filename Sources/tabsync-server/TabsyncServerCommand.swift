@@ -27,7 +27,8 @@ struct TabsyncServerCommand: ParsableCommand {
             the store is closed, exit 0 within 5 s. Data lives in --data-dir (SQLite) unless --memory; \
             a data file that is not a readable tabsync store is named on stderr and left untouched, \
             exit 1. Every option falls back to the environment variable named in its help.
-            """
+            """,
+        subcommands: [TokenCommand.self]
     )
 
     @Option(help: "Address to listen on (exactly this one). [env: TABSYNC_HOST]")
@@ -87,6 +88,29 @@ struct TabsyncServerCommand: ParsableCommand {
 
     @Option(help: "epoll (libev, the default) or poll (libwebsockets' own loop, which scans every connection at every wakeup). [env: TABSYNC_EVENT_LOOP]")
     var eventLoop: String = env("TABSYNC_EVENT_LOOP") ?? "epoll"
+
+    // MARK: access control (tokens)
+
+    @Option(help: ArgumentHelp(
+        "Turns access control on: tokens (JWT) are checked with the key in this file, an HS256 secret "
+            + "(its bytes, a trailing newline stripped; 32 bytes or more) or an Ed25519/P-256 public key "
+            + "(PEM). Repeat it to hold several keys (rotation); a key's kid is its file name without "
+            + "extension. [env: TABSYNC_AUTH_KEY_FILE, several separated by commas]",
+        valueName: "file"))
+    var authKeyFile: [String] = env("TABSYNC_AUTH_KEY_FILE").map { $0.split(separator: ",").map(String.init) } ?? []
+
+    /// The token verifier the key files make, nil when none is given. A bad key file ends the
+    /// process (named on stderr, never its content), exit status 1.
+    private func loadAccessTokens() throws -> TokenVerifier? {
+        guard !authKeyFile.isEmpty else { return nil }
+        do throws(AuthKeyError) {
+            return try TokenVerifier(keys: authKeyFile.map { path throws(AuthKeyError) in try AuthKey.load(file: path) })
+        } catch {
+            let line = Array("tabsync-server: \(error.description)\n".utf8)
+            line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
+            throw ExitCode(1)
+        }
+    }
 
     func validate() throws {
         guard Server.Configuration.EventLoop(rawValue: eventLoop) != nil else {
@@ -158,7 +182,7 @@ struct TabsyncServerCommand: ParsableCommand {
         var logger = Logger(label: "tabsync.server")
         logger.logLevel = level
 
-        let configuration = Server.Configuration(
+        var configuration = Server.Configuration(
             host: host, port: port,
             limits: Limits(
                 maxTabs: maxTabs, maxFrameBytes: maxFrameBytes, maxOpsPerSecond: maxOpsPerSecond,
@@ -168,6 +192,10 @@ struct TabsyncServerCommand: ParsableCommand {
             idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
             idleUnload: Self.parseDuration(idleUnload) ?? .seconds(300),
             eventLoop: Server.Configuration.EventLoop(rawValue: eventLoop) ?? .epoll)
+        configuration.accessTokens = try loadAccessTokens()
+        if let verifier = configuration.accessTokens {
+            logger.info("access control on", metadata: ["keys": "\(verifier.keys.map(\.description).joined(separator: ", "))"])
+        }
         let (store, sqlite) = try openStore(logger: logger)
         let server = Server(configuration: configuration, store: store, logger: logger)
 
