@@ -26,11 +26,13 @@ struct Connection {
         guard ConnectionOptions.isValidWorkspace(workspaceId) else {
             throw .badArgument("workspace \"\(workspaceId)\" is not 1–64 chars of [A-Za-z0-9._-]")
         }
+        let token = try options.resolvedToken()
         let client: TabsyncClient
         do {
             client = try TabsyncClient(.init(
                 url: url, workspace: workspaceId, clientId: options.clientId ?? ClientIdentity.stableId(),
-                clientName: String(options.resolvedName.prefix(64)), onEvent: onEvent))
+                clientName: String(options.resolvedName.prefix(64)), token: token,
+                onEvent: onEvent))
         } catch {
             throw .failed("\(error)")
         }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CLibwebsockets
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -113,6 +114,25 @@ struct ConnectionOptions: ParsableArguments {
 
     @Option(help: ArgumentHelp("Seconds to wait for the server.", visibility: .hidden))
     var timeout: Int = 10
+
+    // Access tokens: a server run with --auth-key-file needs one (`tabsync-server token` makes them).
+    @Option(help: "Access token (env TABSYNC_TOKEN; prefer it or --token-file: a flag shows in ps).")
+    var token: String?
+
+    @Option(name: .customLong("token-file"), help: ArgumentHelp(
+        "File holding the access token (env TABSYNC_TOKEN_FILE).", valueName: "path"))
+    var tokenFile: String?
+
+    /// The token to send: --token, then TABSYNC_TOKEN, then --token-file or TABSYNC_TOKEN_FILE
+    /// (its content, surrounding whitespace stripped); empty when none.
+    func resolvedToken() throws(CommandError) -> String {
+        if let token = token ?? Self.environment("TABSYNC_TOKEN") { return token }
+        guard let path = tokenFile ?? Self.environment("TABSYNC_TOKEN_FILE") else { return "" }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw .badArgument("cannot read the token file \(path)")
+        }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
 
     static func environment(_ name: String) -> String? {
         guard let value = getenv(name) else { return nil }
