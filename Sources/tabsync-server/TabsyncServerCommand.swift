@@ -26,10 +26,21 @@ struct TabsyncServerCommand: ParsableCommand {
             gracefully: no new connections, pending commits finish, every client is closed 1001, \
             the store is closed, exit 0 within 5 s. Data lives in --data-dir (SQLite) unless --memory; \
             a data file that is not a readable tabsync store is named on stderr and left untouched, \
-            exit 1. Every option falls back to the environment variable named in its help.
-            """,
-        subcommands: [TokenCommand.self]
+            exit 1. Every option falls back to the environment variable named in its help. \
+            `tabsync-server token --help`: mint an access token (see --auth-key-file).
+            """
     )
+
+    /// `tabsync-server token …` runs ``TokenCommand`` (not an ArgumentParser subcommand: this
+    /// command's own `--auth-key-file` would take that option from it); anything else serves.
+    static func main() {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.first == "token" {
+            TokenCommand.main(Array(arguments.dropFirst()))
+        } else {
+            main(arguments)
+        }
+    }
 
     @Option(help: "Address to listen on (exactly this one). [env: TABSYNC_HOST]")
     var host: String = env("TABSYNC_HOST") ?? "127.0.0.1"
