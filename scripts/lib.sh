@@ -25,3 +25,23 @@ ensure_packages() {
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
         || fatal "apt-get could not install: ${missing[*]}"
 }
+
+# Python packages of the third-party token test (Tests/thirdparty: PyJWT mints, websockets
+# connects), pinned (PyPI).
+TABSYNC_AUTH_PIP_PACKAGES=(PyJWT==2.15.1 websockets==17.4 "cryptography>=42" "pytest>=8")
+
+# ensure_auth_pip_packages: installs them when an import or pin is missing.
+ensure_auth_pip_packages() {
+    command -v python3 >/dev/null || ensure_packages python3 python3-pip
+    if python3 - <<'PY' 2>/dev/null; then return 0; fi
+import importlib.metadata as m, sys
+import cryptography, jwt, websockets
+sys.exit(0 if m.version("PyJWT") == "2.15.1" and m.version("websockets") == "17.4"
+         and int(m.version("pytest").split(".")[0]) >= 8 else 1)
+PY
+    python3 -m pip --version >/dev/null 2>&1 || ensure_packages python3-pip
+    log "installing Python packages: ${TABSYNC_AUTH_PIP_PACKAGES[*]}"
+    python3 -m pip install -q --disable-pip-version-check "${TABSYNC_AUTH_PIP_PACKAGES[@]}" 2>/dev/null \
+        || python3 -m pip install -q --disable-pip-version-check --break-system-packages "${TABSYNC_AUTH_PIP_PACKAGES[@]}" \
+        || fatal "pip could not install: ${TABSYNC_AUTH_PIP_PACKAGES[*]}"
+}
