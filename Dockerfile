@@ -1,7 +1,11 @@
 # tabsync-server in a container: built in release with the Swift toolchain image, run as a
 # non-root user on Debian 12 with only the C libraries it links (libwebsockets, SQLite).
 #   docker build -t tabsync-server .
-#   docker run -p 7070:7070 -v tabsync-data:/var/lib/tabsync/data tabsync-server
+#   docker run -p 7070:7070 -v tabsync-data:/var/lib/tabsync/data \
+#       -v "$PWD/secrets/tabsync-auth.key:/run/secrets/tabsync-auth.key:ro" tabsync-server
+# Access control is on: the HS256 secret is read from TABSYNC_AUTH_KEY_FILE (a mounted file; make
+# it with `openssl rand -base64 48`, readable by uid 10001). Mint the first token inside:
+#   docker exec CONTAINER tabsync-server token --workspace '*' --role admin --ttl 8h --sub you
 
 FROM swift:6.3-bookworm AS build
 RUN export DEBIAN_FRONTEND=noninteractive \
@@ -29,7 +33,8 @@ USER tabsync
 WORKDIR /var/lib/tabsync
 ENV TABSYNC_HOST=0.0.0.0 \
     TABSYNC_PORT=7070 \
-    TABSYNC_DATA_DIR=/var/lib/tabsync/data
+    TABSYNC_DATA_DIR=/var/lib/tabsync/data \
+    TABSYNC_AUTH_KEY_FILE=/run/secrets/tabsync-auth.key
 EXPOSE 7070
 VOLUME ["/var/lib/tabsync/data"]
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
