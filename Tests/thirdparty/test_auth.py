@@ -18,6 +18,7 @@ import urllib.request
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -37,11 +38,16 @@ class Server:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         self.pem_file = tmp / "ops.pem"
         self.pem_file.write_bytes(pem)
+        self.es_private = ec.generate_private_key(ec.SECP256R1())
+        self.es_file = tmp / "es.pem"
+        self.es_file.write_bytes(self.es_private.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
         self.log_file = tmp / "server.log"
         self.log = open(self.log_file, "wb")
         self.process = subprocess.Popen(
             [BINARY, "--port", "0", "--memory", "--log-level", "debug",
-             "--auth-key-file", str(self.secret_file), "--auth-key-file", str(self.pem_file)],
+             "--auth-key-file", str(self.secret_file), "--auth-key-file", str(self.pem_file),
+             "--auth-key-file", str(self.es_file)],
             stdout=subprocess.PIPE, stderr=self.log)
         line = self.process.stdout.readline().decode()
         assert line.startswith("listening on ws://"), line
@@ -118,6 +124,17 @@ def test_a_pyjwt_eddsa_token_for_a_glob_gets_in_as_a_viewer(server):
     assert "welcome" in received[0]
     rejected = [m["rejected"] for m in received if "rejected" in m]
     assert rejected and rejected[0]["code"] == "NOT_PERMITTED"
+
+
+def test_a_pyjwt_es256_token_gets_in_and_a_token_naming_the_wrong_key_does_not(server):
+    claims = {"sub": "es", "ws": "team", "role": "admin", "exp": int(time.time()) + 600}
+    token = jwt.encode(claims, server.es_private, algorithm="ES256", headers={"kid": "es"})
+    forged = jwt.encode(claims, server.es_private, algorithm="ES256", headers={"kid": "ops"})
+    TOKENS.extend([token, forged])
+    received, code = run(session(server, "team", token))
+    assert "welcome" in received[0] and code is None
+    received, code = run(session(server, "team", forged))
+    assert code == 4401 and list(received[0]) == ["error"]
 
 
 @pytest.mark.parametrize("kind", ["expired", "not_yet_valid", "wrong_secret", "alg_none", "wrong_workspace", "no_exp"])
