@@ -71,6 +71,8 @@ let package = Package(
             dependencies: [
                 "TabsyncCore", "TabsyncProto", "CLibwebsockets",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                // Its flags are declared here (`BenchOptions`), next to the configuration they make.
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),
