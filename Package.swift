@@ -120,8 +120,9 @@ let package = Package(
         .testTarget(
             name: "TabsyncBenchTests",
             dependencies: [
-                "TabsyncBench", "TabsyncServer", "TabsyncStore", "TabsyncCore",
+                "TabsyncBench", "TabsyncServer", "TabsyncStore", "TabsyncCore", "TabsyncProto",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -110,8 +110,10 @@ extension LoadGenerator {
                 measurement.serverErrors[name, default: 0] += 1
                 if connection.state == .open { measurement.connectFailures["server Error \(name)", default: 0] += 1 }
             case .applied(let applied):
-                // Not recognised by the scan (ids the bench did not make): a server-made op.
-                _ = applied
+                // An Applied the scan passed over (it recognises every one the server sends: see
+                // WireScanTests), counted the same way.
+                let client = Array(applied.clientID.utf8).withUnsafeBytes { WireScan.clientIndex($0) }
+                self.applied(at: connection, from: client, seq: applied.seq, size: bytes.count)
             default:
                 break
             }
