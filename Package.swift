@@ -71,6 +71,8 @@ let package = Package(
             dependencies: [
                 "TabsyncCore", "TabsyncProto", "CLibwebsockets",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                // Its flags are declared here (`BenchOptions`), next to the configuration they make.
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -118,8 +120,9 @@ let package = Package(
         .testTarget(
             name: "TabsyncBenchTests",
             dependencies: [
-                "TabsyncBench", "TabsyncServer", "TabsyncStore", "TabsyncCore",
+                "TabsyncBench", "TabsyncServer", "TabsyncStore", "TabsyncCore", "TabsyncProto",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),
