@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include "client_shim.h"
 #include "event_loop_shim.h"
+#include "tls_shim.h"
 
 /* LWS_PRE is a macro expression: the headroom lws_write needs before the payload. */
 static inline size_t clws_pre(void) { return LWS_PRE; }

@@ -194,7 +194,7 @@ final class LoadGenerator {
         info.port = Int32(configuration.port)
         info.path = UnsafePointer(cPaths[connection.workspace])
         info.host = UnsafePointer(cHost)
-        info.origin = UnsafePointer(cHost)
+        // No Origin header: this is not a browser page (servers refuse origins they do not allow).
         info.protocol = UnsafePointer(cProtocol)
         info.opaque_user_data = UnsafeMutableRawPointer(bitPattern: connection.index + 1)
         let wsi = lws_client_connect_via_info(&info)

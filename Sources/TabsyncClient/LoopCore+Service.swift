@@ -173,14 +173,15 @@ extension LoopCore {
         info.port = Int32(connection.url.port)
         info.path = UnsafePointer(connection.cPath)
         info.host = UnsafePointer(connection.cHost)
-        info.origin = UnsafePointer(connection.cHost)
+        // No Origin header: this is not a browser page (servers refuse origins they do not allow).
         info.protocol = UnsafePointer(connection.cProtocol)
         info.opaque_user_data = connection.opaqueTag
         var flags: Int32 = 0
         if connection.url.usesTLS {
             flags |= Int32(LCCSCF_USE_SSL.rawValue)
             if connection.allowSelfSigned {
-                flags |= Int32(LCCSCF_ALLOW_SELFSIGNED.rawValue | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK.rawValue)
+                flags |= Int32(LCCSCF_ALLOW_SELFSIGNED.rawValue | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK.rawValue
+                    | LCCSCF_ALLOW_INSECURE.rawValue | LCCSCF_ALLOW_EXPIRED.rawValue)
             }
         }
         info.ssl_connection = flags

@@ -127,10 +127,12 @@ extension Server.Loop {
             connections: sessions.count, workspacesLoaded: workspaces.count, sendQueueBytes: queued))
     }
 
-    /// `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: only `/` upgrades, and only to a served subprotocol.
+    /// `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: only `/` upgrades, only to a served subprotocol, and
+    /// only from an allowed browser origin (403 otherwise, see ``OriginPolicy``).
     /// Refusals are answered here (404 for another path, 400 naming the served subprotocols);
     /// returning 1 tells lws the response was written.
     private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
+        if let refusal = originRefusal(wsi) { return refuseUpgrade(wsi, refusal) }
         var buffer = [CChar](repeating: 0, count: 1024)
         let uriLength = clws_request_uri(wsi, &buffer, Int32(buffer.count))
         let uri = uriLength >= 0 ? String(nulTerminated: buffer) : ""

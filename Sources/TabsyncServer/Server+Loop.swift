@@ -50,6 +50,8 @@ extension Server {
         /// When ``unloadIdleWorkspaces(now:)`` last scanned `idleSince`.
         var lastIdleScan = ContinuousClock.now
         var commits = CommitPipeline()
+        /// Per-address limits and the origin policy (Server+Admission.swift).
+        var admission: Server.Admission
 
         var shutdown: ShutdownState = .running
 
@@ -84,6 +86,7 @@ extension Server {
             limits = server.configuration.limits
             logger = server.logger
             store = server.store
+            admission = Server.Admission(configuration: server.configuration, loopbackBind: true)
             protocols = .allocate(capacity: 1 + WireFormat.allCases.count + 1)
             protocols.initialize(repeating: lws_protocols(), count: 1 + WireFormat.allCases.count + 1)
             retryPolicy = .allocate(capacity: 1)
@@ -101,7 +104,7 @@ extension Server {
             for s in cStrings { free(s) }
         }
 
-        private func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
+        func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
             let p = strdup(s)!
             cStrings.append(p)
             return p
@@ -131,6 +134,8 @@ extension Server {
             info.user = Unmanaged.passUnretained(self).toOpaque()
             info.retry_and_idle_policy = UnsafePointer(retryPolicy)
             info.timeout_secs = 10
+            // Transport security: TLS from the configuration, admission policies for this bind.
+            prepareTransportSecurity(&info, address: address)
             // lws reads info.foreign_loops while creating the context: the slot outlives that call.
             let loopSlot = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
             defer { loopSlot.deallocate() }
@@ -213,12 +218,14 @@ extension Server {
                 drainInbox()
                 return 0
             case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
-                return acceptConnection() ? 0 : 1
+                return acceptConnection() && admitPeer(user) ? 0 : 1
             case LWS_CALLBACK_WSI_CREATE:
                 openConnections += 1
+                peerConnectionCreated(wsi)
                 return 0
             case LWS_CALLBACK_WSI_DESTROY:
                 openConnections = max(0, openConnections - 1)
+                peerConnectionDestroyed(wsi)
                 return 0
             default:
                 break
@@ -233,6 +240,7 @@ extension Server {
         private func acceptConnection() -> Bool {
             if case .draining = shutdown { return false }
             guard openConnections >= configuration.maxConnections else { return true }
+            metrics.connectionsRefused[.maxConnections, default: 0] += 1
             let now = clock.now
             if refusedConnectionsLogged.map({ now - $0 > .seconds(10) }) ?? true {
                 refusedConnectionsLogged = now
@@ -260,6 +268,8 @@ extension Server {
                     commitFinished(batch: batch, result: result, duration: duration)
                 case .loaded(let workspaceId, let result):
                     workspaceLoaded(workspaceId, result: result)
+                case .reloadCertificates:
+                    reloadCertificates()
                 }
             }
         }

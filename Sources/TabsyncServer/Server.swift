@@ -32,12 +32,21 @@ public final class Server: Sendable {
         case badHost(String)
         /// lws could not create the context or bind the port (in use, no permission).
         case listenFailed(String)
+        /// Asked to listen on a non-loopback address without authentication (and without
+        /// `insecureNoAuth`): anyone who can reach the port could read and rewrite every workspace.
+        case unauthenticatedExposure(host: String)
+        /// The TLS certificate or key cannot be served (unreadable, not PEM, not a pair).
+        case tlsUnusable(String)
 
         public var description: String {
             switch self {
             case .alreadyStarted: "the server was already started"
             case .badHost(let host): "cannot resolve host \(host)"
             case .listenFailed(let why): "cannot listen: \(why)"
+            case .unauthenticatedExposure(let host):
+                "refusing to listen on \(host) without authentication (anyone who can reach it could read and "
+                    + "rewrite every workspace): give --auth-key-file, bind 127.0.0.1, or pass --insecure-no-auth"
+            case .tlsUnusable(let why): "cannot serve TLS: \(why)"
             }
         }
     }
@@ -59,6 +68,12 @@ public final class Server: Sendable {
         guard claimed else { throw .alreadyStarted }
 
         let address = try Self.resolve(configuration.host)
+        do {  // transport security
+            try Self.checkTransportSecurity(configuration, address: address)
+        } catch {
+            lifecycle.withLock { $0 = .stopped }
+            throw error
+        }
         Self.raiseFileLimit()
         LWSLog.install(verbose: logger.logLevel <= .debug)
 
@@ -205,6 +220,8 @@ extension Server {
         case committed(batch: UInt64, Result<Void, StoreError>, duration: Duration)
         /// The store thread finished loading a workspace.
         case loaded(workspaceId: String, Result<StoredWorkspace?, StoreError>)
+        /// Read the TLS certificate and key files again (``Server/reloadCertificates()``).
+        case reloadCertificates
     }
 
     /// The one way into the event loop thread from others: a `Mutex`-guarded queue plus

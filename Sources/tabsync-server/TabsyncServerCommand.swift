@@ -88,7 +88,85 @@ struct TabsyncServerCommand: ParsableCommand {
     @Option(help: "epoll (libev, the default) or poll (libwebsockets' own loop, which scans every connection at every wakeup). [env: TABSYNC_EVENT_LOOP]")
     var eventLoop: String = env("TABSYNC_EVENT_LOOP") ?? "epoll"
 
+    // MARK: transport security (TLS, origins, per-address limits, the refusal to run open)
+
+    @Option(help: ArgumentHelp(
+        "PEM certificate chain: the port serves wss:// and https:// only (TLS 1.2+), with --tls-key; "
+            + "both are read again on SIGHUP. [env: TABSYNC_TLS_CERT]", valueName: "path"))
+    var tlsCert: String?
+
+    @Option(help: ArgumentHelp("PEM private key of --tls-cert. [env: TABSYNC_TLS_KEY]", valueName: "path"))
+    var tlsKey: String?
+
+    @Option(help: ArgumentHelp(
+        "A browser origin allowed to open a WebSocket (repeatable; https://app.example.com, or *); "
+            + "other origins get 403. Default: any when clients authenticate, loopback pages when auth is off "
+            + "on a loopback bind, none otherwise. [env: TABSYNC_ALLOW_ORIGIN, comma-separated]",
+        valueName: "origin"))
+    var allowOrigin: [String] = env("TABSYNC_ALLOW_ORIGIN")?.split(separator: ",").map {
+        $0.trimmingCharacters(in: .whitespaces)
+    } ?? []
+
+    @Flag(help: ArgumentHelp(
+        "Listen on a non-loopback address without authentication: anyone who can reach the port "
+            + "can read and rewrite every workspace. [env: TABSYNC_INSECURE_NO_AUTH=1]"))
+    var insecureNoAuth = false
+
+    @Option(name: .customLong("max-connections-per-ip"), help: ArgumentHelp(
+        "Open connections from one address at most; 0: no limit. Default: none on a loopback bind, 64 on "
+            + "any other. [env: TABSYNC_MAX_CONNECTIONS_PER_IP]", valueName: "n"))
+    var maxConnectionsPerIP: Int?
+
+    @Option(name: .customLong("max-handshakes-per-second-per-ip"), help: ArgumentHelp(
+        "New connections per second from one address (bursts of twice as many); 0: no limit. Default: none "
+            + "on a loopback bind, 10 on any other. [env: TABSYNC_MAX_HANDSHAKES_PER_SECOND_PER_IP]",
+        valueName: "rate"))
+    var maxHandshakesPerSecondPerIP: Double?
+
+    // The options without a default fall back to their environment variable here.
+    private var resolvedTLSCert: String? { tlsCert ?? env("TABSYNC_TLS_CERT") }
+    private var resolvedInsecureNoAuth: Bool {
+        insecureNoAuth || env("TABSYNC_INSECURE_NO_AUTH").map { ["1", "true", "yes"].contains($0.lowercased()) } ?? false
+    }
+    private var resolvedTLSKey: String? { tlsKey ?? env("TABSYNC_TLS_KEY") }
+    private var resolvedMaxConnectionsPerIP: Int? {
+        maxConnectionsPerIP ?? env("TABSYNC_MAX_CONNECTIONS_PER_IP").flatMap(Int.init)
+    }
+    private var resolvedMaxHandshakesPerSecondPerIP: Double? {
+        maxHandshakesPerSecondPerIP ?? env("TABSYNC_MAX_HANDSHAKES_PER_SECOND_PER_IP").flatMap(Double.init)
+    }
+
+    /// The transport security part of the configuration.
+    private func applyTransportSecurity(to configuration: inout Server.Configuration) {
+        configuration.tlsCertificateFile = resolvedTLSCert
+        configuration.tlsKeyFile = resolvedTLSKey
+        configuration.allowedOrigins = allowOrigin
+        configuration.insecureNoAuth = resolvedInsecureNoAuth
+        let maxConnectionsPerIP = resolvedMaxConnectionsPerIP
+        let maxHandshakesPerSecondPerIP = resolvedMaxHandshakesPerSecondPerIP
+        if maxConnectionsPerIP != nil || maxHandshakesPerSecondPerIP != nil {
+            let exposed = Server.Configuration.PerIPLimits.exposed
+            let rate = maxHandshakesPerSecondPerIP ?? exposed.handshakesPerSecond
+            configuration.perIPLimits = .init(
+                maxConnections: maxConnectionsPerIP ?? exposed.maxConnections, handshakesPerSecond: rate,
+                handshakeBurst: max(1, Int((rate * 2).rounded(.up))))
+        }
+    }
+
+    private func validateTransportSecurity() throws {
+        guard (resolvedTLSCert == nil) == (resolvedTLSKey == nil) else {
+            throw ValidationError("--tls-cert and --tls-key go together")
+        }
+        if let bad = allowOrigin.first(where: { !Server.Configuration.isValidAllowedOrigin($0) }) {
+            throw ValidationError("--allow-origin \(bad): give scheme://host[:port] (http or https), null, or *")
+        }
+        if (resolvedMaxConnectionsPerIP ?? 0) < 0 || (resolvedMaxHandshakesPerSecondPerIP ?? 0) < 0 {
+            throw ValidationError("--max-connections-per-ip and --max-handshakes-per-second-per-ip must be 0 or more")
+        }
+    }
+
     func validate() throws {
+        try validateTransportSecurity()
         guard Server.Configuration.EventLoop(rawValue: eventLoop) != nil else {
             throw ValidationError("--event-loop must be epoll or poll")
         }
@@ -158,7 +236,7 @@ struct TabsyncServerCommand: ParsableCommand {
         var logger = Logger(label: "tabsync.server")
         logger.logLevel = level
 
-        let configuration = Server.Configuration(
+        var configuration = Server.Configuration(
             host: host, port: port,
             limits: Limits(
                 maxTabs: maxTabs, maxFrameBytes: maxFrameBytes, maxOpsPerSecond: maxOpsPerSecond,
@@ -168,6 +246,7 @@ struct TabsyncServerCommand: ParsableCommand {
             idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
             idleUnload: Self.parseDuration(idleUnload) ?? .seconds(300),
             eventLoop: Server.Configuration.EventLoop(rawValue: eventLoop) ?? .epoll)
+        applyTransportSecurity(to: &configuration)
         let (store, sqlite) = try openStore(logger: logger)
         let server = Server(configuration: configuration, store: store, logger: logger)
 
@@ -185,23 +264,34 @@ struct TabsyncServerCommand: ParsableCommand {
             source.resume()
             return source
         }
+        // SIGHUP: read the TLS certificate and key again (the loop thread does it).
+        signal(SIGHUP, SIG_IGN)
+        let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: signalQueue)
+        reload.setEventHandler {
+            logger.info("signal received: reloading certificates", metadata: ["signal": "\(SIGHUP)"])
+            server.reloadCertificates()
+        }
+        reload.resume()
 
         let boundPort: Int
         do {
             boundPort = try server.start()
         } catch {
-            logger.critical("cannot start", metadata: ["error": "\(error)"])
+            // One plain line saying why (for a refusal to run unsafely as for a port in use).
+            let line = Array("tabsync-server: \(error.description)\n".utf8)
+            line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
             sqlite?.close()
             throw ExitCode(1)
         }
         let shownHost = host.contains(":") ? "[\(host)]" : host
-        let line = Array("listening on ws://\(shownHost):\(boundPort)\n".utf8)
+        let scheme = resolvedTLSCert == nil ? "ws" : "wss"
+        let line = Array("listening on \(scheme)://\(shownHost):\(boundPort)\n".utf8)
         line.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
 
         server.waitUntilStopped()
         // After the last commit: close waits for a commit still running on the store thread (they
         // share the connection's lock), then checkpoints the WAL into the file.
         sqlite?.close()
-        withExtendedLifetime(sources) {}
+        withExtendedLifetime((sources, reload)) {}
     }
 }

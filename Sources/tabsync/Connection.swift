@@ -28,9 +28,17 @@ struct Connection {
         }
         let client: TabsyncClient
         do {
+            // TLS: a private CA from --ca-file, or no verification at all (--insecure-skip-verify).
+            var loopOptions = ClientLoop.Options()
+            loopOptions.caFile = options.resolvedCAFile
+            if options.insecureSkipVerify && url.usesTLS {
+                printError("tabsync: warning: --insecure-skip-verify: the server's certificate is not checked (for tests only)")
+            }
             client = try TabsyncClient(.init(
                 url: url, workspace: workspaceId, clientId: options.clientId ?? ClientIdentity.stableId(),
-                clientName: String(options.resolvedName.prefix(64)), onEvent: onEvent))
+                clientName: String(options.resolvedName.prefix(64)),
+                allowSelfSignedCertificates: options.insecureSkipVerify, onEvent: onEvent),
+                loop: try ClientLoop(options: loopOptions))
         } catch {
             throw .failed("\(error)")
         }

@@ -114,6 +114,19 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Seconds to wait for the server.", visibility: .hidden))
     var timeout: Int = 10
 
+    // MARK: TLS (wss://)
+
+    @Option(name: .customLong("ca-file"), help: ArgumentHelp(
+        "PEM bundle of the CAs that may sign the server's certificate (a private CA) instead of the "
+            + "system's (env TABSYNC_CA_FILE).", valueName: "path"))
+    var caFile: String?
+
+    @Flag(name: .customLong("insecure-skip-verify"), help: ArgumentHelp(
+        "For tests only: accept any server certificate, so anyone in the path can impersonate the server."))
+    var insecureSkipVerify = false
+
+    var resolvedCAFile: String? { caFile ?? Self.environment("TABSYNC_CA_FILE") }
+
     static func environment(_ name: String) -> String? {
         guard let value = getenv(name) else { return nil }
         let text = String(cString: value)
@@ -137,6 +150,9 @@ struct ConnectionOptions: ParsableArguments {
             throw ValidationError("--workspace must be 1–64 chars of [A-Za-z0-9._-]")
         }
         if timeout < 1 { throw ValidationError("--timeout must be at least 1") }
+        if let caFile = resolvedCAFile, access(caFile, R_OK) != 0 {
+            throw ValidationError("--ca-file \(caFile) cannot be read")
+        }
     }
 
     static func isValidWorkspace(_ id: String) -> Bool {

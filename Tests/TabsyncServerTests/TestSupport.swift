@@ -93,17 +93,18 @@ final class TestClient {
     let format: WireFormat
     private(set) var nextSeq: UInt64 = 1
 
-    init(port: Int, format: WireFormat = .json, receiveBuffer: Int? = nil) throws {
-        socket = try RawWebSocket.open(port: port, subprotocol: format.subprotocol, receiveBuffer: receiveBuffer)
+    init(port: Int, format: WireFormat = .json, receiveBuffer: Int? = nil, source: String? = nil) throws {
+        socket = try RawWebSocket.open(
+            port: port, subprotocol: format.subprotocol, receiveBuffer: receiveBuffer, source: source)
         self.format = format
     }
 
-    /// Connects, says Hello and returns the Welcome.
+    /// Connects (from the local address `source` when given), says Hello and returns the Welcome.
     static func joined(
         port: Int, workspace: String, clientId: String, name: String = "", format: WireFormat = .json,
-        lastVersion: UInt64 = 0, epoch: String = ""
+        lastVersion: UInt64 = 0, epoch: String = "", source: String? = nil
     ) throws -> (TestClient, Tabsync_V1_Welcome) {
-        let client = try TestClient(port: port, format: format)
+        let client = try TestClient(port: port, format: format, source: source)
         try client.send(Tabsync_V1_ClientMessage(hello: Tabsync_V1_Hello(
             workspace: workspace, clientId: clientId, clientName: name, lastVersion: lastVersion, epoch: epoch)))
         let welcome = try client.next { if case .welcome(let w) = $0 { return w } else { return nil } }
