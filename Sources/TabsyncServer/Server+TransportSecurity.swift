@@ -65,6 +65,9 @@ extension Server.Loop {
     func prepareTransportSecurity(_ info: inout lws_context_creation_info, address: Server.ResolvedHost) {
         let loopback = Server.isLoopback(address)
         admission = Server.Admission(configuration: configuration, loopbackBind: loopback)
+        if !loopback && !configuration.authEnabled {
+            logger.warning("no authentication beyond loopback (insecure-no-auth): anyone who reaches the port can read and rewrite every workspace")
+        }
         guard let cert = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile else { return }
         info.options |= clws_option_ssl_global_init()
         info.ssl_cert_filepath = UnsafePointer(cString(cert))

@@ -133,6 +133,33 @@ struct ServerAdmissionTests {
         }
     }
 
+    @Test func theExecutableTakesTheLimitsAndOriginsFromItsFlags() throws {
+        let child = try ServerExecutableTests.Child(
+            arguments: ["--port", "0", "--memory", "--max-connections-per-ip", "1", "--allow-origin", "https://tabs.example.com"])
+        defer { child.kill() }
+        _ = try child.waitForListening()
+        guard case .upgraded(let first, _) = try RawWebSocket.connect(
+            port: child.port, subprotocols: ["tabsync.v1.json"], origin: "https://tabs.example.com") else {
+            Issue.record("the listed origin was refused")
+            return
+        }
+        #expect(throws: (any Error).self, "a second connection from 127.0.0.1") {
+            _ = try RawWebSocket.connect(port: child.port, subprotocols: ["tabsync.v1.json"])
+        }
+        let page = try RawWebSocket.connect(
+            port: child.port, subprotocols: ["tabsync.v1.json"], source: "127.0.0.2", origin: "http://localhost:3000")
+        guard case .refused(403, _) = page else {
+            Issue.record("an unlisted origin got in: \(page)")
+            return
+        }
+        withExtendedLifetime(first) {}
+
+        for bad in [["--allow-origin", "tabs.example.com"], ["--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key"]] {
+            let refused = try ServerExecutableTests.Child(arguments: ["--port", "0", "--memory"] + bad)
+            #expect(refused.waitForExit(timeout: 10) != 0, "\(bad)")
+        }
+    }
+
     @Test func theExecutableSaysWhyInOneLineAndStartsWithInsecureNoAuth() throws {
         let child = try ServerExecutableTests.Child(arguments: ["--host", "0.0.0.0", "--port", "0", "--memory"])
         defer { child.kill() }
