@@ -181,6 +181,30 @@ struct ServerTLSTests {
         #expect(metrics.contains("tabsync_tls_certificate_reloads_total{result=\"ok\"} 1"))
         #expect(try TestCertificates.servedSubject(port: child.port) == "CN = second", "the previous pair stays")
         #expect(child.process.isRunning)
+
+        // No key material in the log, whatever happened to the files.
+        let keyBody = try String(contentsOfFile: certificates.key, encoding: .utf8)
+            .split(separator: "\n").filter { !$0.hasPrefix("-----") }
+        child.kill()
+        let log = String(decoding: child.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(log.contains("certificate reload failed"), "\(log)")
+        #expect(!log.contains("PRIVATE KEY"))
+        for line in keyBody { #expect(!log.contains(line)) }
+    }
+
+    @Test func helpShowsTheTransportSecurityFlags() throws {
+        let child = try ServerExecutableTests.Child(arguments: ["--help"])
+        #expect(child.waitForExit(timeout: 10) == 0)
+        let help = String(decoding: child.stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        for expected in [
+            "--tls-cert", "TABSYNC_TLS_CERT", "--tls-key", "TABSYNC_TLS_KEY", "SIGHUP", "--allow-origin",
+            "TABSYNC_ALLOW_ORIGIN", "--insecure-no-auth", "TABSYNC_INSECURE_NO_AUTH", "--max-connections-per-ip",
+            "TABSYNC_MAX_CONNECTIONS_PER_IP", "--max-handshakes-per-second-per-ip",
+            "TABSYNC_MAX_HANDSHAKES_PER_SECOND_PER_IP",
+        ] {
+            #expect(help.contains(expected), "help lacks \(expected)")
+        }
     }
 
     /// The `tabsync` tool, built next to the test bundle.
