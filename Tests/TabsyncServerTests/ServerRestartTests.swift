@@ -1,7 +1,7 @@
 import Foundation
 import TabsyncCore
 import TabsyncProto
-import TabsyncStore
+@testable import TabsyncStore
 import Testing
 
 /// Restarts of the real `tabsync-server` on a data dir: resume within the log (`recovered: true`),

@@ -1,7 +1,7 @@
 import Foundation
 import TabsyncCore
 import TabsyncProto
-import TabsyncStore
+@testable import TabsyncStore
 import Testing
 
 @Suite("Store path", .serialized)

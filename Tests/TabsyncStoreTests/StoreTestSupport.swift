@@ -1,6 +1,6 @@
 import Foundation
 import TabsyncCore
-import TabsyncStore
+@testable import TabsyncStore
 
 /// Drives real `Sequencer`s like the server does and collects what a group commit stores.
 struct Driver {
