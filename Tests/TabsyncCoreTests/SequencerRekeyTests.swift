@@ -118,6 +118,33 @@ import TabsyncCore
         #expect(s.workspace.invariantViolations(limits: .default).isEmpty)
     }
 
+    /// The issue's suspects, as rule 7 words them: a key before the first tab stays before it.
+    @Test func aKeyBeforeTheFirstTabStaysBeforeThatTabThroughARekey() {
+        var s = Self.prepended()
+        // Client 2 sees [C B A] at version 3 and drops Y before C: "Zx".
+        let yKey = PositionKey.between(nil, Self.key(s.workspace, "C"))
+        _ = s.submit(clientId: "c1", seq: 1, baseVersion: 3, op: .add(tab: Tab(id: "X"), place: .key(Self.longKey(after: "a0", length: 80)), activate: false))
+        #expect(s.workspace.tabs.map(\.key) == ["a0", "a1", "a2", "a3"])
+        _ = s.submit(clientId: "c2", seq: 1, baseVersion: 3, op: .add(tab: Tab(id: "Y"), place: .key(yKey), activate: false))
+        #expect(Self.ids(s.workspace) == ["Y", "C", "B", "A", "X"])
+    }
+
+    /// A key equal to the old key of a tab removed since the rekey takes that tab's new key (free
+    /// now): between the removed tab's neighbours, as rule 7 then rule 1 say.
+    @Test func aKeyEqualToTheOldKeyOfATabRemovedSinceTakesThatTabsNewKey() throws {
+        var s = Self.prepended()
+        _ = s.submit(clientId: "c1", seq: 1, baseVersion: 3, op: .add(tab: Tab(id: "X"), place: .key(Self.longKey(after: "a0", length: 80)), activate: false))
+        _ = s.submit(clientId: "c1", seq: 2, baseVersion: 5, op: .remove(tabId: "B"))
+        // Client 2 saw [C B A] at version 3 and used B's key "Zz"; B was "a1" after the rekey.
+        let outcome = s.submit(clientId: "c2", seq: 1, baseVersion: 3, op: .add(tab: Tab(id: "Y"), place: .key("Zz"), activate: false))
+        guard case .applied(let applied) = outcome, case .add(let y, _, _) = applied.last?.op else {
+            Issue.record("expected an add, got \(outcome)")
+            return
+        }
+        #expect(y.key == "a1")
+        #expect(Self.ids(s.workspace) == ["C", "Y", "A", "X"])
+    }
+
     @Test func baseVersionZeroOrAfterTheRekeyMeansNoTranslation() {
         for base: UInt64 in [0, 4, 5] {
             var s = Self.prepended()
