@@ -37,6 +37,9 @@ let package = Package(
         .systemLibrary(name: "CLibwebsockets", pkgConfig: "libwebsockets",
                        providers: [.apt(["libwebsockets-dev", "libev-dev", "libwebsockets-evlib-ev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // The libwebsockets plumbing every lws user shares: context on libev (epoll) or poll(),
+        // timers, the cross-thread inbox, log routing, the open-file limit, the write paths.
+        .target(name: "TabsyncLoop", dependencies: ["CLibwebsockets"], swiftSettings: swiftSettings),
         // Durable storage behind the store protocol.
         .target(
             name: "TabsyncStore",
@@ -121,6 +124,11 @@ let package = Package(
                 "TabsyncBench", "TabsyncServer", "TabsyncStore", "TabsyncCore",
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncLoopTests",
+            dependencies: ["TabsyncLoop", "CLibwebsockets"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
