@@ -53,7 +53,7 @@ let package = Package(
         .target(
             name: "TabsyncServer",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "TabsyncStore", "CLibwebsockets",
+                "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncLoop", "CLibwebsockets",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
