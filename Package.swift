@@ -62,10 +62,7 @@ let package = Package(
         // Client library on libwebsockets.
         .target(
             name: "TabsyncClient",
-            dependencies: [
-                "TabsyncCore", "TabsyncProto", "CLibwebsockets",
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: ["TabsyncCore", "TabsyncProto", "TabsyncLoop", "CLibwebsockets"],
             swiftSettings: swiftSettings
         ),
         // Load generator and benchmark reports (`tabsync bench`), directly on libwebsockets.
