@@ -37,6 +37,9 @@ let package = Package(
         .systemLibrary(name: "CLibwebsockets", pkgConfig: "libwebsockets",
                        providers: [.apt(["libwebsockets-dev", "libev-dev", "libwebsockets-evlib-ev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // The libwebsockets plumbing every lws user shares: context on libev (epoll) or poll(),
+        // timers, the cross-thread inbox, log routing, the open-file limit, the write paths.
+        .target(name: "TabsyncLoop", dependencies: ["CLibwebsockets"], swiftSettings: swiftSettings),
         // Durable storage behind the store protocol.
         .target(
             name: "TabsyncStore",
@@ -50,7 +53,7 @@ let package = Package(
         .target(
             name: "TabsyncServer",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "TabsyncStore", "CLibwebsockets",
+                "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncLoop", "CLibwebsockets",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -59,10 +62,7 @@ let package = Package(
         // Client library on libwebsockets.
         .target(
             name: "TabsyncClient",
-            dependencies: [
-                "TabsyncCore", "TabsyncProto", "CLibwebsockets",
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: ["TabsyncCore", "TabsyncProto", "TabsyncLoop", "CLibwebsockets"],
             swiftSettings: swiftSettings
         ),
         // Load generator and benchmark reports (`tabsync bench`), directly on libwebsockets.
@@ -124,6 +124,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncLoopTests",
+            dependencies: ["TabsyncLoop", "CLibwebsockets"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

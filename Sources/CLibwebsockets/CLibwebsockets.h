@@ -1,21 +1,27 @@
-/* Thin shim over libwebsockets 4.1.x for Swift: only what does not import on its own. */
+/* Thin shim over libwebsockets 4.1.x for Swift: only what does not import on its own.
+ * Every shim name starts with `clws_`. */
 #ifndef C_LIBWEBSOCKETS_H
 #define C_LIBWEBSOCKETS_H
 
 #include <libwebsockets.h>
 #include <string.h>
 #include <stdlib.h>
-#include "client_shim.h"
-#include "event_loop_shim.h"
+#include "clws_timer.h"
+#include "clws_event_loop.h"
+#include "clws_compat.h"
 
 /* LWS_PRE is a macro expression: the headroom lws_write needs before the payload. */
 static inline size_t clws_pre(void) { return LWS_PRE; }
 
-/* ------------------------------------------------------------------ server shim */
-
 /* Context / vhost option bits (64-bit macro expressions). */
 static inline uint64_t clws_option_validate_utf8(void) { return LWS_SERVER_OPTION_VALIDATE_UTF8; }
 static inline uint64_t clws_option_disable_ipv6(void) { return LWS_SERVER_OPTION_DISABLE_IPV6; }
+static inline uint64_t clws_option_ssl_global_init(void) { return (uint64_t)LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT; }
+
+/* info.port for a context that listens nowhere (clients only). */
+static inline int clws_port_no_listen(void) { return CONTEXT_PORT_NO_LISTEN; }
+
+/* ------------------------------------------------------------------ server shim */
 
 /*
  * Writes a whole HTTP/1 response (status line, Content-Type, Content-Length, optional extra
