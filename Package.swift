@@ -69,7 +69,7 @@ let package = Package(
         .target(
             name: "TabsyncBench",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "CLibwebsockets",
+                "TabsyncCore", "TabsyncProto", "TabsyncLoop", "CLibwebsockets",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 // Its flags are declared here (`BenchOptions`), next to the configuration they make.
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include "clws_timer.h"
 #include "clws_event_loop.h"
-#include "clws_compat.h"
 
 /* LWS_PRE is a macro expression: the headroom lws_write needs before the payload. */
 static inline size_t clws_pre(void) { return LWS_PRE; }

@@ -4,10 +4,6 @@ import TabsyncCore
 import TabsyncLoop
 import TabsyncProto
 
-/// The shared frame type under its short name for files that do not import TabsyncLoop
-/// (Server+Hub.swift builds broadcast frames); remove once they import it.
-typealias OutFrame = TabsyncLoop.OutFrame
-
 extension Server.Loop {
     /// protocols[1...]: one WebSocket session per connection. Event loop thread.
     func handleWebSocket(
