@@ -1,27 +1,8 @@
 import Foundation
-import Logging
 import TabsyncBench
 import TabsyncCore
-import TabsyncServer
-import TabsyncStore
+import TabsyncTestServer
 import Testing
-
-/// The real server, in process, on an ephemeral port with a memory store.
-final class InProcessServer: Sendable {
-    let server: Server
-    let port: Int
-
-    init() throws {
-        var logger = Logger(label: "bench.test.server") { _ in SwiftLogNoOpLogHandler() }
-        logger.logLevel = .critical
-        server = Server(
-            configuration: Server.Configuration(host: "127.0.0.1", port: 0, limits: Limits()),
-            store: MemoryStore(), logger: logger)
-        port = try server.start()
-    }
-
-    func stop() { server.shutdown() }
-}
 
 @Suite("tabsync bench against the real server")
 struct BenchSmokeTests {
@@ -32,7 +13,7 @@ struct BenchSmokeTests {
     @Test("a short bench completes and counts every op it sent (both subprotocols, both event loops)",
           arguments: [("proto", "epoll"), ("json", "epoll"), ("proto", "poll")])
     func benchCountsWhatItSent(subprotocol: String, loop: String) async throws {
-        let server = try InProcessServer()
+        let server = try TestServer()
         defer { server.stop() }
         let configuration = try configuration(port: server.port, [
             "--workspaces", "2", "--clients", "3", "--rate", "200", "--duration", "1.5", "--warmup", "0.3",
@@ -65,7 +46,7 @@ struct BenchSmokeTests {
 
     @Test("idle connections: rate 0 holds them and sends nothing")
     func idleConnections() async throws {
-        let server = try InProcessServer()
+        let server = try TestServer()
         defer { server.stop() }
         let configuration = try configuration(port: server.port, [
             "--workspaces", "5", "--clients", "4", "--rate", "0", "--duration", "0.5", "--warmup", "0",
@@ -78,7 +59,7 @@ struct BenchSmokeTests {
     @Test("a server that refuses the connections is reported, not a crash")
     func refusedLoadIsReported() async throws {
         // A port nothing listens on: bind one, note it, close it.
-        let server = try InProcessServer()
+        let server = try TestServer()
         let port = server.port
         server.stop()
         let configuration = try configuration(port: port, ["--clients", "3", "--rate", "10", "--duration", "0.5"])
@@ -91,7 +72,7 @@ struct BenchSmokeTests {
 
     @Test("the wrong subprotocol for the server fails the handshake and is counted")
     func mirrorAgainstTabsyncIsRefused() async throws {
-        let server = try InProcessServer()
+        let server = try TestServer()
         defer { server.stop() }
         let configuration = try configuration(port: server.port, [
             "--clients", "2", "--subprotocol", "mirror", "--rate", "10", "--duration", "0.3",

@@ -3,6 +3,7 @@ import Synchronization
 import TabsyncCore
 import TabsyncProto
 import TabsyncStore
+import TabsyncTestSupport
 import Testing
 
 /// DESIGN.md's durability rule as an operator sees it: the real `tabsync-server` on a data dir is
@@ -46,7 +47,7 @@ struct CrashRecoveryTests {
     static func runClient(
         port: Int, workspace: String, clientId: String, seed: UInt64, acks: Acks, stop: StopFlag
     ) {
-        var rng = CrashRandom(seed: seed)
+        var rng = SplitMix64(seed: seed)
         guard let (client, welcome) = try? TestClient.joined(port: port, workspace: workspace, clientId: clientId) else { return }
         acks.state.withLock { $0.welcomeLastSeq[clientId] = welcome.lastSeq }
         var nextSeq = welcome.lastSeq + 1
@@ -91,7 +92,7 @@ struct CrashRecoveryTests {
 
     /// Adds (most often), moves, removes, activates and updates of the client's own tabs; some are
     /// refused (a tab already removed), which consumes the seq like any op.
-    static func randomOp(clientId: String, seq: UInt64, live: [String], rng: inout CrashRandom) -> TabsyncCore.Operation {
+    static func randomOp(clientId: String, seq: UInt64, live: [String], rng: inout SplitMix64) -> TabsyncCore.Operation {
         let earlier = live.isEmpty ? "\(clientId)-0" : live[Int(rng.next() % UInt64(live.count))]
         switch rng.next() % 10 {
         case 0...3 where live.count >= 30: return .remove(tabId: earlier)
@@ -106,9 +107,9 @@ struct CrashRecoveryTests {
     @Test func acknowledgedOpsSurviveSIGKILLExactlyOnceAndTheStateIsTheReplayOfTheLog() throws {
         let seed = ProcessInfo.processInfo.environment["TABSYNC_CRASH_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
         print("CrashRecoveryTests seed: \(seed) (TABSYNC_CRASH_SEED=\(seed) replays it)")
-        var rng = CrashRandom(seed: seed)
-        let directory = NSTemporaryDirectory() + "tabsync-crash-" + UUID().uuidString
-        defer { if ProcessInfo.processInfo.environment["TABSYNC_KEEP"] == nil { try? FileManager.default.removeItem(atPath: directory) } else { print("kept", directory) } }
+        var rng = SplitMix64(seed: seed)
+        let dataDir = TemporaryDirectory(prefix: "tabsync-crash")  // TABSYNC_KEEP=1 keeps it
+        let directory = dataDir.path
         let acks = Acks()
         let rounds = 4
         var highestAckedBefore: [String: UInt64] = [:]
@@ -214,19 +215,6 @@ struct CrashRecoveryTests {
         }
         print("CrashRecoveryTests: \(rounds) kills, \(state.applied.count) applied acks, \(state.rejected.count) refusals, \(totalOps) ops in the log, seed \(seed)")
         #expect(state.applied.count > 20)
-    }
-}
-
-/// SplitMix64: a small deterministic generator, so a printed seed replays a run.
-struct CrashRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

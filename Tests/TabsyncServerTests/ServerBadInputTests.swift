@@ -1,6 +1,7 @@
 import Foundation
 import TabsyncCore
 import TabsyncProto
+import TabsyncTestServer
 import Testing
 
 /// DESIGN.md's "Bad input gets a clear answer and loses nothing", row by row (auth and store rows

@@ -1,6 +1,7 @@
 import Foundation
 import TabsyncCore
 import TabsyncProto
+import TabsyncTestServer
 import Testing
 
 @testable import TabsyncServer

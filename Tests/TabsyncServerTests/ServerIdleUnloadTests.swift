@@ -1,6 +1,7 @@
 import Foundation
 import TabsyncCore
 import TabsyncProto
+import TabsyncTestServer
 import Testing
 
 /// Server memory follows the active workspaces: one with no session for `idleUnload` leaves memory

@@ -2,6 +2,7 @@ import Foundation
 import TabsyncCore
 import TabsyncProto
 import TabsyncStore
+import TabsyncTestServer
 import Testing
 
 @Suite("Store path", .serialized)
@@ -9,11 +10,12 @@ struct ServerStoreTests {
     /// DESIGN.md: a store unable to write → ops refused UNAVAILABLE, never acknowledged; reads go
     /// on; writes resume when the disk does.
     @Test func aFailingStoreRefusesOpsUnavailableAndWritesResumeAfter() throws {
-        let server = try TestServer()
+        let store = MemoryStore()
+        let server = try TestServer(store: store)
         defer { server.stop() }
         let writer = try seed(server, workspace: "st")
         let (watcher, _) = try TestClient.joined(port: server.port, workspace: "st", clientId: "w", format: .proto)
-        server.store.failCommits(with: .writeFailed("disk full"))
+        store.failCommits(with: .writeFailed("disk full"))
         let seq = try writer.submit(.add(tab: .named("t4"), place: .end, activate: true))
         let rejected = try writer.nextRejected()
         #expect(rejected.seq == seq)
@@ -24,7 +26,7 @@ struct ServerStoreTests {
         #expect(welcome.snapshot.version == 3)
         #expect(welcome.snapshot.tabs.map(\.id) == ["t1", "t2", "t3"])
         // The disk comes back: the next op is applied on the stored state, and reaches everyone.
-        server.store.failCommits(with: nil)
+        store.failCommits(with: nil)
         Thread.sleep(forTimeInterval: 0.1)  // the reload after the failure
         try writer.submit(.add(tab: .named("t4"), place: .end, activate: false))
         let applied = try writer.nextApplied()
@@ -71,6 +73,7 @@ struct ServerStoreTests {
         }
         #expect(try store.load(workspaceId: "x") == nil)
         store.failCommits(with: nil)
+        Thread.sleep(forTimeInterval: 0.1)  // the reload after the failure
         try store.commit(CommitBatch(records: records, workspaces: ["x": workspace], logRetention: 10))
         let stored = try #require(try store.load(workspaceId: "x"))
         #expect(stored.workspace == workspace)

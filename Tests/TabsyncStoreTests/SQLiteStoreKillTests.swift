@@ -4,6 +4,7 @@ import Foundation
 import Testing
 import TabsyncCore
 @testable import TabsyncStore
+import TabsyncTestSupport
 
 /// `kill -9` during commits: every commit that returned is on disk, and what is there is a whole
 /// number of batches (the state equals the replay of the first N batches).
