@@ -2,6 +2,7 @@ import Foundation
 import TabsyncCore
 import TabsyncProto
 import TabsyncTestServer
+import TabsyncTestSupport
 import Testing
 
 /// DESIGN.md's "Bad input gets a clear answer and loses nothing", row by row (auth and store rows
@@ -243,7 +244,7 @@ struct ServerBadInputTests {
         while closed == nil && Date() < deadline {
             do {
                 for _ in 0..<10 { try c.submit(.activate(.tabId("t1"))) }
-                Thread.sleep(forTimeInterval: 0.1)
+                // Read until the server has been quiet for 50 ms (that paces the hammering too).
                 while true {
                     if case .close(let code, _) = try c.socket.receive(timeout: 0.05) { closed = code; break }
                 }
