@@ -120,6 +120,8 @@ struct CrashRecoveryTests {
             _ = try child.waitForListening()
             try #require(child.port > 0, "round \(round): the server did not start")
 
+            let answers = { acks.state.withLock { $0.applied.count + $0.rejected.count } }
+            let answeredBefore = answers()
             let stop = StopFlag()
             let group = DispatchGroup()
             var clientIds: [String] = []
@@ -137,16 +139,18 @@ struct CrashRecoveryTests {
                     }.start()
                 }
             }
-            let killAfter = 0.3 + Double(rng.next() % 700) / 1000
-            Thread.sleep(forTimeInterval: killAfter)
-            let acked = acks.state.withLock { $0.applied.count + $0.rejected.count }
+            // SIGKILL at a random moment: once this round has had a random number of answers
+            // (drawn from the seed), or after 10 s whatever has come by then.
+            let killAfter = 100 + Int(rng.next() % 900)
+            _ = waitUntil(deadline: .seconds(10)) { answers() - answeredBefore >= killAfter }
+            let acked = answers()
             kill(child.process.processIdentifier, SIGKILL)
             #expect(child.waitForExit(timeout: 5) != nil)
             if group.wait(timeout: .now() + 5) == .timedOut {
                 stop.set()
                 _ = group.wait(timeout: .now() + 2)
             }
-            print("CrashRecoveryTests round \(round): SIGKILL after \(Int(killAfter * 1000)) ms, \(acked) answers so far")
+            print("CrashRecoveryTests round \(round): SIGKILL after \(acked - answeredBefore) answers (aimed at \(killAfter)), \(acked) so far")
             #expect(acked > 0, "round \(round): no op was acknowledged before the kill")
             // Each client's Welcome after the restart knew every seq answered before it.
             let welcomed = acks.state.withLock { $0.welcomeLastSeq }
