@@ -13,7 +13,7 @@ import TabsyncTestSupport
 /// rest): it forks the test process, and a child forked from a process whose other threads (parallel
 /// tests, lws loops) hold runtime or malloc locks can hang before it commits anything. The crash
 /// test of TabsyncServerTests kills the real `tabsync-server` executable instead.
-@Suite("SQLite store under SIGKILL", .enabled(if: ProcessInfo.processInfo.environment["TABSYNC_FORK_KILL_TEST"] == "1"))
+@Suite("SQLite store under SIGKILL", .serialized, .enabled(if: ProcessInfo.processInfo.environment["TABSYNC_FORK_KILL_TEST"] == "1"))
 struct SQLiteStoreKillTests {
     /// The same deterministic batches in the child that commits and in the parent that checks.
     static func batches(epoch: String) -> AnyIterator<(CommitBatch, Workspace)> {
