@@ -94,15 +94,33 @@ let package = Package(
         ),
 
         // test targets
+        // Shared by every test target: the seeded generator, waits on a condition with a deadline,
+        // `withTimeout`, temporary directories. Standard library and Foundation only, so the core,
+        // store and terminal tests use it without building or linking the server.
+        .target(name: "TabsyncTestSupport", path: "Tests/TabsyncTestSupport", swiftSettings: swiftSettings),
+        // The in-process server harness (port 0, memory or SQLite store) of the integration tests.
+        .target(
+            name: "TabsyncTestServer",
+            dependencies: [
+                "TabsyncTestSupport", "TabsyncServer", "TabsyncStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+            ],
+            path: "Tests/TabsyncTestServer",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "TabsyncCoreTests",
-            dependencies: ["TabsyncCore", .product(name: "PropertyBased", package: "swift-property-based")],
+            dependencies: [
+                "TabsyncCore", "TabsyncTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "TabsyncServerTests",
             dependencies: [
-                "TabsyncServer", "TabsyncStore", "TabsyncProto", "TabsyncCore",
+                "TabsyncServer", "TabsyncStore", "TabsyncProto", "TabsyncCore", "TabsyncTestSupport", "TabsyncTestServer",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Yams", package: "Yams"),
@@ -113,14 +131,14 @@ let package = Package(
             name: "TabsyncClientTests",
             dependencies: [
                 "TabsyncClient", "TabsyncCore", "TabsyncProto", "TabsyncServer", "TabsyncStore",
-                .product(name: "Logging", package: "swift-log"),
+                "TabsyncTestSupport", "TabsyncTestServer",
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "TabsyncBenchTests",
             dependencies: [
-                "TabsyncBench", "TabsyncServer", "TabsyncStore", "TabsyncCore", "TabsyncProto",
+                "TabsyncBench", "TabsyncServer", "TabsyncStore", "TabsyncCore", "TabsyncProto", "TabsyncTestSupport", "TabsyncTestServer",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -138,12 +156,12 @@ let package = Package(
         ),
         .testTarget(
             name: "TabsyncStoreTests",
-            dependencies: ["TabsyncStore", "TabsyncCore"],
+            dependencies: ["TabsyncStore", "TabsyncCore", "TabsyncTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "TabsyncTerminalTests",
-            dependencies: ["TabsyncTerminal", "TabsyncCore"],
+            dependencies: ["TabsyncTerminal", "TabsyncCore", "TabsyncTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

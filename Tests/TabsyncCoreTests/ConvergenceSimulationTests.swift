@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Testing
 import TabsyncCore
+import TabsyncTestSupport
 
 /// Issue 3 item 5: many seeded runs of clients with random ops, delays, interleavings, drops and
 /// reconnects against the server's apply path; after quiescence everyone agrees with the server and

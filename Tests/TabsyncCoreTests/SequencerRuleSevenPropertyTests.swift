@@ -1,6 +1,7 @@
 import PropertyBased
 import Testing
 import TabsyncCore
+import TabsyncTestSupport
 
 /// Rule 7 through the server's apply path for random histories: a key a client computed at any
 /// earlier version — between two tabs, before the first, after the last, or equal to a tab's key

@@ -1,4 +1,5 @@
 import TabsyncCore
+import TabsyncTestSupport
 
 /// The random op mix of the convergence simulation: every op kind, computed from what the client
 /// sees (its optimistic state) the way a UI would, plus the awkward cases — ops on tabs others

@@ -1,4 +1,5 @@
 import TabsyncCore
+import TabsyncTestSupport
 
 /// An in-process tabsync deployment for tests: the server's apply path (core `Sequencer`, with
 /// DESIGN.md's Hello / Welcome / resume / dedup answers on top), clients that each hold a core

@@ -1,5 +1,6 @@
 import Foundation
 import TabsyncCore
+import TabsyncTestServer
 import Testing
 
 /// `GET /metrics` from a running server, read by a real Prometheus text-format parser (Python's

@@ -2,6 +2,7 @@ import Foundation
 import TabsyncCore
 import TabsyncProto
 @testable import TabsyncServer
+import TabsyncTestServer
 import Testing
 
 /// Frames queued to one connection during one loop iteration leave in one send (`OutBatch`, whose
