@@ -88,6 +88,9 @@ struct TabsyncServerCommand: ParsableCommand {
     @Option(help: "epoll (libev, the default) or poll (libwebsockets' own loop, which scans every connection at every wakeup). [env: TABSYNC_EVENT_LOOP]")
     var eventLoop: String = env("TABSYNC_EVENT_LOOP") ?? "epoll"
 
+    @Flag(help: "Do not serve the browser page (GET / and /w/WORKSPACE answer 404). [env: TABSYNC_NO_WEB=1]")
+    var noWeb: Bool = env("TABSYNC_NO_WEB").map { ["1", "true", "yes"].contains($0.lowercased()) } ?? false
+
     func validate() throws {
         guard Server.Configuration.EventLoop(rawValue: eventLoop) != nil else {
             throw ValidationError("--event-loop must be epoll or poll")
@@ -167,7 +170,8 @@ struct TabsyncServerCommand: ParsableCommand {
             helloTimeout: .milliseconds(Int64(helloTimeout * 1000)),
             idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
             idleUnload: Self.parseDuration(idleUnload) ?? .seconds(300),
-            eventLoop: Server.Configuration.EventLoop(rawValue: eventLoop) ?? .epoll)
+            eventLoop: Server.Configuration.EventLoop(rawValue: eventLoop) ?? .epoll,
+            serveWeb: !noWeb)
         let (store, sqlite) = try openStore(logger: logger)
         let server = Server(configuration: configuration, store: store, logger: logger)
 
