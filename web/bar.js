@@ -54,9 +54,9 @@ const ui = {
 // ------------------------------------------------------------------ rendering
 
 function peerColor(id) {
-  let h = 0;
+  let h = 7;
   for (const c of id) h = (h * 31 + c.charCodeAt(0)) >>> 0;
-  return `hsl(${h % 360} 60% 42%)`;
+  return `hsl(${Math.round((h * 137.508) % 360)} 65% 42%)`; // golden angle: neighbours differ
 }
 
 function span(cls, text) {

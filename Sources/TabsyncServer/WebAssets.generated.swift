@@ -126,7 +126,7 @@ button.plain { font-size: 12px; }
 """#),
         "bar.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""288b409dab69047b34622ecb09b1a2ca""#,
+            etag: #""98acb4ddbd853cb8351c806b920704b0""#,
             text: #"""
 // The live tab bar: renders a TabsyncClient's optimistic state and turns clicks, keys and drags
 // into ops. All network text is set with textContent (never as HTML), after cleanText.
@@ -184,9 +184,9 @@ const ui = {
 // ------------------------------------------------------------------ rendering
 
 function peerColor(id) {
-  let h = 0;
+  let h = 7;
   for (const c of id) h = (h * 31 + c.charCodeAt(0)) >>> 0;
-  return `hsl(${h % 360} 60% 42%)`;
+  return `hsl(${Math.round((h * 137.508) % 360)} 65% 42%)`; // golden angle: neighbours differ
 }
 
 function span(cls, text) {

@@ -167,6 +167,12 @@ class Page:
     def tab(self, tab_id):
         return self.driver.find_element("css selector", f'#tabs .tab[data-id="{tab_id}"]')
 
+    def element_screenshot(self, element_id, name):
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        path = os.path.join(ARTIFACTS, name + ".png")
+        self.driver.find_element("id", element_id).screenshot(path)
+        return path
+
     def screenshot(self, name):
         os.makedirs(ARTIFACTS, exist_ok=True)
         path = os.path.join(ARTIFACTS, name + ".png")

@@ -2,11 +2,13 @@
 
 Each test writes screenshots of the states it reaches to .build/web-artifacts/ (PNG).
 """
+import os
+
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from conftest import wait_for
+from conftest import ROOT, wait_for
 
 
 def converged(page, server, workspace):
@@ -76,6 +78,14 @@ def test_two_pages_and_the_cli_edit_one_workspace_and_converge(server, browser):
     # Presence: each page lists both people and the tab each views.
     a.wait(lambda d: "bob" in d.find_element(By.ID, "people").text and "alice" in d.find_element(By.ID, "people").text,
            "presence lists both")
+    # A locks the active tab; both pages show the lock mark.
+    a.driver.find_element(By.ID, "lock").click()
+    wait_for(lambda: any(t["id"] == snap["active"] and t.get("locked") for t in server.snapshot(ws)["tabs"]),
+             what="lock applied")
+    for page in (a, b):
+        page.wait(lambda d: page.tab(snap["active"]).find_elements(By.CSS_SELECTOR, ".lock"), "lock mark shown")
+    wait_for(lambda: converged(a, server, ws) and converged(b, server, ws), what="third round converges")
+    a.element_screenshot("bar-shell", "bar")
     a.screenshot("converged-page-a")
     b.screenshot("converged-page-b")
 
@@ -226,3 +236,21 @@ def test_overflow_menu_bottom_bar_and_dark_mode(server, browser):
     background = dark.js("return getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(20, 23, 28)"
     dark.screenshot("dark")
+
+
+def test_the_module_example_of_proto_readme_runs_as_written(server, browser):
+    ws = "team"
+    text = open(os.path.join(ROOT, "proto", "README.md"), encoding="utf-8").read()
+    example = text.split("## A browser client", 1)[1].split('<script type="module">\n', 1)[1].split("</script>", 1)[0]
+    code = example.replace('import { TabsyncClient } from "/web/tabsync-client.js";',
+                           'const { TabsyncClient } = await import("/web/tabsync-client.js");')
+    code = code.replace("ws://127.0.0.1:7070/", server.ws_url + "/")
+    assert "await import" in code and server.ws_url in code
+    page = browser("example").open(f"{server.http_url}/w/other")
+    page.driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        f"(async () => {{ {code}; window.__example = client; }})().then(() => done(true), (e) => done(String(e)));")
+    wait_for(lambda: (s := server.snapshot(ws)) and [t["title"] for t in s["tabs"]] == ["Docs"]
+             and s["version"] == 2 and s["active"] == s["ids"][0], what="the example's add and move applied")
+    assert page.js("return window.__example.status") == "connected"
+    assert page.js("return window.__example.pending.length") == 0
