@@ -254,3 +254,19 @@ def test_the_module_example_of_proto_readme_runs_as_written(server, browser):
              and s["version"] == 2 and s["active"] == s["ids"][0], what="the example's add and move applied")
     assert page.js("return window.__example.status") == "connected"
     assert page.js("return window.__example.pending.length") == 0
+
+
+def test_a_version_gap_is_answered_by_reconnecting_and_resuming(server, browser):
+    ws = "gap"
+    ids = [server.cli(ws, "add", "--title", t) for t in ("One", "Two")]
+    page = browser("gap").open(f"{server.http_url}/w/{ws}")
+    page.wait(lambda d: page.bar()["ids"] == ids, "tabs shown")
+    page.js("window.__statuses = []; window.tabsync.addEventListener('status', e => window.__statuses.push(e.detail));")
+    # An Applied three versions ahead (as if two were lost): the client must not apply it.
+    page.js("window.tabsync.receive({applied: {version: String(window.tabsync.confirmed.version + 3),"
+            " op: {remove: {tabId: arguments[0]}}, activeTabId: arguments[1]}})", ids[0], ids[1])
+    page.wait(lambda d: page.js("return window.__statuses.join(',')").startswith("connecting"), "reconnects")
+    server.cli(ws, "add", "--title", "Three")
+    page.wait(lambda d: page.js("return window.__statuses.includes('connected')"), "resumed")
+    wait_for(lambda: converged(page, server, ws), what="the page holds the server's state")
+    assert len(page.bar()["ids"]) == 3 and page.bar()["ids"][:2] == ids
