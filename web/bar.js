@@ -188,6 +188,13 @@ function layoutOverflow() {
   }
   more.textContent = `More (${hidden.length}) ▾`;
   const menu = $("more-menu");
+  // Rebuilt only when what it lists changed, so an open menu keeps its focus and its items.
+  const signature = JSON.stringify(hidden.map((id) => client.state.tabs.find((t) => t.id === id)));
+  if (menu.dataset.signature === signature) {
+    if (!hidden.length) closeMenu();
+    return;
+  }
+  menu.dataset.signature = signature;
   menu.replaceChildren();
   for (const id of hidden) {
     const tab = client.state.tabs.find((t) => t.id === id);

@@ -126,7 +126,7 @@ button.plain { font-size: 12px; }
 """#),
         "bar.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""98acb4ddbd853cb8351c806b920704b0""#,
+            etag: #""54157efddf596b61e28e296ddb846e4a""#,
             text: #"""
 // The live tab bar: renders a TabsyncClient's optimistic state and turns clicks, keys and drags
 // into ops. All network text is set with textContent (never as HTML), after cleanText.
@@ -318,6 +318,13 @@ function layoutOverflow() {
   }
   more.textContent = `More (${hidden.length}) ▾`;
   const menu = $("more-menu");
+  // Rebuilt only when what it lists changed, so an open menu keeps its focus and its items.
+  const signature = JSON.stringify(hidden.map((id) => client.state.tabs.find((t) => t.id === id)));
+  if (menu.dataset.signature === signature) {
+    if (!hidden.length) closeMenu();
+    return;
+  }
+  menu.dataset.signature = signature;
   menu.replaceChildren();
   for (const id of hidden) {
     const tab = client.state.tabs.find((t) => t.id === id);

@@ -146,8 +146,11 @@ def test_refused_ops_show_their_reason_and_roll_back(server, browser):
     wait_for(lambda: any(t["id"] == ids[1] and t.get("locked") for t in server.snapshot(ws)["tabs"]), what="locked")
     page.wait(lambda d: page.tab(ids[1]).find_elements(By.CSS_SELECTOR, ".lock"), "lock mark shown")
     page.tab(ids[1]).send_keys(Keys.CONTROL + Keys.SHIFT + Keys.ARROW_LEFT)
-    note = page.wait(lambda d: d.find_elements(By.CSS_SELECTOR, f'.tab[data-id="{ids[1]}"] .rejection'), "rejection shown")
-    assert "LOCKED" in note[0].text
+    # The note is redrawn with the bar, so read its text in the same script that finds it.
+    note = page.wait(lambda d: d.execute_script(
+        "const n = document.querySelector(arguments[0]); return n && n.textContent",
+        f'.tab[data-id="{ids[1]}"] .rejection'), "rejection shown")
+    assert "LOCKED" in note
     wait_for(lambda: converged(page, server, ws), what="rolled back to the server's order")
     assert page.bar()["ids"] == ids
     page.screenshot("refused-locked")
@@ -156,8 +159,9 @@ def test_refused_ops_show_their_reason_and_roll_back(server, browser):
     wait_for(lambda: server.snapshot(ws)["editable"] is False, what="read-only")
     page.wait(lambda d: d.find_element(By.ID, "readonly-mark").is_displayed(), "read-only mark")
     page.driver.find_element(By.ID, "add").click()
-    note = page.wait(lambda d: d.find_elements(By.CSS_SELECTOR, ".bar-rejection"), "bar rejection shown")
-    assert "NOT_EDITABLE" in note[0].text
+    note = page.wait(lambda d: d.execute_script(
+        "const n = document.querySelector('.bar-rejection'); return n && n.textContent"), "bar rejection shown")
+    assert "NOT_EDITABLE" in note
     wait_for(lambda: converged(page, server, ws), what="the refused add is rolled back")
     assert page.bar()["ids"] == ids
     assert "NOT_EDITABLE" in page.driver.find_element(By.ID, "refused").text
