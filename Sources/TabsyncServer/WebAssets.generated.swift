@@ -5,7 +5,7 @@ extension WebAssets {
     static let files: [String: WebAsset] = [
         "bar.css": WebAsset(
             contentType: "text/css; charset=utf-8",
-            etag: #""c203f4794636e417084e307eb9379f13""#,
+            etag: #""f58f28d55844f9781ac676799ed2e235""#,
             text: #"""
 :root {
   --bg: #f4f5f7;
@@ -85,7 +85,13 @@ body.bar-bottom .tab[aria-selected="true"] { box-shadow: inset 0 -3px 0 var(--ac
   padding: 3px 8px; font-size: 12px; font-weight: 600; font-style: normal; white-space: normal; pointer-events: none;
 }
 body.bar-bottom .rejection { top: auto; bottom: calc(100% + 2px); }
-.bar-rejection { align-self: center; color: var(--danger); font-size: 12px; font-weight: 600; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; max-width: 40%; }
+.bar { position: relative; }
+.bar-rejection {
+  position: absolute; right: 8px; top: calc(100% + 2px); z-index: 5; max-width: 60%;
+  background: var(--danger-bg); color: var(--danger); border: 1px solid var(--danger); border-radius: 6px;
+  padding: 3px 8px; font-size: 12px; font-weight: 600; pointer-events: none;
+}
+body.bar-bottom .bar-rejection { top: auto; bottom: calc(100% + 2px); }
 
 .add, .more { border: 1px solid var(--border); background: var(--tab); color: var(--text); border-radius: 6px; padding: 0 10px; margin: 0 0 6px; cursor: pointer; font-size: 16px; min-width: 34px; }
 body.bar-bottom .add, body.bar-bottom .more { margin: 6px 0 0; }
