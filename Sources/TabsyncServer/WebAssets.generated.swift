@@ -132,7 +132,7 @@ button.plain { font-size: 12px; }
 """#),
         "bar.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""54157efddf596b61e28e296ddb846e4a""#,
+            etag: #""85fa0158b47a962a7a61fa507071b4a1""#,
             text: #"""
 // The live tab bar: renders a TabsyncClient's optimistic state and turns clicks, keys and drags
 // into ops. All network text is set with textContent (never as HTML), after cleanText.
@@ -185,6 +185,7 @@ const ui = {
   everConnected: false,
   shownActive: null,     // the tab id the edit form was filled from
   menuOpen: false,
+  serverError: null,     // the last Error the server sent before closing
 };
 
 // ------------------------------------------------------------------ rendering
@@ -422,8 +423,11 @@ function renderStatus() {
   }
   const seconds = Math.max(0, Math.ceil((client.retryAt - Date.now()) / 1000));
   const waiting = client.pending.length ? ` ${client.pending.length} change(s) will be sent when it is back.` : "";
+  const error = ui.serverError;
   banner.textContent = status === "closed"
-    ? "The server refused this page (see the console). Reload to try again."
+    ? error?.code === "UNAUTHORIZED"
+      ? "This server needs a token: open the page as …/w/WORKSPACE#token=YOUR_TOKEN."
+      : `The server refused this page: ${cleanText(error?.code ?? "closed")} ${cleanText(error?.message ?? "")}. Reload to try again.`
     : `Disconnected from the server: ${status === "connecting" ? "reconnecting…" : `reconnecting in ${seconds} s…`}${waiting}`;
   banner.hidden = false;
 }
@@ -493,7 +497,11 @@ client.addEventListener("status", () => {
   if (client.status === "connected") ui.everConnected = true;
   render();
 });
-client.addEventListener("error", (event) => console.warn("tabsync error", event.detail));
+client.addEventListener("error", (event) => {
+  ui.serverError = event.detail;
+  console.warn("tabsync error", event.detail);
+  render();
+});
 setInterval(() => { if (client.status !== "connected") renderStatus(); }, 500);
 new ResizeObserver(() => { if (!ui.drag?.started) layoutOverflow(); }).observe($("bar"));
 

@@ -274,3 +274,12 @@ def test_a_version_gap_is_answered_by_reconnecting_and_resuming(server, browser)
     page.wait(lambda d: page.js("return window.__statuses.includes('connected')"), "resumed")
     wait_for(lambda: converged(page, server, ws), what="the page holds the server's state")
     assert len(page.bar()["ids"]) == 3 and page.bar()["ids"][:2] == ids
+
+
+def test_a_hello_the_server_refuses_stops_reconnecting_and_says_why(server, browser):
+    page = browser("refused-hello")
+    page.driver.get(f"{server.http_url}/w/team?name={'x' * 65}")  # a name over 64 chars: close 4400
+    page.wait(lambda d: d.execute_script("return document.body.dataset.status") == "closed", "closed for good")
+    banner = page.driver.find_element(By.ID, "banner")
+    assert banner.is_displayed() and "INVALID_ARGUMENT" in banner.text
+    page.screenshot("refused-hello")
