@@ -39,6 +39,8 @@ struct ServerSettings {
     var helloTimeout: Double
     var idleTimeout: Double
     var eventLoop: Server.Configuration.EventLoop
+    /// Serve the browser page (off with `--no-web`).
+    var serveWeb: Bool
 
     /// The defaults, as `--help` shows them.
     enum Default {
@@ -73,6 +75,7 @@ struct ServerSettings {
         var helloTimeout: String?
         var idleTimeout: String?
         var eventLoop: String?
+        var noWeb: Bool = false
     }
 
     /// Resolves every setting from `flags`, then `environment`, then the defaults.
@@ -127,6 +130,7 @@ struct ServerSettings {
         eventLoop = try read.value(flags.eventLoop, "--event-loop", "TABSYNC_EVENT_LOOP", Default.eventLoop, "epoll or poll") {
             Server.Configuration.EventLoop(rawValue: $0.lowercased())
         }
+        serveWeb = !(try read.switchValue(flags.noWeb, "--no-web", "TABSYNC_NO_WEB"))
     }
 
     /// The server configuration these settings give.
@@ -135,7 +139,7 @@ struct ServerSettings {
             host: host, port: port, limits: limits, maxConnections: maxConnections,
             helloTimeout: .milliseconds(Int64(helloTimeout * 1000)),
             idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
-            idleUnload: idleUnload, eventLoop: eventLoop)
+            idleUnload: idleUnload, eventLoop: eventLoop, serveWeb: serveWeb)
     }
 
     /// A duration from plain seconds (`300`, `0.5`) or a number with a unit (`ms`, `s`, `m`, `h`).

@@ -86,6 +86,9 @@ struct TabsyncServerCommand: ParsableCommand {
     @Option(help: "epoll (libev) or poll (libwebsockets' own loop, which scans every connection at every wakeup). [env: TABSYNC_EVENT_LOOP] (default: \(Default.eventLoop.rawValue))")
     var eventLoop: String?
 
+    @Flag(help: "Do not serve the browser page (GET / and /w/WORKSPACE answer 404). [env: TABSYNC_NO_WEB=1]")
+    var noWeb = false
+
     private typealias Default = ServerSettings.Default
 
     /// Parses the command line and runs; every usage error (a bad flag, a bad `TABSYNC_*` value)
@@ -110,7 +113,8 @@ struct TabsyncServerCommand: ParsableCommand {
             host: host, port: port, dataDir: dataDir, memory: memory, sync: sync, idleUnload: idleUnload,
             logLevel: logLevel, maxTabs: maxTabs, maxFrameBytes: maxFrameBytes, maxOpsPerSecond: maxOpsPerSecond,
             maxResumeOps: maxResumeOps, logRetention: logRetention, maxSendQueueBytes: maxSendQueueBytes,
-            maxConnections: maxConnections, helloTimeout: helloTimeout, idleTimeout: idleTimeout, eventLoop: eventLoop)
+            maxConnections: maxConnections, helloTimeout: helloTimeout, idleTimeout: idleTimeout, eventLoop: eventLoop,
+            noWeb: noWeb)
         do throws(SettingError) {
             return try ServerSettings(flags: flags, environment: ProcessInfo.processInfo.environment)
         } catch {
