@@ -1,5 +1,5 @@
 /* TLS additions to the libwebsockets shim (the server's transport security): what Swift cannot
- * import on its own (64-bit option macros, OpenSSL's option bits) and one OpenSSL check. */
+ * import on its own (OpenSSL's option bits) and one OpenSSL check. */
 #ifndef C_LIBWEBSOCKETS_TLS_SHIM_H
 #define C_LIBWEBSOCKETS_TLS_SHIM_H
 
@@ -7,8 +7,6 @@
 #include <openssl/ssl.h>
 #include <openssl/err.h>
 #include <stdio.h>
-
-static inline uint64_t clws_option_ssl_global_init(void) { return (uint64_t)LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT; }
 
 /* OpenSSL options (info.ssl_options_set) refusing every protocol older than TLS 1.2. */
 static inline long clws_ssl_options_tls12_minimum(void)

@@ -1,23 +1,16 @@
 import CLibwebsockets
 import Foundation
+import TabsyncLoop
 import TabsyncProto
 
-/// The lws callback of every bench connection: finds the generator through the context's user
-/// pointer. Runs on the thread inside the generator's phases.
+/// The lws callback of every bench connection: finds the generator through its event loop's owner.
+/// Runs on the thread inside the generator's phases.
 private func benchCallback(
     wsi: OpaquePointer?, reason: lws_callback_reasons, user: UnsafeMutableRawPointer?,
     input: UnsafeMutableRawPointer?, length: Int
 ) -> Int32 {
-    guard let wsi, let context = lws_get_context(wsi), let slot = lws_context_user(context),
-          let raw = slot.assumingMemoryBound(to: UnsafeMutableRawPointer?.self).pointee
-    else { return 0 }
-    return Unmanaged<LoadGenerator>.fromOpaque(raw).takeUnretainedValue()
-        .handle(wsi: wsi, reason: reason, input: input, length: length)
-}
-
-private func benchTick(sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
-    guard let sul, let raw = ctsc_timer_owner(sul) else { return }
-    Unmanaged<LoadGenerator>.fromOpaque(raw).takeUnretainedValue().tick()
+    guard let wsi, let generator = TabsyncLoop.EventLoop.owner(of: wsi, as: LoadGenerator.self) else { return 0 }
+    return generator.handle(wsi: wsi, reason: reason, input: input, length: length)
 }
 
 /// Drives every connection of a bench on one libwebsockets client context, on the thread that calls
@@ -54,15 +47,11 @@ final class LoadGenerator {
 
     // MARK: the transport (lws)
 
-    private var context: OpaquePointer?
-    /// The libev (epoll) loop lws runs on (`--event-loop epoll`), nil on lws' poll() loop.
-    private var eventLoop: UnsafeMutableRawPointer?
+    /// The context on libev (epoll, `--event-loop epoll`) or lws' poll() loop.
+    private var eventLoop: TabsyncLoop.EventLoop!
+    private var tickTimer: LoopTimer!
     private let protocols: UnsafeMutablePointer<lws_protocols>
-    private let timer: UnsafeMutablePointer<ctsc_timer>
-    private let userSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
-    private let pre = Int(clws_pre())
-    private var scratch: UnsafeMutableRawPointer
-    private var scratchCapacity = 64 << 10
+    private let scratch = ScratchWriter(capacity: 64 << 10)
     private var cStrings: [UnsafeMutablePointer<CChar>] = []
     private var cAddress: UnsafeMutablePointer<CChar>?
     private var cHost: UnsafeMutablePointer<CChar>?
@@ -85,36 +74,24 @@ final class LoadGenerator {
         protocols.initialize(repeating: lws_protocols(), count: 2)
         protocols[0].name = UnsafePointer(strdup("tabsync-bench"))
         protocols[0].callback = benchCallback
-        timer = .allocate(capacity: 1)
-        memset(timer, 0, MemoryLayout<ctsc_timer>.size)
-        userSlot = .allocate(capacity: 1)
-        userSlot.initialize(to: nil)
-        scratch = .allocate(byteCount: pre + scratchCapacity, alignment: 16)
 
-        Self.raiseFileLimit()
-        lws_set_log_level(Int32(LLL_ERR), nil)
+        FileLimit.raise()
+        LWSLog.request(Int32(LLL_ERR))
         var info = lws_context_creation_info()
-        info.port = ctsc_port_no_listen()
+        info.port = clws_port_no_listen()
         info.protocols = UnsafePointer(protocols)
         info.gid = -1
         info.uid = -1
         info.timeout_secs = 20
         info.connect_timeout_secs = 20
-        info.user = UnsafeMutableRawPointer(userSlot)
-        // lws reads info.foreign_loops while creating the context: the slot outlives that call.
-        let loopSlot = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
-        defer { loopSlot.deallocate() }
-        if configuration.eventLoop == .epoll {
-            guard let loop = clws_ev_loop_create() else { throw .cannotStart("could not create a libev (epoll) loop") }
-            eventLoop = loop
-            clws_ev_use_loop(&info, loopSlot, loop)
+        do throws(TabsyncLoop.EventLoop.Error) {
+            eventLoop = try TabsyncLoop.EventLoop(
+                info, backend: configuration.eventLoop == .epoll ? .epoll : .poll, fallbackToPoll: false)
+        } catch {
+            free(UnsafeMutableRawPointer(mutating: protocols[0].name))
+            protocols.deallocate()
+            throw .cannotStart("\(error)")
         }
-        let created = lws_create_context(&info)
-        guard let created else {
-            if let eventLoop { clws_ev_loop_destroy(eventLoop) }
-            throw .cannotStart("lws_create_context failed")
-        }
-        context = created
 
         cAddress = keep(configuration.host)
         let bracketed = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
@@ -126,19 +103,18 @@ final class LoadGenerator {
                 connections.append(BenchConnection(index: connections.count, workspace: workspace))
             }
         }
-        timer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
-        userSlot.pointee = Unmanaged.passUnretained(self).toOpaque()
+        tickTimer = LoopTimer(on: eventLoop) { [unowned self] in self.tick() }
+        eventLoop.setOwner(self)
     }
 
     deinit {
-        if let context { lws_context_destroy(context) }
-        if let eventLoop { clws_ev_loop_destroy(eventLoop) }
+        // The timer first (it cancels through the context), then the context, which closes every
+        // connection with callbacks into this generator, still alive here.
+        tickTimer = nil
+        eventLoop?.destroy()
         cStrings.forEach { free($0) }
         free(UnsafeMutableRawPointer(mutating: protocols[0].name))
         protocols.deallocate()
-        timer.deallocate()
-        userSlot.deallocate()
-        scratch.deallocate()
     }
 
     private func keep(_ text: String) -> UnsafeMutablePointer<CChar>? {
@@ -147,49 +123,28 @@ final class LoadGenerator {
         return copy
     }
 
-    /// Raises the soft open-file limit to the hard one (one fd per connection; lws sizes its tables
-    /// from the limit when the context is created). Returns the soft limit now in force.
-    @discardableResult
-    static func raiseFileLimit() -> Int {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
-        if limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max
-            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-            _ = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        }
-        return Int(clamping: limit.rlim_cur)
-    }
-
     // MARK: the loop
 
     /// Runs the event loop (callbacks and ticks) until `done` holds.
     func service(until done: () -> Bool) {
-        guard let context else { return }
-        if let eventLoop {
-            while !done() { clws_ev_run_once(eventLoop) }
-        } else {
-            while !done() {
-                if lws_service(context, 0) < 0 { break }
-            }
+        while !done() {
+            if !eventLoop.runOnce() { break }
         }
     }
 
     /// Runs ``tick()`` in a millisecond.
     func armTick() {
-        guard let context else { return }
-        lws_sul_schedule(context, 0, &timer.pointee.sul, benchTick, 1000)
+        tickTimer.schedule(after: .milliseconds(1))
     }
 
     // MARK: connecting and closing
 
     /// Starts `connection`'s connect (its state becomes `.connecting`, or `.closed` when it cannot start).
     func open(_ connection: BenchConnection, now: UInt64) {
-        guard let context else { return }
         connection.state = .connecting
         connection.connectStart = now
         var info = lws_client_connect_info()
-        info.context = context
+        info.context = eventLoop.context
         info.address = UnsafePointer(cAddress)
         info.port = Int32(configuration.port)
         info.path = UnsafePointer(cPaths[connection.workspace])
@@ -284,7 +239,7 @@ final class LoadGenerator {
     /// connection; without a socket nothing is sent.
     func send(_ frame: [UInt8], on connection: BenchConnection) {
         guard let wsi = connection.wsi else { return }
-        if connection.queueHead == connection.queue.count && lws_partial_buffered(wsi) == 0 {
+        if connection.queueHead == connection.queue.count && BatchedWriter.mayWrite(wsi) {
             if !writeFrame(frame, wsi: wsi) { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
         } else {
             connection.queue.append(frame)
@@ -300,7 +255,7 @@ final class LoadGenerator {
             }
             return -1
         }
-        while connection.queueHead < connection.queue.count, lws_partial_buffered(wsi) == 0 {
+        while connection.queueHead < connection.queue.count, BatchedWriter.mayWrite(wsi) {
             if !writeFrame(connection.queue[connection.queueHead], wsi: wsi) { return -1 }
             connection.queueHead += 1
         }
@@ -316,14 +271,6 @@ final class LoadGenerator {
     /// One `lws_write` of a frame through the scratch buffer (which has lws' headroom); false when
     /// lws refused it. What the socket does not take at once, lws keeps and sends on POLLOUT.
     private func writeFrame(_ frame: [UInt8], wsi: OpaquePointer) -> Bool {
-        if frame.count > scratchCapacity {
-            scratch.deallocate()
-            scratchCapacity = frame.count * 2
-            scratch = .allocate(byteCount: pre + scratchCapacity, alignment: 16)
-        }
-        let payload = scratch + pre
-        frame.withUnsafeBytes { payload.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-        let kind = format?.usesTextFrames ?? true ? LWS_WRITE_TEXT : LWS_WRITE_BINARY
-        return lws_write(wsi, payload.assumingMemoryBound(to: UInt8.self), frame.count, kind) >= 0
+        scratch.write(frame, binary: !(format?.usesTextFrames ?? true), to: wsi) >= 0
     }
 }

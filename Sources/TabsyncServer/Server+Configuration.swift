@@ -26,6 +26,8 @@ extension Server {
         public var idleUnload: Duration
         /// The event loop libwebsockets runs on.
         public var eventLoop: EventLoop
+        /// Serve the browser page (`GET /`, `/w/{workspace}`, `/web/…`); off: those paths are 404.
+        public var serveWeb: Bool
 
         // MARK: transport security (TLS, origins, per-IP limits, the refusal to run open)
 
@@ -65,7 +67,8 @@ extension Server {
             presenceInterval: Duration = .milliseconds(100),
             rateLimitStrikes: Int = 5,
             idleUnload: Duration = .seconds(300),
-            eventLoop: EventLoop = .epoll
+            eventLoop: EventLoop = .epoll,
+            serveWeb: Bool = true
         ) {
             self.host = host
             self.port = port
@@ -77,6 +80,7 @@ extension Server {
             self.rateLimitStrikes = rateLimitStrikes
             self.idleUnload = idleUnload
             self.eventLoop = eventLoop
+            self.serveWeb = serveWeb
         }
     }
 }

@@ -8,6 +8,8 @@ struct HTTPResponse {
     var status: UInt32
     var contentType: String
     var body: [UInt8]
+    /// Extra header lines, each "Name: value\r\n" (the browser page's caching and CSP headers).
+    var headers: String = ""
 
     init(status: UInt32, contentType: String = "text/plain; charset=utf-8", body: String) {
         self.status = status
@@ -65,7 +67,10 @@ extension Server.Loop {
     /// Writes a whole response and ends the transaction (keep-alive). Nonzero: close the connection.
     private func respond(_ wsi: OpaquePointer, _ response: HTTPResponse) -> Int32 {
         let failed = response.body.withUnsafeBufferPointer { body in
-            clws_http_respond(wsi, response.status, response.contentType, body.baseAddress, body.count)
+            response.headers.isEmpty
+                ? clws_http_respond(wsi, response.status, response.contentType, body.baseAddress, body.count)
+                : clws_http_respond_with_headers(
+                    wsi, response.status, response.contentType, response.headers, body.baseAddress, body.count)
         }
         if failed != 0 { return -1 }
         return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
@@ -82,6 +87,7 @@ extension Server.Loop {
         default:
             break
         }
+        if configuration.serveWeb, let page = webResponse(path, wsi: wsi) { return page }
         let prefix = "/v1/workspaces/"
         guard path.hasPrefix(prefix) else { return .notFound }
         let id = String(path.dropFirst(prefix.count))

@@ -61,7 +61,7 @@ extension Server {
 
 extension Server.Loop {
     /// The transport part of context creation: TLS fields of `info` from the configuration, and
-    /// the admission policies for the bound `address`. Called once, before `lws_create_context`.
+    /// the admission policies for the bound `address`. Called once, before the context is created.
     func prepareTransportSecurity(_ info: inout lws_context_creation_info, address: Server.ResolvedHost) {
         let loopback = Server.isLoopback(address)
         admission = Server.Admission(configuration: configuration, loopbackBind: loopback)
@@ -81,7 +81,7 @@ extension Server.Loop {
     /// `Task.reloadCertificates`: checks the files as a pair, then has lws load them into the
     /// vhost's TLS context (new handshakes get them). A bad pair leaves the served one in place.
     func reloadCertificates() {
-        guard let context, let cert = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile else {
+        guard let context = eventLoop?.context, let cert = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile else {
             logger.notice("certificate reload asked, but the server does not serve TLS")
             return
         }

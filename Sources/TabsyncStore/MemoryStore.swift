@@ -12,19 +12,19 @@ public final class MemoryStore: WorkspaceStore {
     /// When set, every commit fails with this error (for tests of the UNAVAILABLE path).
     private let failure = Mutex<StoreError?>(nil)
 
-    public init(epoch: String = MemoryStore.randomEpoch()) {
-        self.epoch = epoch
+    public init() {
+        epoch = Self.randomEpoch()
     }
 
     /// A fresh random epoch: 16 hex digits.
-    public static func randomEpoch() -> String {
+    private static func randomEpoch() -> String {
         let value = UInt64.random(in: .min ... .max)
         let hex = String(value, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// Makes every later commit fail with `error` (nil: commits succeed again).
-    public func failCommits(with error: StoreError?) {
+    func failCommits(with error: StoreError?) {
         failure.withLock { $0 = error }
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CLibwebsockets
+import TabsyncClient
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -18,7 +19,9 @@ struct TabsyncCommand: AsyncParsableCommand {
         abstract: "Live terminal tab bar, one-shot commands and load generator for tabsync workspaces.",
         discussion: """
             Server from --server or TABSYNC_SERVER (default \(ConnectionOptions.defaultServer)); workspace \
-            from --workspace or TABSYNC_WORKSPACE (default \(ConnectionOptions.defaultWorkspace)). \
+            from --workspace or TABSYNC_WORKSPACE (default \(ConnectionOptions.defaultWorkspace)). An option \
+            wins over its variable, an empty variable counts as unset, and a variable whose value is not \
+            valid is refused like a bad option (named on stderr, exit 2). \
             TAB is a tab id or a unique prefix of a title. Positions (N) count from 1.
             Exit status: 0 success, 1 server unreachable or other failure, 2 bad arguments, \
             3 refused by the server.
@@ -127,17 +130,45 @@ struct ConnectionOptions: ParsableArguments {
 
     var resolvedCAFile: String? { caFile ?? Self.environment("TABSYNC_CA_FILE") }
 
+    /// The value of an environment variable; nil when unset or empty.
     static func environment(_ name: String) -> String? {
         guard let value = getenv(name) else { return nil }
         let text = String(cString: value)
         return text.isEmpty ? nil : text
     }
 
-    var resolvedServer: String { server ?? Self.environment("TABSYNC_SERVER") ?? Self.defaultServer }
+    /// The server: the option, else `TABSYNC_SERVER`, else the default, parsed.
+    /// - Throws: `.badArgument` naming the option or the variable and its value when it is not a
+    ///   `ws://` or `wss://` URL (a bad variable is never replaced by the default).
+    func resolvedServer() throws(CommandError) -> (text: String, url: ServerURL) {
+        let (text, source) = server.map { ($0, "--server") }
+            ?? Self.environment("TABSYNC_SERVER").map { ($0, "TABSYNC_SERVER") }
+            ?? (Self.defaultServer, "the default server")
+        do throws(ClientError) {
+            return (text, try ServerURL(parsing: text))
+        } catch {
+            var why = "\(error)"
+            if case .invalidURL(let detail) = error { why = String(detail.dropFirst(text.count + 2)) }
+            throw .badArgument(Self.invalid(source, text, expected: "a ws:// or wss:// URL (\(why))"))
+        }
+    }
 
-    /// The workspace: `positional` (bar's argument) first, then the option, the environment, the default.
-    func resolvedWorkspace(_ positional: String? = nil) -> String {
-        positional ?? workspace ?? Self.environment("TABSYNC_WORKSPACE") ?? Self.defaultWorkspace
+    /// The workspace: `positional` (bar's argument) first, then the option, `TABSYNC_WORKSPACE`, the default.
+    /// - Throws: `.badArgument` naming where the id came from when it is not a valid workspace id.
+    func resolvedWorkspace(_ positional: String? = nil) throws(CommandError) -> String {
+        let (id, source) = positional.map { ($0, "WORKSPACE") } ?? workspace.map { ($0, "--workspace") }
+            ?? Self.environment("TABSYNC_WORKSPACE").map { ($0, "TABSYNC_WORKSPACE") }
+            ?? (Self.defaultWorkspace, "the default workspace")
+        guard Self.isValidWorkspace(id) else {
+            throw .badArgument(Self.invalid(source, id, expected: "1–64 chars of [A-Za-z0-9._-]"))
+        }
+        return id
+    }
+
+    /// `invalid TABSYNC_SERVER="x": expected …`, or `invalid --server "x": expected …` for an option.
+    static func invalid(_ source: String, _ value: String, expected: String) -> String {
+        let shown = source.hasPrefix("TABSYNC_") ? "\(source)=\"\(value)\"" : "\(source) \"\(value)\""
+        return "invalid \(shown): expected \(expected)"
     }
 
     var resolvedName: String { name ?? Self.environment("USER") ?? "tabsync" }
@@ -150,8 +181,9 @@ struct ConnectionOptions: ParsableArguments {
             throw ValidationError("--workspace must be 1–64 chars of [A-Za-z0-9._-]")
         }
         if timeout < 1 { throw ValidationError("--timeout must be at least 1") }
-        if let caFile = resolvedCAFile, access(caFile, R_OK) != 0 {
-            throw ValidationError("--ca-file \(caFile) cannot be read")
+        let caSource = caFile.map { ($0, "--ca-file") } ?? Self.environment("TABSYNC_CA_FILE").map { ($0, "TABSYNC_CA_FILE") }
+        if let (path, source) = caSource, access(path, R_OK) != 0 {
+            throw ValidationError(Self.invalid(source, path, expected: "a readable PEM file"))
         }
     }
 

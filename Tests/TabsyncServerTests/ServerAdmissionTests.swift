@@ -2,6 +2,8 @@ import Foundation
 import Logging
 import TabsyncServer
 import TabsyncStore
+import TabsyncTestServer
+import TabsyncTestSupport
 import Testing
 
 /// Who may connect, over real sockets: per-address caps under a flood from 127.0.0.1 while
@@ -46,10 +48,7 @@ struct ServerAdmissionTests {
 
         // A slot freed by a close is given back.
         try held.removeLast().sendClose()
-        var readmitted: RawWebSocket?
-        let deadline = Date().addingTimeInterval(5)
-        while readmitted == nil && Date() < deadline { readmitted = Self.attempt(server, from: "127.0.0.1") }
-        #expect(readmitted != nil)
+        #expect(waitUntil(deadline: .seconds(5)) { Self.attempt(server, from: "127.0.0.1") != nil })
         withExtendedLifetime(held) {}
     }
 

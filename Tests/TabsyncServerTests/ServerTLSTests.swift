@@ -2,6 +2,8 @@ import Foundation
 import Logging
 import TabsyncServer
 import TabsyncStore
+import TabsyncTestServer
+import TabsyncTestSupport
 import Testing
 
 private let tlsToolsAvailable =
@@ -52,7 +54,6 @@ struct ServerTLSTests {
     @Test(.enabled(if: pythonWebsocketsAvailable, "needs Python's websockets"))
     func aThirdPartyClientTrustingTheCARoundTripsOverWSS() throws {
         let certificates = try TestCertificates()
-        defer { certificates.remove() }
         let server = try Self.tlsServer(certificates)
         defer { server.stop() }
         let script = certificates.path("session.py")
@@ -72,7 +73,6 @@ struct ServerTLSTests {
 
     @Test func theServerSpeaksTLS12AndNewerOnlyAndHTTPSOnTheSamePort() throws {
         let certificates = try TestCertificates()
-        defer { certificates.remove() }
         let server = try Self.tlsServer(certificates)
         defer { server.stop() }
         let address = "127.0.0.1:\(server.port)"
@@ -104,7 +104,6 @@ struct ServerTLSTests {
 
     @Test func theTabsyncToolVerifiesTheServerAgainstItsCAFile() throws {
         let certificates = try TestCertificates()
-        defer { certificates.remove() }
         let server = try Self.tlsServer(certificates)
         defer { server.stop() }
         let url = "wss://127.0.0.1:\(server.port)"
@@ -129,7 +128,6 @@ struct ServerTLSTests {
 
     @Test func aCertificatePairThatCannotBeServedStopsTheStartWithItsReason() throws {
         let certificates = try TestCertificates()
-        defer { certificates.remove() }
         try certificates.replaceKeyWithAnother()
         var configuration = Server.Configuration(host: "127.0.0.1", port: 0)
         configuration.tlsCertificateFile = certificates.certificate
@@ -150,7 +148,6 @@ struct ServerTLSTests {
     /// refused and the previous certificate stays served.
     @Test func sighupReloadsTheCertificate() throws {
         let certificates = try TestCertificates()
-        defer { certificates.remove() }
         let child = try ServerExecutableTests.Child(arguments: [
             "--port", "0", "--memory", "--tls-cert", certificates.certificate, "--tls-key", certificates.key,
         ])
@@ -162,22 +159,22 @@ struct ServerTLSTests {
         try certificates.issue(commonName: "second")
         kill(child.process.processIdentifier, SIGHUP)
         var served = ""
-        let deadline = Date().addingTimeInterval(10)
-        repeat {
+        let reloaded = try waitUntil(deadline: .seconds(10)) {
             served = try TestCertificates.servedSubject(port: child.port)
-        } while served != "CN = second" && Date() < deadline
-        #expect(served == "CN = second")
+            return served == "CN = second"
+        }
+        #expect(reloaded, "still serving \(served)")
 
         try certificates.replaceKeyWithAnother()
         kill(child.process.processIdentifier, SIGHUP)
         var metrics = ""
-        let metricsDeadline = Date().addingTimeInterval(10)
-        repeat {
+        let counted = try waitUntil(deadline: .seconds(10)) {
             metrics = try ToolRun.run("/usr/bin/curl", [
                 "-sS", "--cacert", certificates.caCertificate, "https://127.0.0.1:\(child.port)/metrics",
             ]).output
-        } while !metrics.contains("tabsync_tls_certificate_reloads_total{result=\"failed\"} 1") && Date() < metricsDeadline
-        #expect(metrics.contains("tabsync_tls_certificate_reloads_total{result=\"failed\"} 1"))
+            return metrics.contains("tabsync_tls_certificate_reloads_total{result=\"failed\"} 1")
+        }
+        #expect(counted, "\(metrics)")
         #expect(metrics.contains("tabsync_tls_certificate_reloads_total{result=\"ok\"} 1"))
         #expect(try TestCertificates.servedSubject(port: child.port) == "CN = second", "the previous pair stays")
         #expect(child.process.isRunning)

@@ -1,31 +1,8 @@
 import Foundation
-
-/// A program run to completion: its exit status and everything it wrote (stdout and stderr).
-struct ToolRun {
-    var status: Int32
-    var output: String
-
-    /// Runs `executable` with `arguments`, `input` on its stdin; waits for it.
-    static func run(_ executable: String, _ arguments: [String], input: String = "") throws -> ToolRun {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        let stdin = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = stdin
-        try process.run()
-        stdin.fileHandleForWriting.write(Data(input.utf8))
-        try? stdin.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return ToolRun(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
-    }
-}
+import TabsyncTestSupport
 
 /// A throwaway private CA and server certificates it signs, made with `openssl` in a temporary
-/// directory (removed by ``remove()``). Server certificates name `127.0.0.1` and `localhost`.
+/// directory (removed with the object). Server certificates name `127.0.0.1` and `localhost`.
 final class TestCertificates {
     static let openssl = "/usr/bin/openssl"
     static var available: Bool { FileManager.default.isExecutableFile(atPath: openssl) }
@@ -34,15 +11,14 @@ final class TestCertificates {
         case openssl(String)
     }
 
-    let directory: URL
+    private let directory: TemporaryDirectory
     var caCertificate: String { path("ca.pem") }
     /// The server's certificate and key, where the server reads them.
     var certificate: String { path("server.pem") }
     var key: String { path("server.key") }
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("tabsync-tls-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        directory = TemporaryDirectory(prefix: "tabsync-tls")
         try openssl([
             "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
             "-keyout", path("ca.key"), "-out", caCertificate, "-days", "2", "-subj", "/CN=tabsync test CA",
@@ -51,7 +27,7 @@ final class TestCertificates {
         try issue(commonName: "first")
     }
 
-    func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+    func path(_ name: String) -> String { directory.path + "/" + name }
 
     /// Makes a new key and a certificate for it signed by the CA, then moves both over
     /// ``certificate`` and ``key`` (each file replaced at once, never half written).
@@ -83,8 +59,6 @@ final class TestCertificates {
         let line = run.output.split(separator: "\n").first { $0.hasPrefix("Peer certificate:") }
         return line.map { String($0.dropFirst("Peer certificate:".count)).trimmingCharacters(in: .whitespaces) } ?? ""
     }
-
-    func remove() { try? FileManager.default.removeItem(at: directory) }
 
     private func openssl(_ arguments: [String]) throws {
         let run = try ToolRun.run(Self.openssl, arguments)

@@ -1,6 +1,7 @@
 import Testing
 import TabsyncCore
 @testable import TabsyncStore
+import TabsyncTestSupport
 
 /// The stores under the contract: every test here runs against each.
 enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
