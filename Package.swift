@@ -37,11 +37,12 @@ let package = Package(
         .systemLibrary(name: "CLibwebsockets", pkgConfig: "libwebsockets",
                        providers: [.apt(["libwebsockets-dev", "libev-dev", "libwebsockets-evlib-ev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CLibpq", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // Durable storage behind the store protocol.
         .target(
             name: "TabsyncStore",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "CSQLite",
+                "TabsyncCore", "TabsyncProto", "CSQLite", "CLibpq",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings

@@ -5,7 +5,7 @@ log() { printf '==> %s\n' "$*" >&2; }
 fatal() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # System packages the build, tests and tools need (Debian names).
-TABSYNC_APT_PACKAGES=(libwebsockets-dev libev-dev libwebsockets-evlib-ev libssl-dev libsqlite3-dev pkg-config tmux)
+TABSYNC_APT_PACKAGES=(libwebsockets-dev libev-dev libwebsockets-evlib-ev libssl-dev libsqlite3-dev libpq-dev postgresql pkg-config tmux)
 
 # ensure_packages [PKG...]: installs with apt only the packages that are missing.
 ensure_packages() {
