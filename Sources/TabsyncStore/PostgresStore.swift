@@ -330,6 +330,7 @@ public final class PostgresStore: WorkspaceStore {
         for record in batch.records { byWorkspace[record.workspaceId, default: []].append(record) }
         let touched = Set(byWorkspace.keys).union(batch.workspaces.keys).union(batch.baseVersions.keys).sorted()
         try db.execute("BEGIN")
+        var rolledBack = false
         do throws(PGError) {
             var stale: [String: UInt64] = [:]
             for id in touched {
@@ -343,6 +344,7 @@ public final class PostgresStore: WorkspaceStore {
             }
             guard stale.isEmpty else {
                 try db.execute("ROLLBACK")
+                rolledBack = true
                 // Report every workspace behind its base (at least the ones found above).
                 for (id, base) in batch.baseVersions {
                     let row = try db.execute("SELECT version FROM tabsync_workspaces WHERE workspace = $1", [.text(id)])
@@ -353,7 +355,7 @@ public final class PostgresStore: WorkspaceStore {
             }
             try db.execute("COMMIT")
         } catch {
-            if db.isUsable { _ = try? db.execute("ROLLBACK") }
+            if db.isUsable && !rolledBack { _ = try? db.execute("ROLLBACK") }
             throw error
         }
     }
@@ -368,18 +370,28 @@ public final class PostgresStore: WorkspaceStore {
         for record in records {
             if case .applied(let ops) = record.outcome, let last = ops.last { newVersion = max(newVersion, last.version) }
         }
-        let row = try db.execute(
-            """
-            INSERT INTO tabsync_workspaces AS w (workspace, version)
-            SELECT $1, $2 WHERE $3::bigint IS NULL OR $3::bigint = 0
-            ON CONFLICT (workspace) DO UPDATE
-            SET version = CASE WHEN $3::bigint IS NULL THEN greatest(w.version, excluded.version) ELSE excluded.version END
-            WHERE $3::bigint IS NULL OR w.version = $3::bigint
+        let announce = """
             RETURNING coalesce((SELECT s.version FROM tabsync_snapshots s WHERE s.workspace = $1), -1),
-                      pg_notify($4, $1 || ':' || w.version)
-            """,
-            [.text(id), .int64(Int64(bitPattern: newVersion)), base.map { .int64(Int64(bitPattern: $0)) } ?? .null,
-             .text(options.channel)])
+                      pg_notify($3, $1 || ':' || w.version)
+            """
+        var parameters: [PGValue] = [.text(id), .int64(Int64(bitPattern: newVersion)), .text(options.channel)]
+        let sql: String
+        switch base {
+        case nil:
+            sql = """
+                INSERT INTO tabsync_workspaces AS w (workspace, version) VALUES ($1, $2)
+                ON CONFLICT (workspace) DO UPDATE SET version = greatest(w.version, excluded.version)
+                """
+        case 0:
+            sql = """
+                INSERT INTO tabsync_workspaces AS w (workspace, version) VALUES ($1, $2)
+                ON CONFLICT (workspace) DO UPDATE SET version = excluded.version WHERE w.version = 0
+                """
+        case let base?:
+            sql = "UPDATE tabsync_workspaces AS w SET version = $2 WHERE workspace = $1 AND version = $4"
+            parameters.append(.int64(Int64(bitPattern: base)))
+        }
+        let row = try db.execute(sql + "\n" + announce, parameters)
         guard row.rowCount == 1 else { return nil }
         return try row.int64(0, 0) ?? -1
     }

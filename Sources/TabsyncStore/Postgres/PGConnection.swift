@@ -71,6 +71,8 @@ final class PGConnection {
             throw .connection(message)
         }
         conn = handle
+        // Notices (e.g. "relation already exists, skipping") are not errors: never printed.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
         if let schema {
             try execute("SELECT set_config('search_path', $1, false)", [.text(Self.quoteIdentifier(schema))])
         }
