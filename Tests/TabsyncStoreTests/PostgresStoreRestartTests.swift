@@ -31,20 +31,20 @@ struct PostgresStoreRestartTests {
 
         struct Failure: Error, CustomStringConvertible { var description: String }
 
+        /// Runs scripts/postgres and returns its output. Not Foundation's `Process`: its
+        /// `waitUntilExit` was seen hanging once the script had started a server (a daemon).
         @discardableResult
         static func run(_ arguments: [String]) throws -> String {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: PostgresTestDatabase.script)
-            process.arguments = arguments
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            try process.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else {
-                throw Failure(description: "scripts/postgres \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+            let outputPath = NSTemporaryDirectory() + "tabsync-pg-output-" + UUID().uuidString
+            defer { try? FileManager.default.removeItem(atPath: outputPath) }
+            let quote = { (text: String) in "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+            let command = ([PostgresTestDatabase.script] + arguments).map(quote).joined(separator: " ")
+                + " >" + quote(outputPath) + " </dev/null"
+            let status = system(command)
+            guard status == 0 else {
+                throw Failure(description: "scripts/postgres \(arguments.joined(separator: " ")) exited with status \(status)")
             }
-            return String(decoding: data, as: UTF8.self)
+            return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         }
     }
 
@@ -101,7 +101,11 @@ struct PostgresStoreRestartTests {
         let stored = try #require(try store.load(workspaceId: "w"))
         #expect(stored.workspace == acknowledged.sequencer("w").workspace)
         #expect(stored.log.map(\.seq) == Array(1...7))
+        // The listener is back (commits before this may have gone unnoticed: that is what
+        // `reconnected` tells the server, which then catches up); later commits reach it again.
         #expect(events.wait { $0.contains(.listening(reconnected: true)) })
-        #expect(events.wait { $0.contains(.committed(workspaceId: "w", version: 7)) })
+        let result = commitNext(8)
+        #expect(throws: Never.self) { try result.get() }
+        #expect(events.wait { $0.contains(.committed(workspaceId: "w", version: 8)) })
     }
 }
