@@ -40,11 +40,12 @@ let package = Package(
         // The libwebsockets plumbing every lws user shares: context on libev (epoll) or poll(),
         // timers, the cross-thread inbox, log routing, the open-file limit, the write paths.
         .target(name: "TabsyncLoop", dependencies: ["CLibwebsockets"], swiftSettings: swiftSettings),
+        .systemLibrary(name: "CLibpq", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // Durable storage behind the store protocol.
         .target(
             name: "TabsyncStore",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "CSQLite",
+                "TabsyncCore", "TabsyncProto", "CSQLite", "CLibpq",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings

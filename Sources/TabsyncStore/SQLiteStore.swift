@@ -338,6 +338,20 @@ public final class SQLiteStore: WorkspaceStore {
             throw .writeFailed("\(path): \(error)")
         }
         do {
+            // Inside the write transaction (BEGIN IMMEDIATE): no other writer can move a version on now.
+            let stale = try batch.staleWorkspaces { (id: String) throws(StoreError) -> UInt64 in
+                do {
+                    let version = try db.scalar(
+                        """
+                        SELECT max(coalesce((SELECT max(version) FROM ops WHERE workspace = ?1), 0),
+                                   coalesce((SELECT version FROM snapshots WHERE workspace = ?1), 0))
+                        """, .text(id))
+                    return UInt64(bitPattern: version ?? 0)
+                } catch {
+                    throw .writeFailed("\(path): \(error)")
+                }
+            }
+            if !stale.isEmpty { throw StoreError.behind(storedVersions: stale) }
             for record in batch.records { try write(record, db) }
             let retention = max(batch.logRetention, 1)
             let interval = max(1, min(options.snapshotInterval, retention))
