@@ -1,5 +1,5 @@
 # tabsync-server in a container: built in release with the Swift toolchain image, run as a
-# non-root user on Debian 12 with only the C libraries it links (libwebsockets, SQLite).
+# non-root user on Debian 12 with only the C libraries it links (libwebsockets, SQLite, libpq).
 #   docker build -t tabsync-server .
 #   docker run -p 7070:7070 -v tabsync-data:/var/lib/tabsync/data \
 #       -v "$PWD/secrets/tabsync-auth.key:/run/secrets/tabsync-auth.key:ro" tabsync-server
@@ -10,7 +10,7 @@
 FROM swift:6.3-bookworm AS build
 RUN export DEBIAN_FRONTEND=noninteractive \
     && apt-get update -q \
-    && apt-get install -y -q --no-install-recommends libwebsockets-dev libsqlite3-dev libssl-dev pkg-config \
+    && apt-get install -y -q --no-install-recommends libwebsockets-dev libsqlite3-dev libpq-dev libssl-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
 COPY Package.swift ./
@@ -23,7 +23,7 @@ RUN swift build -c release --product tabsync-server --static-swift-stdlib \
 FROM debian:bookworm-slim
 RUN export DEBIAN_FRONTEND=noninteractive \
     && apt-get update -q \
-    && apt-get install -y -q --no-install-recommends libwebsockets17 libwebsockets-evlib-ev libev4 libsqlite3-0 ca-certificates curl \
+    && apt-get install -y -q --no-install-recommends libwebsockets17 libwebsockets-evlib-ev libev4 libsqlite3-0 libpq5 ca-certificates curl \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --user-group --home-dir /var/lib/tabsync --shell /usr/sbin/nologin tabsync \
     && mkdir -p /var/lib/tabsync/data \

@@ -39,11 +39,15 @@ let package = Package(
         .systemLibrary(name: "CLibwebsockets", pkgConfig: "libwebsockets",
                        providers: [.apt(["libwebsockets-dev", "libev-dev", "libwebsockets-evlib-ev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // The libwebsockets plumbing every lws user shares: context on libev (epoll) or poll(),
+        // timers, the cross-thread inbox, log routing, the open-file limit, the write paths.
+        .target(name: "TabsyncLoop", dependencies: ["CLibwebsockets"], swiftSettings: swiftSettings),
+        .systemLibrary(name: "CLibpq", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // Durable storage behind the store protocol.
         .target(
             name: "TabsyncStore",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "CSQLite",
+                "TabsyncCore", "TabsyncProto", "CSQLite", "CLibpq",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
@@ -52,7 +56,7 @@ let package = Package(
         .target(
             name: "TabsyncServer",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "TabsyncStore", "CLibwebsockets",
+                "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncLoop", "CLibwebsockets",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -62,18 +66,17 @@ let package = Package(
         // Client library on libwebsockets.
         .target(
             name: "TabsyncClient",
-            dependencies: [
-                "TabsyncCore", "TabsyncProto", "CLibwebsockets",
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: ["TabsyncCore", "TabsyncProto", "TabsyncLoop", "CLibwebsockets"],
             swiftSettings: swiftSettings
         ),
         // Load generator and benchmark reports (`tabsync bench`), directly on libwebsockets.
         .target(
             name: "TabsyncBench",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "CLibwebsockets",
+                "TabsyncCore", "TabsyncProto", "TabsyncLoop", "CLibwebsockets",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                // Its flags are declared here (`BenchOptions`), next to the configuration they make.
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -95,15 +98,33 @@ let package = Package(
         ),
 
         // test targets
+        // Shared by every test target: the seeded generator, waits on a condition with a deadline,
+        // `withTimeout`, temporary directories. Standard library and Foundation only, so the core,
+        // store and terminal tests use it without building or linking the server.
+        .target(name: "TabsyncTestSupport", path: "Tests/TabsyncTestSupport", swiftSettings: swiftSettings),
+        // The in-process server harness (port 0, memory or SQLite store) of the integration tests.
+        .target(
+            name: "TabsyncTestServer",
+            dependencies: [
+                "TabsyncTestSupport", "TabsyncServer", "TabsyncStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+            ],
+            path: "Tests/TabsyncTestServer",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "TabsyncCoreTests",
-            dependencies: ["TabsyncCore", .product(name: "PropertyBased", package: "swift-property-based")],
+            dependencies: [
+                "TabsyncCore", "TabsyncTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "TabsyncServerTests",
             dependencies: [
-                "TabsyncServer", "TabsyncStore", "TabsyncProto", "TabsyncCore",
+                "TabsyncServer", "TabsyncStore", "TabsyncProto", "TabsyncCore", "TabsyncTestSupport", "TabsyncTestServer",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Yams", package: "Yams"),
@@ -115,16 +136,22 @@ let package = Package(
             name: "TabsyncClientTests",
             dependencies: [
                 "TabsyncClient", "TabsyncCore", "TabsyncProto", "TabsyncServer", "TabsyncStore",
-                .product(name: "Logging", package: "swift-log"),
+                "TabsyncTestSupport", "TabsyncTestServer",
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "TabsyncBenchTests",
             dependencies: [
-                "TabsyncBench", "TabsyncServer", "TabsyncStore", "TabsyncCore",
+                "TabsyncBench", "TabsyncServer", "TabsyncStore", "TabsyncCore", "TabsyncProto", "TabsyncTestSupport", "TabsyncTestServer",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncLoopTests",
+            dependencies: ["TabsyncLoop", "CLibwebsockets"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -134,12 +161,12 @@ let package = Package(
         ),
         .testTarget(
             name: "TabsyncStoreTests",
-            dependencies: ["TabsyncStore", "TabsyncCore"],
+            dependencies: ["TabsyncStore", "TabsyncCore", "TabsyncTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "TabsyncTerminalTests",
-            dependencies: ["TabsyncTerminal", "TabsyncCore"],
+            dependencies: ["TabsyncTerminal", "TabsyncCore", "TabsyncTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -5,7 +5,16 @@ log() { printf '==> %s\n' "$*" >&2; }
 fatal() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # System packages the build, tests and tools need (Debian names).
-TABSYNC_APT_PACKAGES=(libwebsockets-dev libev-dev libwebsockets-evlib-ev libssl-dev libsqlite3-dev pkg-config tmux)
+# openssl and curl: the TLS tests make certificates and speak https:// with them.
+TABSYNC_APT_PACKAGES=(libwebsockets-dev libev-dev libwebsockets-evlib-ev libssl-dev libsqlite3-dev pkg-config tmux openssl curl libpq-dev postgresql)
+
+# What the browser tests need (scripts/test): Debian's Chromium and its WebDriver, fonts for emoji
+# and CJK titles (so the screenshots show glyphs, not boxes), node for the key-vector tests.
+TABSYNC_WEB_TEST_PACKAGES=(chromium chromium-driver fonts-noto-color-emoji fonts-wqy-microhei nodejs)
+# Python packages of the pytest suites, pinned (PyPI): the browser tests (selenium) and the
+# third-party token test (Tests/thirdparty: PyJWT mints HS256/EdDSA/ES256 tokens, cryptography makes
+# their keys; it connects with websockets, from TABSYNC_PYTHON_MODULES).
+TABSYNC_PIP_PACKAGES=(selenium==4.51.0 "pytest>=8" PyJWT==2.15.1 "cryptography>=42")
 
 # ensure_packages [PKG...]: installs with apt only the packages that are missing.
 ensure_packages() {
@@ -26,22 +35,47 @@ ensure_packages() {
         || fatal "apt-get could not install: ${missing[*]}"
 }
 
-# Python packages of the third-party token test (Tests/thirdparty: PyJWT mints, websockets
-# connects), pinned (PyPI).
-TABSYNC_AUTH_PIP_PACKAGES=(PyJWT==2.15.1 websockets==17.4 "cryptography>=42" "pytest>=8")
+# Python modules the tests need, by import name (the same as the PyPI name): the /metrics test
+# checks the exposition with prometheus_client's parser; a TLS test holds a wss:// session with
+# websockets (a third-party client). Installed with pip for the python3 on PATH (9-13 s on this
+# project's machine; promtool, from Debian's prometheus, took 14 s and 96 MB).
+TABSYNC_PYTHON_MODULES=(prometheus_client websockets)
 
-# ensure_auth_pip_packages: installs them when an import or pin is missing.
-ensure_auth_pip_packages() {
+# ensure_python_modules [MODULE...]: installs only the modules python3 cannot import: with pip, or,
+# where pip may not install (Debian's own python3), Debian's python3-NAME package.
+ensure_python_modules() {
+    local wanted=("$@")
+    [ ${#wanted[@]} -gt 0 ] || wanted=("${TABSYNC_PYTHON_MODULES[@]}")
+    command -v python3 >/dev/null || ensure_packages python3 python3-pip
+    local missing=()
+    local m
+    for m in "${wanted[@]}"; do
+        python3 -c "import $m" 2>/dev/null || missing+=("$m")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    log "installing missing Python modules: ${missing[*]}"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check "${missing[@]}" >&2 || {
+        local debian=()
+        for m in "${missing[@]}"; do debian+=("python3-${m//_/-}"); done
+        ensure_packages "${debian[@]}"
+    }
+    for m in "${missing[@]}"; do
+        python3 -c "import $m" 2>/dev/null || fatal "python3 cannot import $m after installing it"
+    done
+}
+
+# ensure_pip_packages: installs TABSYNC_PIP_PACKAGES when an import or pin is missing.
+ensure_pip_packages() {
     command -v python3 >/dev/null || ensure_packages python3 python3-pip
     if python3 - <<'PY' 2>/dev/null; then return 0; fi
 import importlib.metadata as m, sys
-import cryptography, jwt, websockets
-sys.exit(0 if m.version("PyJWT") == "2.15.1" and m.version("websockets") == "17.4"
-         and int(m.version("pytest").split(".")[0]) >= 8 else 1)
+import cryptography, jwt
+sys.exit(0 if m.version("selenium") == "4.51.0" and int(m.version("pytest").split(".")[0]) >= 8
+         and m.version("PyJWT") == "2.15.1" and int(m.version("cryptography").split(".")[0]) >= 42 else 1)
 PY
     python3 -m pip --version >/dev/null 2>&1 || ensure_packages python3-pip
-    log "installing Python packages: ${TABSYNC_AUTH_PIP_PACKAGES[*]}"
-    python3 -m pip install -q --disable-pip-version-check "${TABSYNC_AUTH_PIP_PACKAGES[@]}" 2>/dev/null \
-        || python3 -m pip install -q --disable-pip-version-check --break-system-packages "${TABSYNC_AUTH_PIP_PACKAGES[@]}" \
-        || fatal "pip could not install: ${TABSYNC_AUTH_PIP_PACKAGES[*]}"
+    log "installing Python packages: ${TABSYNC_PIP_PACKAGES[*]}"
+    python3 -m pip install -q --disable-pip-version-check "${TABSYNC_PIP_PACKAGES[@]}" 2>/dev/null \
+        || python3 -m pip install -q --disable-pip-version-check --break-system-packages "${TABSYNC_PIP_PACKAGES[@]}" \
+        || fatal "pip could not install: ${TABSYNC_PIP_PACKAGES[*]}"
 }

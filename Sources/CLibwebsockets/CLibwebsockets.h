@@ -1,21 +1,27 @@
-/* Thin shim over libwebsockets 4.1.x for Swift: only what does not import on its own. */
+/* Thin shim over libwebsockets 4.1.x for Swift: only what does not import on its own.
+ * Every shim name starts with `clws_`. */
 #ifndef C_LIBWEBSOCKETS_H
 #define C_LIBWEBSOCKETS_H
 
 #include <libwebsockets.h>
 #include <string.h>
 #include <stdlib.h>
-#include "client_shim.h"
-#include "event_loop_shim.h"
+#include "clws_timer.h"
+#include "clws_event_loop.h"
+#include "tls_shim.h"
 
 /* LWS_PRE is a macro expression: the headroom lws_write needs before the payload. */
 static inline size_t clws_pre(void) { return LWS_PRE; }
 
-/* ------------------------------------------------------------------ server shim */
-
 /* Context / vhost option bits (64-bit macro expressions). */
 static inline uint64_t clws_option_validate_utf8(void) { return LWS_SERVER_OPTION_VALIDATE_UTF8; }
 static inline uint64_t clws_option_disable_ipv6(void) { return LWS_SERVER_OPTION_DISABLE_IPV6; }
+static inline uint64_t clws_option_ssl_global_init(void) { return (uint64_t)LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT; }
+
+/* info.port for a context that listens nowhere (clients only). */
+static inline int clws_port_no_listen(void) { return CONTEXT_PORT_NO_LISTEN; }
+
+/* ------------------------------------------------------------------ server shim */
 
 /*
  * Writes a whole HTTP/1 response (status line, Content-Type, Content-Length, optional extra
@@ -47,6 +53,77 @@ static inline int clws_http_respond(struct lws *wsi, unsigned int status, const 
     n = lws_write(wsi, start, (size_t)(p - start) + body_len, LWS_WRITE_HTTP_FINAL);
     free(buf);
     return n < 0 ? 1 : 0;
+}
+
+/*
+ * As clws_http_respond, with extra header lines: `headers` holds "Name: value\r\n" lines, each added
+ * with lws_add_http_header_by_name (so HTTP/2 gets them too). For the browser page's assets, whose
+ * answers carry Cache-Control, ETag and Content-Security-Policy. Returns 0 on success.
+ */
+static inline int clws_http_respond_with_headers(struct lws *wsi, unsigned int status,
+                                                 const char *content_type, const char *headers,
+                                                 const unsigned char *body, size_t body_len)
+{
+    size_t head_room = 4096;
+    size_t total = LWS_PRE + head_room + body_len;
+    unsigned char *buf = (unsigned char *)malloc(total);
+    unsigned char *start, *p, *end;
+    char name[128], value[2048];
+    const char *line = headers;
+    int n;
+
+    if (!buf)
+        return 1;
+    start = buf + LWS_PRE;
+    p = start;
+    end = start + head_room;
+    if (lws_add_http_common_headers(wsi, status, content_type, (lws_filepos_t)body_len, &p, end))
+        goto fail;
+    while (line && *line) {
+        const char *colon = strchr(line, ':');
+        const char *eol = strstr(line, "\r\n");
+        size_t name_len, value_len;
+        if (!colon || !eol || colon > eol)
+            goto fail;
+        name_len = (size_t)(colon - line) + 1; /* lws wants the name with its colon */
+        if (name_len >= sizeof(name))
+            goto fail;
+        memcpy(name, line, name_len);
+        name[name_len] = '\0';
+        colon++;
+        while (*colon == ' ')
+            colon++;
+        value_len = (size_t)(eol - colon);
+        if (value_len >= sizeof(value))
+            goto fail;
+        memcpy(value, colon, value_len);
+        value[value_len] = '\0';
+        if (lws_add_http_header_by_name(wsi, (const unsigned char *)name, (const unsigned char *)value,
+                                        (int)value_len, &p, end))
+            goto fail;
+        line = eol + 2;
+    }
+    if (lws_finalize_http_header(wsi, &p, end))
+        goto fail;
+    if (body_len)
+        memcpy(p, body, body_len);
+    n = lws_write(wsi, start, (size_t)(p - start) + body_len, LWS_WRITE_HTTP_FINAL);
+    free(buf);
+    return n < 0 ? 1 : 0;
+fail:
+    free(buf);
+    return 1;
+}
+
+/* The If-None-Match request header into buf; returns its length, 0 when absent, -1 on overflow. */
+static inline int clws_request_if_none_match(struct lws *wsi, char *buf, int len)
+{
+    if (!lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_IF_NONE_MATCH)) {
+        if (len > 0)
+            buf[0] = '\0';
+        return 0;
+    }
+    return lws_hdr_copy(wsi, buf, len, WSI_TOKEN_HTTP_IF_NONE_MATCH);
 }
 
 /* The uri of the current HTTP request (or upgrade request) into buf; returns its length or -1. */

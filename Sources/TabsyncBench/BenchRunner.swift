@@ -15,7 +15,7 @@ public enum BenchRunner {
             workspaces: configuration.workspaces, clientsPerWorkspace: configuration.clientsPerWorkspace,
             connections: configuration.connections, rate: configuration.rate, duration: configuration.duration,
             warmup: configuration.warmup, mix: configuration.mix, ramp: configuration.ramp, seed: configuration.seed,
-            ack: LatencySummary(generator.ack), delivery: LatencySummary(generator.delivery))
+            ack: LatencySummary(generator.measurement.ack), delivery: LatencySummary(generator.measurement.delivery))
         report.loadAverageStart = ProcessSample.loadAverage()
         let pid = configuration.serverPid
         let before = pid.flatMap(ProcessSample.read)
@@ -28,30 +28,31 @@ public enum BenchRunner {
         }
 
         generator.connectAll()
-        let connectSeconds = Double(generator.connectDoneAt - generator.connectStartedAtForReport) / 1e9
+        let connectSeconds = generator.schedule.connectSeconds
+        let connectedCount = generator.measurement.connected
         report.connect.attempted = configuration.connections
-        report.connect.connected = generator.connected
-        report.connect.failed = configuration.connections - generator.connected
-        report.connect.failures = generator.connectFailures
+        report.connect.connected = connectedCount
+        report.connect.failed = configuration.connections - connectedCount
+        report.connect.failures = generator.measurement.connectFailures
         report.connect.seconds = connectSeconds
-        report.connect.perSecond = connectSeconds > 0 ? Double(generator.connected) / connectSeconds : 0
-        report.connect.time = LatencySummary(generator.connectTimes)
+        report.connect.perSecond = connectSeconds > 0 ? Double(connectedCount) / connectSeconds : 0
+        report.connect.time = LatencySummary(generator.measurement.connectTimes)
         let connected = pid.flatMap(ProcessSample.read)
         if let before, let connected {
             report.serverProcess?.rssBeforeBytes = before.rssBytes
             report.serverProcess?.rssConnectedBytes = connected.rssBytes
-            if generator.connected > 0 {
+            if connectedCount > 0 {
                 report.serverProcess?.rssPerConnectionBytes =
-                    Double(connected.rssBytes - before.rssBytes) / Double(generator.connected)
+                    Double(connected.rssBytes - before.rssBytes) / Double(connectedCount)
             }
         }
-        if generator.connected == 0 {
+        if connectedCount == 0 {
             report.notes.append("no connection reached the server: nothing was measured")
             generator.closeAll()
             report.loadAverageEnd = ProcessSample.loadAverage()
-            return BenchResult(report: report, ack: generator.ack, delivery: generator.delivery)
-        } else if generator.connected < configuration.connections {
-            report.notes.append("\(configuration.connections - generator.connected) of \(configuration.connections) connections did not open")
+            return BenchResult(report: report, ack: generator.measurement.ack, delivery: generator.measurement.delivery)
+        } else if connectedCount < configuration.connections {
+            report.notes.append("\(configuration.connections - connectedCount) of \(configuration.connections) connections did not open")
         }
 
         if configuration.searchMax {
@@ -69,14 +70,14 @@ public enum BenchRunner {
             generator.closeAll()
             report.loadAverageEnd = ProcessSample.loadAverage()
             let histograms = search.best?.measurement ?? search.last
-            return BenchResult(report: report, ack: histograms?.ack ?? generator.ack,
-                               delivery: histograms?.delivery ?? generator.delivery)
+            return BenchResult(report: report, ack: histograms?.ack ?? generator.measurement.ack,
+                               delivery: histograms?.delivery ?? generator.measurement.delivery)
         }
 
         let measurement = measure(generator, rate: configuration.rate, warmup: configuration.warmup,
                                   duration: configuration.duration, pid: pid)
         fill(&report, from: measurement)
-        if generator.timeUp { report.notes.append("stopped by --time-limit") }
+        if generator.schedule.timeUp { report.notes.append("stopped by --time-limit") }
         generator.closeAll()
         if let pid, let end = ProcessSample.read(pid: pid) { report.serverProcess?.rssEndBytes = end.rssBytes }
         report.loadAverageEnd = ProcessSample.loadAverage()
@@ -101,8 +102,8 @@ public enum BenchRunner {
         return try outcome.get()
     }
 
-    /// The figures of one measured window.
-    struct Measurement {
+    /// The figures of one measured window, as the report takes them.
+    struct MeasuredWindow {
         var rate: Double
         var seconds: Double
         var ops = BenchReport.Ops()
@@ -115,7 +116,7 @@ public enum BenchRunner {
         var serverErrors: [String: Int]
     }
 
-    static func measure(_ generator: LoadGenerator, rate: Double, warmup: Double, duration: Double, pid: Int32?) -> Measurement {
+    static func measure(_ generator: LoadGenerator, rate: Double, warmup: Double, duration: Double, pid: Int32?) -> MeasuredWindow {
         var startServer: ProcessSample?
         var endServer: ProcessSample?
         var startCPU = 0.0
@@ -130,28 +131,18 @@ public enum BenchRunner {
         }
         generator.load(rate: rate, warmup: warmup, duration: duration)
         let seconds = generator.measuredSeconds
-        var ops = BenchReport.Ops()
-        ops.sent = generator.sent
-        ops.applied = generator.applied
-        ops.rejected = generator.rejected
-        ops.rejectedByCode = generator.rejectedByCode
-        ops.unanswered = max(0, generator.outstanding)
-        ops.notSent = generator.notSent
-        ops.appliedPerSecond = Double(generator.applied) / seconds
-        ops.deliveries = generator.deliveries
-        ops.expectedDeliveries = generator.expectedDeliveries
-        ops.deliveriesPerSecond = Double(generator.deliveries) / seconds
-        ops.bytesPerDelivery = generator.deliveryMessages > 0 ? Double(generator.deliveryBytes) / Double(generator.deliveryMessages) : 0
+        let figures = generator.measurement
+        let ops = figures.ops(seconds: seconds, expectedDeliveries: generator.expectedDeliveries)
         var serverCPU: Double?
         if let startServer, let endServer { serverCPU = endServer.cpuSeconds - startServer.cpuSeconds }
-        return Measurement(
-            rate: rate, seconds: seconds, ops: ops, ack: generator.ack, delivery: generator.delivery,
-            sendLagP99Ms: Double(generator.sendLag.valueAtPercentile(99)) / 1000,
+        return MeasuredWindow(
+            rate: rate, seconds: seconds, ops: ops, ack: figures.ack, delivery: figures.delivery,
+            sendLagP99Ms: Double(figures.sendLag.valueAtPercentile(99)) / 1000,
             generatorCPUPercent: (endCPU - startCPU) / seconds * 100,
-            serverCPUSeconds: serverCPU, disconnects: generator.disconnects, serverErrors: generator.serverErrors)
+            serverCPUSeconds: serverCPU, disconnects: figures.disconnects, serverErrors: figures.serverErrors)
     }
 
-    static func fill(_ report: inout BenchReport, from measurement: Measurement) {
+    static func fill(_ report: inout BenchReport, from measurement: MeasuredWindow) {
         report.window = measurement.seconds
         report.ops = measurement.ops
         report.ack = LatencySummary(measurement.ack)
@@ -192,23 +183,18 @@ public enum BenchRunner {
 
     struct Search {
         var trials: [BenchReport.Trial] = []
-        var best: (rate: Double, measurement: Measurement)?
-        var last: Measurement?
+        var best: (rate: Double, measurement: MeasuredWindow)?
+        var last: MeasuredWindow?
     }
 
-    /// Feedback search over open-loop trials on the same connections: the rate doubles while a trial
-    /// passes (delivery p99 — ack p99 with one client per workspace — under the bound, ≥ 95% of the
-    /// offered rate applied, nothing unanswered), then bisects between the best pass and the first
-    /// failure until they are within 10%, at most 16 trials. A rate that misses only the p99 bound is
-    /// tried once more before it counts as failed: on a shared machine one stall of a few tens of ms
-    /// in a 3 s trial decides its p99, and the search should not stop below the rate on one stall.
+    /// Feedback search over open-loop trials on the same connections, rates chosen by
+    /// ``Schedule/RateSearch``. A trial passes when its delivery p99 (ack p99 with one client per
+    /// workspace) is under the bound, ≥ 95% of the offered rate was applied and nothing is unanswered.
     static func searchMax(_ generator: LoadGenerator, _ configuration: BenchConfiguration, _ report: inout BenchReport) -> Search {
         var search = Search()
-        var low = 0.0
-        var high: Double?
-        var rate = configuration.rate
-        var retried = false
-        for _ in 0..<16 {
+        var rates = Schedule.RateSearch(start: configuration.rate)
+        for _ in 0..<Schedule.RateSearch.maxTrials {
+            let rate = rates.rate
             let measurement = measure(generator, rate: rate, warmup: configuration.warmup,
                                       duration: configuration.duration, pid: configuration.serverPid)
             search.last = measurement
@@ -216,7 +202,7 @@ public enum BenchRunner {
                 ? Double(measurement.delivery.valueAtPercentile(99)) / 1000
                 : Double(measurement.ack.valueAtPercentile(99)) / 1000
             var reason = "ok"
-            if generator.timeUp {
+            if generator.schedule.timeUp {
                 search.trials.append(BenchReport.Trial(
                     rate: rate, appliedPerSecond: measurement.ops.appliedPerSecond,
                     deliveriesPerSecond: measurement.ops.deliveriesPerSecond, ackP99: 0, deliveryP99: 0,
@@ -234,23 +220,18 @@ public enum BenchRunner {
                 deliveriesPerSecond: measurement.ops.deliveriesPerSecond,
                 ackP99: Double(measurement.ack.valueAtPercentile(99)) / 1000,
                 deliveryP99: Double(measurement.delivery.valueAtPercentile(99)) / 1000, passed: passed, reason: reason))
-            if generator.connected == 0 || generator.timeUp { break }
-            if !passed && !retried && p99 > configuration.p99Bound && measurement.ops.appliedPerSecond >= 0.95 * rate
-                && measurement.ops.unanswered == 0 {
-                retried = true
-                continue
-            }
-            retried = false
+            if generator.measurement.connected == 0 || generator.schedule.timeUp { break }
+            let verdict: Schedule.RateSearch.Verdict
             if passed {
-                low = rate
+                verdict = .passed
                 search.best = (rate, measurement)
-                rate = high.map { (low + $0) / 2 } ?? rate * 2
+            } else if p99 > configuration.p99Bound && measurement.ops.appliedPerSecond >= 0.95 * rate
+                        && measurement.ops.unanswered == 0 {
+                verdict = .missedOnlyTheBound
             } else {
-                high = rate
-                if low == 0 { rate /= 2 } else { rate = (low + rate) / 2 }
+                verdict = .failed
             }
-            if let high, low > 0, (high - low) / high < 0.1 { break }
-            if rate < 1 { break }
+            guard rates.record(verdict) else { break }
         }
         return search
     }

@@ -1,13 +1,15 @@
 import CLibwebsockets
 import Foundation
 import Synchronization
+import TabsyncLoop
 
 /// One libwebsockets client context and the thread that services it; any number of connections
 /// (``TabsyncClient``s) share it.
 ///
 /// Thread rule: the loop thread owns every connection's state (sockets, receive buffers, send
-/// queues, retry timers). Other threads only append commands to a `Mutex` inbox and wake the
-/// loop with `lws_cancel_service`; the loop drains the inbox in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
+/// queues, retry timers). Other threads only append commands to a `Mutex` inbox (`LoopInbox`) and
+/// wake the loop with `lws_cancel_service`; the loop drains the inbox in
+/// `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
 /// A connection costs a few small objects, its lws state and its replica (about 11 KB measured in a
 /// debug build with 3,000 connections, `ScaleTests`); no thread per connection.
 ///
@@ -31,8 +33,10 @@ public final class ClientLoop: Sendable {
         /// Raise the soft open-file limit to the hard one before creating the context (one fd per
         /// connection; lws sizes its tables from the limit at creation).
         public var raiseFileLimit = true
-        /// lws's log mask (`LLL_*` bits), set when the loop starts; nil leaves it alone. lws logs
-        /// process-wide to stderr; the default keeps errors and warnings only.
+        /// lws's log mask (`LLL_*` bits), asked when the loop starts; nil asks nothing. lws' log is
+        /// process-wide: the mask in force is the union of every mask asked in the process (the
+        /// server's too), and lines go to stderr, rate-limited. The default asks errors and
+        /// warnings only.
         public var libraryLogLevel: Int32? = Int32(LLL_ERR) | Int32(LLL_WARN)
         /// Connection attempts (TCP, TLS, upgrade) in flight at once; more wait their turn, so
         /// thousands of clients started together do not overflow the server's accept backlog.
@@ -44,7 +48,7 @@ public final class ClientLoop: Sendable {
         public init() {}
     }
 
-    let inbox: LoopInbox
+    let inbox: LoopInbox<LoopCommand>
     private let finished = DispatchSemaphore(value: 0)
     private let loopThreadId: Atomic<UInt>
     private let nextConnectionId = Atomic<UInt64>(1)
@@ -70,7 +74,7 @@ public final class ClientLoop: Sendable {
 
     deinit {
         if isLoopThread {
-            inbox.stop()  // the thread finishes on its own; it cannot wait for itself
+            inbox.postFinal(.stop)  // the thread finishes on its own; it cannot wait for itself
         } else {
             shutdown()
         }
@@ -79,7 +83,7 @@ public final class ClientLoop: Sendable {
     /// Closes every connection and stops the loop thread; waits for it to finish. Idempotent.
     public func shutdown() {
         precondition(!isLoopThread, "ClientLoop.shutdown() must not be called from the loop thread")
-        inbox.stop()
+        inbox.postFinal(.stop)
         finished.wait()
         finished.signal()  // later callers return at once
     }
@@ -89,7 +93,7 @@ public final class ClientLoop: Sendable {
         loopThreadId.load(ordering: .acquiring) == UInt(pthread_self())
     }
 
-    /// Queues `command` for the loop; false when the loop has stopped.
+    /// Queues `command` for the loop; false once the loop is stopping or stopped.
     @discardableResult
     func send(_ command: LoopCommand) -> Bool {
         inbox.post(command)
@@ -98,72 +102,6 @@ public final class ClientLoop: Sendable {
     func makeConnectionId() -> UInt64 {
         nextConnectionId.wrappingAdd(1, ordering: .relaxed).oldValue
     }
-}
-
-/// The commands other threads hand to the loop thread, shared by `ClientLoop` and `LoopCore`.
-final class LoopInbox: Sendable {
-    private let state: Mutex<Inbox>
-
-    init(context: ContextHandle) {
-        state = Mutex(Inbox(context: context))
-    }
-
-    /// Queues a command and wakes the loop; false once the loop is stopping or stopped.
-    func post(_ command: LoopCommand) -> Bool {
-        state.withLock { inbox in
-            guard inbox.running, !inbox.stopping else { return false }
-            inbox.post(command)
-            return true
-        }
-    }
-
-    /// Asks the loop to stop (once).
-    func stop() {
-        state.withLock { inbox in
-            guard inbox.running, !inbox.stopping else { return }
-            inbox.post(.stop)
-            inbox.stopping = true
-        }
-    }
-
-    /// Takes every queued command. Loop thread only.
-    func drain() -> [LoopCommand] {
-        state.withLock { inbox in
-            let commands = inbox.commands
-            inbox.commands = []
-            return commands
-        }
-    }
-
-    /// Called by the loop thread before it destroys the context: nobody wakes it after this.
-    func markStopped() {
-        state.withLock { $0.running = false }
-    }
-}
-
-/// The loop's pending commands and whether it still runs. Guarded by `ClientLoop.inbox`.
-struct Inbox: Sendable {
-    let context: ContextHandle
-    var commands: [LoopCommand] = []
-    var running = true
-    var stopping = false
-
-    /// Appends a command and wakes the loop when the inbox was empty (one wakeup per batch).
-    /// Called with the inbox lock held, so the context cannot be destroyed meanwhile.
-    mutating func post(_ command: LoopCommand) {
-        let wasEmpty = commands.isEmpty
-        commands.append(command)
-        if wasEmpty { lws_cancel_service(context.pointer) }
-    }
-}
-
-/// The lws context pointer, carried across threads only to call `lws_cancel_service`.
-///
-/// `@unchecked Sendable`: `lws_cancel_service` is lws's documented thread-safe call, and it is
-/// only made with the inbox lock held while `running` is true; the loop thread sets `running`
-/// to false under that lock before it destroys the context.
-struct ContextHandle: @unchecked Sendable {
-    let pointer: OpaquePointer
 }
 
 /// What other threads ask of the loop.
@@ -179,7 +117,7 @@ enum LoopCommand: Sendable {
     case close(id: UInt64, code: UInt16, reason: String)
     /// Shuts the socket down abruptly, without a close frame, as a network failure would.
     case drop(id: UInt64)
-    /// Stops the loop.
+    /// Stops the loop (posted last: the inbox refuses commands after it).
     case stop
 }
 

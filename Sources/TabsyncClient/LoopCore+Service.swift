@@ -1,5 +1,6 @@
 import CLibwebsockets
 import Foundation
+import TabsyncLoop
 
 /// The loop thread's work: lws callbacks, inbox commands, connects, writes and retry timers.
 /// Everything here runs on the loop thread.
@@ -75,7 +76,9 @@ extension LoopCore {
     // MARK: commands
 
     private func drainInbox() {
-        for command in inbox.drain() {
+        inbox.take(into: &commands)
+        defer { commands.removeAll(keepingCapacity: true) }
+        for command in commands {
             switch command {
             case .open(let id, let owner, let url, let subprotocol, let backoff, let allowSelfSigned):
                 guard !stopping else {
@@ -173,14 +176,15 @@ extension LoopCore {
         info.port = Int32(connection.url.port)
         info.path = UnsafePointer(connection.cPath)
         info.host = UnsafePointer(connection.cHost)
-        info.origin = UnsafePointer(connection.cHost)
+        // No Origin header: this is not a browser page (servers refuse origins they do not allow).
         info.protocol = UnsafePointer(connection.cProtocol)
         info.opaque_user_data = connection.opaqueTag
         var flags: Int32 = 0
         if connection.url.usesTLS {
             flags |= Int32(LCCSCF_USE_SSL.rawValue)
             if connection.allowSelfSigned {
-                flags |= Int32(LCCSCF_ALLOW_SELFSIGNED.rawValue | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK.rawValue)
+                flags |= Int32(LCCSCF_ALLOW_SELFSIGNED.rawValue | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK.rawValue
+                    | LCCSCF_ALLOW_INSECURE.rawValue | LCCSCF_ALLOW_EXPIRED.rawValue)
             }
         }
         info.ssl_connection = flags
@@ -280,8 +284,7 @@ extension LoopCore {
         guard let first = timers.first else { return }
         if let armed = timerArmedFor, armed <= first.deadline { return }
         timerArmedFor = first.deadline
-        let wait = max(.zero, first.deadline - .now)
-        lws_sul_schedule(context, 0, &timer.pointee.sul, timerFired, max(1, wait.microseconds))
+        timer.schedule(after: max(.zero, first.deadline - .now))
     }
 
     func runDueTimers() {
@@ -351,18 +354,7 @@ extension LoopCore {
         // HTTP/1 WebSockets); lws buffers a partial send itself and calls back when drained.
         while connection.hasQueued {
             let frame = connection.queue[connection.queueHead]
-            if frame.count > scratchCapacity {
-                scratch.deallocate()
-                scratchCapacity = max(frame.count, scratchCapacity * 2)
-                scratch = .allocate(byteCount: pre + scratchCapacity, alignment: 16)
-            }
-            let payload = scratch + pre
-            frame.withUnsafeBytes { bytes in
-                if let base = bytes.baseAddress { payload.copyMemory(from: base, byteCount: bytes.count) }
-            }
-            let kind = connection.binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT
-            let written = lws_write(wsi, payload.assumingMemoryBound(to: UInt8.self), frame.count, kind)
-            if written < frame.count { return -1 }
+            if writer.write(frame, binary: connection.binary, to: wsi) < frame.count { return -1 }
             connection.dequeue()
             if !connection.hasQueued { refill(connection) }
             if lws_send_pipe_choked(wsi) != 0 { break }

@@ -1,24 +1,16 @@
 import CLibwebsockets
 import Foundation
 import Synchronization
+import TabsyncLoop
 
-/// The lws callback for every client connection: finds the loop core through the context's
-/// user pointer and hands the call to it. Runs on the loop thread.
+/// The lws callback for every client connection: finds the loop core as the event loop's owner
+/// and hands the call to it. Runs on the loop thread.
 private func clientCallback(
     wsi: OpaquePointer?, reason: lws_callback_reasons, user: UnsafeMutableRawPointer?,
     input: UnsafeMutableRawPointer?, length: Int
 ) -> Int32 {
-    guard let wsi, let context = lws_get_context(wsi), let slot = lws_context_user(context),
-          let raw = slot.assumingMemoryBound(to: UnsafeMutableRawPointer?.self).pointee
-    else { return 0 }
-    let core = Unmanaged<LoopCore>.fromOpaque(raw).takeUnretainedValue()
+    guard let wsi, let core = EventLoop.owner(of: wsi, as: LoopCore.self) else { return 0 }
     return core.handle(wsi: wsi, reason: reason, input: input, length: length)
-}
-
-/// The loop's single lws timer fired: run the retries that are due.
-func timerFired(sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
-    guard let sul, let raw = ctsc_timer_owner(sul) else { return }
-    Unmanaged<LoopCore>.fromOpaque(raw).takeUnretainedValue().runDueTimers()
 }
 
 /// The loop thread's id, published once the thread runs.
@@ -38,26 +30,30 @@ final class ThreadIdPromise: Sendable {
     }
 }
 
-/// Everything the loop thread owns: the lws context, the connection table, the retry timers.
+/// Everything the loop thread owns: the lws context (an ``EventLoop`` on lws' poll() loop), the
+/// connection table, the retry timers.
 ///
 /// `@unchecked Sendable`: the object crosses to the loop thread once, when the thread starts;
 /// after `init` every mutable property is touched only on that thread (inside `run()` and the
 /// lws callbacks it drives). Other threads reach it only through `inbox` (a `Mutex`) and
 /// `threadId` (atomic), which are Sendable on their own.
 final class LoopCore: @unchecked Sendable {
-    let context: OpaquePointer
-    let inbox: LoopInbox
+    let eventLoop: EventLoop
+    let inbox: LoopInbox<LoopCommand>
     let threadId = ThreadIdPromise()
     let options: ClientLoop.Options
     let protocols: UnsafeMutablePointer<lws_protocols>
     let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
-    let timer: UnsafeMutablePointer<ctsc_timer>
-    let userSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
-    let pre = Int(clws_pre())
-    var scratch: UnsafeMutableRawPointer
-    var scratchCapacity: Int
+    /// The one lws timer, pointed at the earliest retry deadline (``runDueTimers()``).
+    private(set) var timer: LoopTimer!
+    /// Writes each frame through one buffer with lws' headroom.
+    let writer = ScratchWriter()
+
+    var context: OpaquePointer { eventLoop.context }
 
     // Loop thread only, from here on.
+    /// Commands taken from the inbox, being handled (kept to reuse its storage).
+    var commands: [LoopCommand] = []
     var connections: [UInt64: LoopConnection] = [:]
     var timers = TimerHeap()
     var timerArmedFor: ContinuousClock.Instant?
@@ -80,18 +76,14 @@ final class LoopCore: @unchecked Sendable {
         retryPolicy.initialize(to: lws_retry_bo_t())
         retryPolicy.pointee.secs_since_valid_ping = options.pingAfterSeconds
         retryPolicy.pointee.secs_since_valid_hangup = options.hangupAfterSeconds
-        timer = .allocate(capacity: 1)
-        memset(timer, 0, MemoryLayout<ctsc_timer>.size)
-        scratchCapacity = 16 << 10
-        scratch = .allocate(byteCount: pre + scratchCapacity, alignment: 16)
 
-        if let level = options.libraryLogLevel { lws_set_log_level(level, nil) }
-        if options.raiseFileLimit { Self.raiseFileLimit() }
+        if let level = options.libraryLogLevel { LWSLog.request(level) }
+        if options.raiseFileLimit { FileLimit.raise() }
 
         var info = lws_context_creation_info()
-        info.port = ctsc_port_no_listen()
+        info.port = clws_port_no_listen()
         info.protocols = UnsafePointer(protocols)
-        info.options = ctsc_option_ssl_global_init()
+        info.options = clws_option_ssl_global_init()
         info.gid = -1
         info.uid = -1
         info.timeout_secs = options.connectTimeoutSeconds
@@ -100,43 +92,27 @@ final class LoopCore: @unchecked Sendable {
         let caFile = options.caFile.map { strdup($0) }
         defer { caFile.map { free($0) } }
         if let caFile { info.client_ssl_ca_filepath = UnsafePointer(caFile) }
-        // The context's user pointer is a slot that receives `self` once initialised; callbacks
-        // during creation (PROTOCOL_INIT) find it empty and are ignored. Unretained: the loop
-        // thread keeps the core alive until after it destroys the context.
-        userSlot = .allocate(capacity: 1)
-        userSlot.initialize(to: nil)
-        info.user = UnsafeMutableRawPointer(userSlot)
-        guard let created = lws_create_context(&info) else {
+        // The owner is set once `self` is initialised; callbacks during creation (PROTOCOL_INIT)
+        // find none and are ignored. Unretained: the loop thread keeps the core alive until after
+        // it destroys the context.
+        do {
+            eventLoop = try EventLoop(info, backend: .poll, fallbackToPoll: false)
+        } catch {
             free(UnsafeMutableRawPointer(mutating: protocols[0].name))
             protocols.deallocate()
             retryPolicy.deallocate()
-            timer.deallocate()
-            scratch.deallocate()
-            userSlot.deallocate()
             throw .loopUnavailable("lws_create_context failed")
         }
-        context = created
-        inbox = LoopInbox(context: ContextHandle(pointer: created))
-        timer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
-        userSlot.pointee = Unmanaged.passUnretained(self).toOpaque()
+        inbox = LoopInbox()
+        inbox.attach(eventLoop)
+        timer = LoopTimer(on: eventLoop) { [unowned self] in self.runDueTimers() }
+        eventLoop.setOwner(self)
     }
 
     deinit {
         free(UnsafeMutableRawPointer(mutating: protocols[0].name))
         protocols.deallocate()
         retryPolicy.deallocate()
-        timer.deallocate()
-        scratch.deallocate()
-        userSlot.deallocate()
-    }
-
-    /// Raises the soft `RLIMIT_NOFILE` to the hard limit: lws sizes its fd table from it when the
-    /// context is created, and every connection is one fd.
-    static func raiseFileLimit() {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-        limit.rlim_cur = limit.rlim_max
-        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     /// The loop thread's body: services lws until told to stop, then destroys the context.
@@ -145,10 +121,10 @@ final class LoopCore: @unchecked Sendable {
         while true {
             // Stopping: keep servicing until every close handshake is done or the grace runs out.
             if stopping, connections.isEmpty || stopDeadline.map({ ContinuousClock.now >= $0 }) ?? true { break }
-            if lws_service(context, 0) < 0 { break }
+            if !eventLoop.runOnce() { break }
         }
         stopping = true
-        inbox.markStopped()
+        inbox.close()
         // Tell every owner its connection is gone for good, then let lws close the sockets.
         let remaining = connections.values
         connections = [:]
@@ -157,6 +133,7 @@ final class LoopCore: @unchecked Sendable {
             connection.releaseStrings()
             connection.owner.loopForgotten()
         }
-        lws_context_destroy(context)
+        timer.cancel()
+        eventLoop.destroy()
     }
 }

@@ -25,7 +25,8 @@ public final class TabsyncClient: Sendable {
         /// The subprotocol: `.proto` (binary) by default, or `.json`.
         public var format: WireFormat
         public var backoff: Backoff
-        /// Accept a self-signed or mismatched certificate on `wss://` (for tests only).
+        /// Accept any certificate on `wss://` (self-signed, an unknown issuer, expired, another
+        /// name): no protection against an impostor. For tests only.
         public var allowSelfSignedCertificates: Bool
         /// Called for every event, in order, on the thread that caused it (mostly the loop
         /// thread), while the client's lock is held: keep it short and do not call the client

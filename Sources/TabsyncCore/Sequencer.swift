@@ -4,7 +4,10 @@
 ///
 /// Guarantees: a seq is consumed at most once per client and an op is applied at most once; every
 /// applied op keeps the workspace's invariants; versions are contiguous; a refused op changes nothing
-/// but the client's last consumed seq. Pure value type: copy it to roll back.
+/// but the client's last consumed seq. A key computed before a rekey is translated through every
+/// rekey since its `baseVersion`, or refused `INVALID_ARGUMENT` when one of those rekeys has left the
+/// log window (see ``forgottenRekeysThrough``): it is never read against keys it was not computed
+/// for. Pure value type: copy it to roll back.
 public struct Sequencer: Sendable {
     public private(set) var workspace: Workspace
     public var limits: Limits
@@ -15,6 +18,10 @@ public struct Sequencer: Sendable {
     public private(set) var log: [AppliedOp]
     /// Rekeys whose version is still within the log window, ascending.
     public private(set) var rekeys: [RekeyRecord]
+    /// Every rekey after this version is in ``rekeys``; a rekey at or before it may have been dropped
+    /// with the log. A key place whose `baseVersion` (> 0) is below it cannot be translated (rule 7)
+    /// and is refused. 0 while nothing has been dropped.
+    public private(set) var forgottenRekeysThrough: UInt64
     /// Answers to recently consumed seqs (applied or rejected), for resubmissions.
     private var answers: [ClientSeq: Answer]
 
@@ -56,15 +63,20 @@ public struct Sequencer: Sendable {
     /// the workspace's version), the last consumed seq per client, the refusals still to be answered
     /// again (oldest first), and the rekeys within the log window (ascending), so that keys computed
     /// before a rekey are still translated after a restart.
+    ///
+    /// `forgottenRekeysThrough` is ``forgottenRekeysThrough`` as it was; when it is not known, any
+    /// version before the log may have held a rekey: the version just before the log's first (the
+    /// workspace's version for an empty log).
     public init(
         workspace: Workspace, limits: Limits, log: [AppliedOp] = [], lastSeqs: [String: UInt64] = [:],
-        rejections: [Rejection] = [], rekeys: [RekeyRecord] = []
+        rejections: [Rejection] = [], rekeys: [RekeyRecord] = [], forgottenRekeysThrough: UInt64? = nil
     ) {
         self.workspace = workspace
         self.limits = limits
         self.log = log
         self.lastSeqs = lastSeqs
         self.rekeys = rekeys
+        self.forgottenRekeysThrough = forgottenRekeysThrough ?? log.first.map { $0.version - 1 } ?? workspace.version
         self.answers = [:]
         for applied in log where !applied.clientId.isEmpty {
             answers[ClientSeq(clientId: applied.clientId, seq: applied.seq)] = .applied(applied)
@@ -144,6 +156,11 @@ public struct Sequencer: Sendable {
         if let key = Self.submittedKey(of: op) {
             try Validation.checkKey(key)
             if baseVersion > 0 {
+                if baseVersion < forgottenRekeysThrough, usesPlace(op) {
+                    throw .invalidArgument(
+                        "key \(key) was computed at version \(baseVersion), before a rekey this server no longer "
+                            + "holds (it holds those after version \(forgottenRekeysThrough)): compute it again")
+                }
                 var translated = key
                 for rekey in rekeys where rekey.version > baseVersion { translated = rekey.translate(translated) }
                 op = Self.replacingKey(of: op, with: translated)
@@ -164,6 +181,15 @@ public struct Sequencer: Sendable {
         }
         result.append(record(resolution, clientId: clientId, seq: seq))
         return result
+    }
+
+    /// Whether `op`'s place would decide where a tab goes: false only for an `open` that activates a
+    /// tab that is there (its place is not used).
+    private func usesPlace(_ op: Operation) -> Bool {
+        guard case .open(let tab, _) = op,
+            case .activate? = (try? workspace.resolve(.open(tab: tab, place: .end), limits: limits))?.op
+        else { return true }
+        return false
     }
 
     /// Commits a resolution and appends it to the log.
@@ -187,6 +213,9 @@ public struct Sequencer: Sendable {
         }
         log.removeFirst(drop)
         let oldest = log.first?.version ?? workspace.version
+        if let newestDropped = rekeys.last(where: { $0.version < oldest }) {
+            forgottenRekeysThrough = max(forgottenRekeysThrough, newestDropped.version)
+        }
         rekeys.removeAll { $0.version < oldest }
     }
 

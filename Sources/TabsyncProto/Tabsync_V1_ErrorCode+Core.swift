@@ -2,7 +2,7 @@ import TabsyncCore
 
 extension Tabsync_V1_ErrorCode {
     /// The wire value of a core code. Every core code has one.
-    public init(_ code: ErrorCode) {
+    init(_ code: ErrorCode) {
         switch code {
         case .invalidArgument: self = .invalidArgument
         case .tabExists: self = .tabExists

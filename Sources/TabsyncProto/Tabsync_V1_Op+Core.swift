@@ -85,7 +85,7 @@ extension Operation {
 
 extension Tabsync_V1_Place {
     /// The wire form of a place, or nil for `.end`: the end is sent as an absent place.
-    public init?(_ place: Place) {
+    init?(_ place: Place) {
         self.init()
         switch place {
         case .end: return nil
@@ -108,7 +108,7 @@ extension Place {
 }
 
 extension Tabsync_V1_Activate {
-    public init(_ target: ActivateTarget) {
+    init(_ target: ActivateTarget) {
         self.init()
         switch target {
         case let .tabId(tabId): self.target = .tabID(tabId)
@@ -120,7 +120,7 @@ extension Tabsync_V1_Activate {
 extension ActivateTarget {
     /// - Throws: ``ConversionError/activateTargetMissing`` when neither field is set.
     ///   An explicitly set empty `tabId` converts to `.tabId("")` (refused by `apply`).
-    public init(_ activate: Tabsync_V1_Activate) throws(ConversionError) {
+    init(_ activate: Tabsync_V1_Activate) throws(ConversionError) {
         switch activate.target {
         case nil: throw .activateTargetMissing
         case let .tabID(tabId)?: self = .tabId(tabId)
@@ -132,7 +132,7 @@ extension ActivateTarget {
 extension Tabsync_V1_Update {
     /// The wire form of an update: exactly the present fields are set (an empty string included,
     /// which clears url, icon or badge).
-    public init(_ update: TabUpdate) {
+    init(_ update: TabUpdate) {
         self.init()
         tabID = update.tabId
         if let title = update.title { self.title = title }

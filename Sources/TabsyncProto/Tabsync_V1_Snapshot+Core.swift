@@ -29,7 +29,7 @@ extension Workspace {
 extension Tabsync_V1_Limits {
     /// The limits a client is told in `Welcome.limits` (values over `UInt32.max` are sent as
     /// `UInt32.max`, negative ones as 0).
-    public init(_ limits: Limits) {
+    init(_ limits: Limits) {
         self.init()
         maxTabs = UInt32(clamping: limits.maxTabs)
         maxFrameBytes = UInt32(clamping: limits.maxFrameBytes)

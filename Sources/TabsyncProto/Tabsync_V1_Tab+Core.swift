@@ -2,7 +2,7 @@ import TabsyncCore
 
 extension Tabsync_V1_Tab {
     /// The wire form of a tab; every field is copied (empty text is simply not sent).
-    public init(_ tab: Tab) {
+    init(_ tab: Tab) {
         self.init()
         id = tab.id
         title = tab.title
@@ -24,7 +24,7 @@ extension Tab {
 }
 
 extension Tabsync_V1_TabKey {
-    public init(_ tabKey: TabKey) {
+    init(_ tabKey: TabKey) {
         self.init()
         tabID = tabKey.tabId
         key = tabKey.key

@@ -12,6 +12,10 @@ struct Metrics {
     /// Writes (`lws_write` calls) that carried those messages: fewer when several share one send.
     var writesOut: UInt64 = 0
     var slowConsumerCloses: UInt64 = 0
+    /// Connections turned away at accept or at the upgrade, by reason.
+    var connectionsRefused: [ConnectionRefusal: UInt64] = [:]
+    /// Certificate reloads, by outcome (true: the new pair is served).
+    var certificateReloads: [Bool: UInt64] = [:]
     var commitBatchOps = Histogram(bounds: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000])
     /// Time the store took for one group commit (on the store thread, from call to return).
     var commitSeconds = Histogram(bounds: [
@@ -72,6 +76,14 @@ struct Metrics {
         out += "tabsync_writes_out_total \(writesOut)\n"
         header("tabsync_slow_consumer_closes_total", "counter", "Connections closed 1013 for reading too slowly.")
         out += "tabsync_slow_consumer_closes_total \(slowConsumerCloses)\n"
+        header("tabsync_connections_refused_total", "counter",
+               "Connections refused at accept (per-address and server-wide limits) or at the upgrade (origin).")
+        for reason in ConnectionRefusal.allCases {
+            out += "tabsync_connections_refused_total{reason=\"\(reason.rawValue)\"} \(connectionsRefused[reason, default: 0])\n"
+        }
+        header("tabsync_tls_certificate_reloads_total", "counter", "Certificate reloads (SIGHUP), by result.")
+        out += "tabsync_tls_certificate_reloads_total{result=\"ok\"} \(certificateReloads[true, default: 0])\n"
+        out += "tabsync_tls_certificate_reloads_total{result=\"failed\"} \(certificateReloads[false, default: 0])\n"
         header("tabsync_send_queue_bytes", "gauge", "Bytes queued to all connections.")
         out += "tabsync_send_queue_bytes \(gauges.sendQueueBytes)\n"
         render(commitBatchOps, "tabsync_commit_batch_ops", "Ops and seq records per store commit.", into: &out)

@@ -26,6 +26,28 @@ extension Server {
         public var idleUnload: Duration
         /// The event loop libwebsockets runs on.
         public var eventLoop: EventLoop
+        /// Serve the browser page (`GET /`, `/w/{workspace}`, `/web/…`); off: those paths are 404.
+        public var serveWeb: Bool
+
+        // MARK: transport security (TLS, origins, per-IP limits, the refusal to run open)
+
+        /// PEM certificate chain and private key: when both are set the port serves `wss://` and
+        /// `https://` only (TLS 1.2 or newer). ``Server/reloadCertificates()`` (SIGHUP in the
+        /// executable) reads both files again.
+        public var tlsCertificateFile: String? = nil
+        public var tlsKeyFile: String? = nil
+        /// Browser origins (`https://app.example.com`, or `*`) allowed to open a WebSocket; a
+        /// handshake with another `Origin` gets HTTP 403. Empty: see ``OriginPolicy``.
+        public var allowedOrigins: [String] = []
+        /// True when clients must authenticate: ``accessTokens`` is set (at least one
+        /// `--auth-key-file`). Without it the server listens only on a loopback address, unless
+        /// ``insecureNoAuth``.
+        public var authEnabled: Bool { accessTokens != nil }
+        /// Listen on a non-loopback address without authentication anyway.
+        public var insecureNoAuth: Bool = false
+        /// Per peer address limits on connections and handshakes. Nil: none on a loopback bind (every
+        /// peer is this machine, or a reverse proxy in front), ``PerIPLimits/exposed`` on any other.
+        public var perIPLimits: PerIPLimits? = nil
 
         // MARK: access control (tokens)
 
@@ -52,7 +74,8 @@ extension Server {
             presenceInterval: Duration = .milliseconds(100),
             rateLimitStrikes: Int = 5,
             idleUnload: Duration = .seconds(300),
-            eventLoop: EventLoop = .epoll
+            eventLoop: EventLoop = .epoll,
+            serveWeb: Bool = true
         ) {
             self.host = host
             self.port = port
@@ -64,6 +87,7 @@ extension Server {
             self.rateLimitStrikes = rateLimitStrikes
             self.idleUnload = idleUnload
             self.eventLoop = eventLoop
+            self.serveWeb = serveWeb
         }
     }
 }
@@ -73,5 +97,29 @@ extension Duration {
     var microseconds: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+    }
+}
+
+extension Server.Configuration {
+    /// Limits applied to each peer address (IPv4, or IPv6) at accept, before any TLS work.
+    public struct PerIPLimits: Sendable, Equatable {
+        /// Open connections (HTTP and WebSocket) from one address at most; 0: no limit.
+        public var maxConnections: Int
+        /// New connections from one address per second, sustained (each one is a TLS and/or
+        /// WebSocket handshake); 0: no limit.
+        public var handshakesPerSecond: Double
+        /// New connections one address may open at once before the rate applies.
+        public var handshakeBurst: Int
+
+        public init(maxConnections: Int, handshakesPerSecond: Double, handshakeBurst: Int) {
+            self.maxConnections = maxConnections
+            self.handshakesPerSecond = handshakesPerSecond
+            self.handshakeBurst = handshakeBurst
+        }
+
+        /// The default on a non-loopback bind.
+        public static let exposed = PerIPLimits(maxConnections: 64, handshakesPerSecond: 10, handshakeBurst: 20)
+        /// No per-address limit (the default on a loopback bind).
+        public static let unlimited = PerIPLimits(maxConnections: 0, handshakesPerSecond: 0, handshakeBurst: 0)
     }
 }

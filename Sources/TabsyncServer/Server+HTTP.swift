@@ -8,6 +8,8 @@ struct HTTPResponse {
     var status: UInt32
     var contentType: String
     var body: [UInt8]
+    /// Extra header lines, each "Name: value\r\n" (the browser page's caching and CSP headers).
+    var headers: String = ""
 
     init(status: UInt32, contentType: String = "text/plain; charset=utf-8", body: String) {
         self.status = status
@@ -65,7 +67,10 @@ extension Server.Loop {
     /// Writes a whole response and ends the transaction (keep-alive). Nonzero: close the connection.
     private func respond(_ wsi: OpaquePointer, _ response: HTTPResponse) -> Int32 {
         let failed = response.body.withUnsafeBufferPointer { body in
-            clws_http_respond(wsi, response.status, response.contentType, body.baseAddress, body.count)
+            response.headers.isEmpty
+                ? clws_http_respond(wsi, response.status, response.contentType, body.baseAddress, body.count)
+                : clws_http_respond_with_headers(
+                    wsi, response.status, response.contentType, response.headers, body.baseAddress, body.count)
         }
         if failed != 0 { return -1 }
         return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
@@ -82,6 +87,7 @@ extension Server.Loop {
         default:
             break
         }
+        if configuration.serveWeb, let page = webResponse(path, wsi: wsi) { return page }
         let prefix = "/v1/workspaces/"
         guard path.hasPrefix(prefix) else { return .notFound }
         let id = String(path.dropFirst(prefix.count))
@@ -136,10 +142,12 @@ extension Server.Loop {
             connections: sessions.count, workspacesLoaded: workspaces.count, sendQueueBytes: queued))
     }
 
-    /// `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: only `/` upgrades, and only to a served subprotocol.
+    /// `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: only `/` upgrades, only to a served subprotocol, and
+    /// only from an allowed browser origin (403 otherwise, see ``OriginPolicy``).
     /// Refusals are answered here (404 for another path, 400 naming the served subprotocols);
     /// returning 1 tells lws the response was written.
     private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
+        if let refusal = originRefusal(wsi) { return refuseUpgrade(wsi, refusal) }
         var buffer = [CChar](repeating: 0, count: 1024)
         let uriLength = clws_request_uri(wsi, &buffer, Int32(buffer.count))
         let uri = uriLength >= 0 ? String(nulTerminated: buffer) : ""

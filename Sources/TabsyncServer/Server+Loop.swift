@@ -2,6 +2,7 @@ import CLibwebsockets
 import Foundation
 import Logging
 import TabsyncCore
+import TabsyncLoop
 import TabsyncProto
 import TabsyncStore
 
@@ -9,8 +10,8 @@ extension Server {
     /// Everything the event loop thread owns: the lws context, sessions, workspaces, the commit
     /// pipeline and metrics.
     ///
-    /// Must be used on the event loop thread only (the thread that created it, which runs
-    /// `lws_service`); lws callbacks reach it through the context's user pointer. Not `Sendable`.
+    /// Must be used on the event loop thread only (the thread that created it, which runs the
+    /// ``TabsyncLoop/EventLoop``); lws callbacks reach it as the event loop's owner. Not `Sendable`.
     final class Loop {
         let server: Server
         let configuration: Configuration
@@ -21,10 +22,10 @@ extension Server {
         /// The event loop thread: the one that created the loop (checked in debug builds).
         private let ownerThread = pthread_self()
 
-        private(set) var context: OpaquePointer?
-        /// The libev (epoll) loop lws runs on (`EventLoop.epoll`); nil on lws' own poll() loop.
-        private(set) var eventLoop: UnsafeMutableRawPointer?
-        /// Set when the loop should stop calling `lws_service`.
+        /// The lws context and the loop it runs on; nil before ``createContext(address:)`` succeeds
+        /// and after ``destroyContext()``.
+        private(set) var eventLoop: TabsyncLoop.EventLoop?
+        /// Set when the loop should stop running iterations.
         private(set) var finished = false
 
         var metrics = Metrics()
@@ -33,8 +34,8 @@ extension Server {
         /// list being flushed (swapped, so neither allocates in steady state).
         var flushList: [Session] = []
         var flushing: [Session] = []
-        /// Scratch space for writing several frames in one send.
-        var outBatch = OutBatch()
+        /// Sends sessions' queued frames, several in one write where allowed.
+        let writer = BatchedWriter()
         private var nextSessionId = 1
         /// HTTP requests waiting for a workspace load, by request id (in lws per-session memory).
         var pendingHTTP: [Int: PendingHTTP] = [:]
@@ -50,6 +51,8 @@ extension Server {
         /// When ``unloadIdleWorkspaces(now:)`` last scanned `idleSince`.
         var lastIdleScan = ContinuousClock.now
         var commits = CommitPipeline()
+        /// Per-address limits and the origin policy (Server+Admission.swift).
+        var admission: Server.Admission
 
         var shutdown: ShutdownState = .running
 
@@ -73,9 +76,11 @@ extension Server {
         private let protocols: UnsafeMutablePointer<lws_protocols>
         private var cStrings: [UnsafeMutablePointer<CChar>] = []
         private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
-        /// An `lws_sorted_usec_list_t` followed by this loop's unretained pointer (for the tick).
-        private let tickTimer: UnsafeMutableRawPointer
-        private static var tickInterval: Int64 { 50_000 }
+        /// The periodic tick (``tick()``), made with the context.
+        private var tickTimer: LoopTimer?
+        private static var tickInterval: Duration { .milliseconds(50) }
+        /// Tasks taken from the inbox, being handled (kept to reuse its storage).
+        private var inboxTasks: [Server.Task] = []
 
         /// Index of each protocol in `protocols`.
         static let httpProtocol = 0
@@ -86,31 +91,29 @@ extension Server {
             limits = server.configuration.limits
             logger = server.logger
             store = server.store
+            admission = Server.Admission(configuration: server.configuration, loopbackBind: true)
             protocols = .allocate(capacity: 1 + WireFormat.allCases.count + 1)
             protocols.initialize(repeating: lws_protocols(), count: 1 + WireFormat.allCases.count + 1)
             retryPolicy = .allocate(capacity: 1)
             retryPolicy.initialize(to: lws_retry_bo_t())
-            let tickSize = MemoryLayout<lws_sorted_usec_list_t>.stride + MemoryLayout<UnsafeMutableRawPointer>.stride
-            tickTimer = .allocate(byteCount: tickSize, alignment: 16)
-            tickTimer.initializeMemory(as: UInt8.self, repeating: 0, count: tickSize)
         }
 
         deinit {
             protocols.deallocate()
             retryPolicy.deallocate()
-            tickTimer.deallocate()
-            outBatch.deallocate()
             for s in cStrings { free(s) }
         }
 
-        private func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
+        func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
             let p = strdup(s)!
             cStrings.append(p)
             return p
         }
 
-        /// Creates the context and its one vhost, bound to exactly `address`.
-        func createContext(address: ResolvedHost) -> Result<(OpaquePointer, Int), Server.Error> {
+        /// Creates the context and its one vhost, bound to exactly `address`, on the configured
+        /// event loop (poll() when epoll is unavailable); returns the bound port. The inbox wakes
+        /// the loop from here on.
+        func createContext(address: ResolvedHost) -> Result<Int, Server.Error> {
             let names = ["http"] + WireFormat.allCases.map(\.subprotocol)
             for (i, name) in names.enumerated() {
                 protocols[i].name = UnsafePointer(cString(name))
@@ -130,75 +133,55 @@ extension Server {
             info.protocols = UnsafePointer(protocols)
             info.vhost_name = UnsafePointer(cString("tabsync"))
             info.options = clws_option_validate_utf8() | (address.isIPv6 ? 0 : clws_option_disable_ipv6())
-            info.user = Unmanaged.passUnretained(self).toOpaque()
             info.retry_and_idle_policy = UnsafePointer(retryPolicy)
             info.timeout_secs = 10
-            // lws reads info.foreign_loops while creating the context: the slot outlives that call.
-            let loopSlot = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
-            defer { loopSlot.deallocate() }
-            var created: OpaquePointer?
-            if configuration.eventLoop == .epoll, let loop = clws_ev_loop_create() {
-                eventLoop = loop
-                var epollInfo = info
-                clws_ev_use_loop(&epollInfo, loopSlot, loop)
-                created = lws_create_context(&epollInfo)
-                if created == nil {
-                    // Most likely lws' libev plugin is missing (Debian: libwebsockets-evlib-ev).
-                    releaseEventLoop()
-                    logger.warning("the epoll event loop is unavailable (is libwebsockets-evlib-ev installed?): using poll()")
-                }
-            }
-            if created == nil { created = lws_create_context(&info) }
-            guard let context = created else {
+            // Transport security: TLS from the configuration, admission policies for this bind.
+            prepareTransportSecurity(&info, address: address)
+            let wanted: TabsyncLoop.EventLoop.Backend = configuration.eventLoop == .epoll ? .epoll : .poll
+            let eventLoop: TabsyncLoop.EventLoop
+            do {
+                eventLoop = try TabsyncLoop.EventLoop(info, backend: wanted, fallbackToPoll: true, owner: self)
+            } catch {
                 return .failure(.listenFailed("lws_create_context failed for \(address.address):\(configuration.port)"))
             }
-            guard let vhost = lws_get_vhost_by_name(context, "tabsync") else {
-                lws_context_destroy(context)
-                releaseEventLoop()
+            if eventLoop.backend != wanted {
+                // Most likely lws' libev plugin is missing (Debian: libwebsockets-evlib-ev).
+                logger.warning("the epoll event loop is unavailable (is libwebsockets-evlib-ev installed?): using poll()")
+            }
+            guard let vhost = lws_get_vhost_by_name(eventLoop.context, "tabsync") else {
+                eventLoop.destroy()
                 return .failure(.listenFailed("no vhost"))
             }
             let port = Int(lws_get_vhost_listen_port(vhost))
             guard port > 0 else {
-                lws_context_destroy(context)
-                releaseEventLoop()
+                eventLoop.destroy()
                 return .failure(.listenFailed("could not bind \(address.address):\(configuration.port)"))
             }
-            self.context = context
-            tickTimer.storeBytes(
-                of: Unmanaged.passUnretained(self).toOpaque(),
-                toByteOffset: MemoryLayout<lws_sorted_usec_list_t>.stride, as: UnsafeMutableRawPointer.self)
-            scheduleTick()
-            return .success((context, port))
+            self.eventLoop = eventLoop
+            tickTimer = LoopTimer(on: eventLoop) { [unowned self] in self.tick() }
+            tickTimer?.schedule(after: Self.tickInterval)
+            server.inbox.attach(eventLoop)
+            return .success(port)
         }
 
-        /// Called after `lws_context_destroy` returned: every session is gone.
-        func contextDestroyed() {
-            context = nil
-            releaseEventLoop()
+        /// After ``run()``: closes the inbox, then destroys the context (lws closes what is still
+        /// open, with callbacks into this loop) and forgets every session.
+        func destroyContext() {
+            server.inbox.close()
+            tickTimer = nil
+            eventLoop?.destroy()
+            eventLoop = nil
             sessions.removeAll()
             pendingHTTP.removeAll()
         }
 
         /// Runs the event loop until ``finished``: one wakeup's ready events per iteration.
         func run() {
-            guard let context else { return }
-            if let eventLoop {
-                while !finished {
-                    clws_ev_run_once(eventLoop)
-                    flushQueued()
-                }
-            } else {
-                while !finished {
-                    lws_service(context, 0)
-                    flushQueued()
-                }
+            guard let eventLoop else { return }
+            while !finished {
+                eventLoop.runOnce()
+                flushQueued()
             }
-        }
-
-        /// After the context is gone (or was never made): frees the libev loop.
-        private func releaseEventLoop() {
-            if let eventLoop { clws_ev_loop_destroy(eventLoop) }
-            eventLoop = nil
         }
 
         // MARK: callback dispatch
@@ -215,12 +198,14 @@ extension Server {
                 drainInbox()
                 return 0
             case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
-                return acceptConnection() ? 0 : 1
+                return acceptConnection() && admitPeer(user) ? 0 : 1
             case LWS_CALLBACK_WSI_CREATE:
                 openConnections += 1
+                peerConnectionCreated(wsi)
                 return 0
             case LWS_CALLBACK_WSI_DESTROY:
                 openConnections = max(0, openConnections - 1)
+                peerConnectionDestroyed(wsi)
                 return 0
             default:
                 break
@@ -235,6 +220,7 @@ extension Server {
         private func acceptConnection() -> Bool {
             if case .draining = shutdown { return false }
             guard openConnections >= configuration.maxConnections else { return true }
+            metrics.connectionsRefused[.maxConnections, default: 0] += 1
             let now = clock.now
             if refusedConnectionsLogged.map({ now - $0 > .seconds(10) }) ?? true {
                 refusedConnectionsLogged = now
@@ -254,7 +240,9 @@ extension Server {
         // MARK: cross-thread work
 
         private func drainInbox() {
-            for task in server.inbox.drain() {
+            server.inbox.take(into: &inboxTasks)
+            defer { inboxTasks.removeAll(keepingCapacity: true) }
+            for task in inboxTasks {
                 switch task {
                 case .shutdown:
                     beginShutdown()
@@ -264,6 +252,8 @@ extension Server {
                     workspaceLoaded(workspaceId, result: result)
                 case .authenticated(let request, let result):
                     authenticated(request, result)
+                case .reloadCertificates:
+                    reloadCertificates()
                 }
             }
         }
@@ -278,13 +268,6 @@ extension Server {
 
         // MARK: timer
 
-        private func scheduleTick() {
-            guard let context else { return }
-            lws_sul_schedule(
-                context, 0, tickTimer.assumingMemoryBound(to: lws_sorted_usec_list_t.self), loopTick,
-                Self.tickInterval)
-        }
-
         /// Every 50 ms: coalesced presence broadcasts, idle workspaces unloaded, the shutdown deadline.
         fileprivate func tick() {
             assert(pthread_equal(pthread_self(), ownerThread) != 0, "Server.Loop used off its event loop thread")
@@ -292,7 +275,7 @@ extension Server {
             flushPresence(now: now)
             unloadIdleWorkspaces(now: now)
             if case .draining = shutdown { continueShutdown(now: now) }
-            if !finished { scheduleTick() }
+            if !finished { tickTimer?.schedule(after: Self.tickInterval) }
         }
 
         // MARK: shutdown
@@ -321,29 +304,20 @@ extension Server {
             guard case .draining(_, _, true) = shutdown else { return }
             if sessions.isEmpty || now >= finishBy {
                 finished = true
-                if let context { lws_cancel_service(context) }
+                eventLoop?.wake()
             }
         }
     }
 }
 
-/// The one lws callback for every protocol (a C function pointer): finds the loop through the
-/// context's user pointer. Runs on the event loop thread.
+/// The one lws callback for every protocol (a C function pointer): finds the loop as the event
+/// loop's owner. Runs on the event loop thread.
 private func lwsCallback(
     _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
     _ input: UnsafeMutableRawPointer?, _ length: Int
 ) -> Int32 {
-    guard let wsi, let context = lws_get_context(wsi), let raw = lws_context_user(context) else {
+    guard let wsi, let loop = TabsyncLoop.EventLoop.owner(of: wsi, as: Server.Loop.self) else {
         return lws_callback_http_dummy(wsi, reason, user, input, length)
     }
-    let loop = Unmanaged<Server.Loop>.fromOpaque(raw).takeUnretainedValue()
     return loop.handle(wsi, reason, user, input, length)
-}
-
-/// The loop's periodic timer (a C function pointer). Runs on the event loop thread.
-private func loopTick(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
-    guard let sul else { return }
-    let raw = UnsafeMutableRawPointer(sul).load(
-        fromByteOffset: MemoryLayout<lws_sorted_usec_list_t>.stride, as: UnsafeMutableRawPointer.self)
-    Unmanaged<Server.Loop>.fromOpaque(raw).takeUnretainedValue().tick()
 }

@@ -1,6 +1,7 @@
 import CLibwebsockets
 import Logging
 import TabsyncCore
+import TabsyncLoop
 import TabsyncProto
 
 extension Server.Loop {
@@ -145,43 +146,27 @@ extension Server.Loop {
         for session in flushing {
             session.flushPending = false
             guard !session.gone, !session.awaitingWritable, !session.queue.isEmpty else { continue }
-            if lws_partial_buffered(session.wsi) == 0 {
-                guard writeBatch(session) else {
-                    // Nothing could be written: the connection is broken; close it from its callback.
-                    close(session, code: 1006, reason: "write failed", flush: false)
-                    continue
-                }
-                if session.queue.isEmpty { continue }
+            guard write(session, maxWrites: 1) else {
+                // Nothing could be written: the connection is broken; close it from its callback.
+                close(session, code: 1006, reason: "write failed", flush: false)
+                continue
             }
+            if session.queue.isEmpty { continue }
             session.awaitingWritable = true
             lws_callback_on_writable(session.wsi)
         }
     }
 
-    /// Writes the head of a session's queue: one frame as it is, or several (up to
-    /// `OutBatch.capacity` bytes) as one send of complete WebSocket frames. Counts what it wrote;
-    /// false when lws refused the write (a dead connection).
-    private func writeBatch(_ session: Session) -> Bool {
-        guard let first = session.queue.first else { return true }
-        if session.queue.count == 1 || !session.ownsConnection || !outBatch.fits(first) {
-            let n = lws_write(
-                session.wsi, first.payload, first.count, first.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT)
-            guard n >= 0 else { return false }
-            session.queue.removeFirst()
-            metrics.writesOut += 1
-            metrics.messagesOut += 1
-            metrics.bytesOut += UInt64(first.count)
-            return true
-        }
-        outBatch.reset()
-        while let frame = session.queue.first, outBatch.append(frame) {
-            session.queue.removeFirst()
-            metrics.messagesOut += 1
-            metrics.bytesOut += UInt64(frame.count)
-        }
-        // Already framed: lws sends the bytes as they are (and keeps what the socket does not take).
-        metrics.writesOut += 1
-        return lws_write(session.wsi, outBatch.payload, outBatch.count, LWS_WRITE_HTTP) >= 0
+    /// Writes the head of a session's queue, at most `maxWrites` sends, while lws holds nothing
+    /// back for the connection (``BatchedWriter``: one frame as it is, or several as one send of
+    /// complete WebSocket frames). Counts what it wrote; false when lws refused a write (a dead
+    /// connection).
+    private func write(_ session: Session, maxWrites: Int) -> Bool {
+        let written = writer.write(&session.queue, to: session.wsi, ownsConnection: session.ownsConnection, maxWrites: maxWrites)
+        metrics.writesOut += UInt64(written.writes)
+        metrics.messagesOut += UInt64(written.frames)
+        metrics.bytesOut += UInt64(written.bytes)
+        return !written.failed
     }
 
     /// Encodes and queues one message to one session.
@@ -216,13 +201,8 @@ extension Server.Loop {
     /// `SERVER_WRITEABLE`: writes queued frames while the socket takes them, then the close.
     private func writeQueued(_ session: Session) -> Int32 {
         session.awaitingWritable = false
-        var batches = 0
         // While the kernel takes it all (lws holds nothing back), up to 16 sends per callback.
-        while !session.queue.isEmpty, lws_partial_buffered(session.wsi) == 0 {
-            if !writeBatch(session) { return -1 }
-            batches += 1
-            if batches >= 16 { break }
-        }
+        if !write(session, maxWrites: 16) { return -1 }
         if !session.queue.isEmpty {
             session.awaitingWritable = true
             lws_callback_on_writable(session.wsi)

@@ -1,9 +1,9 @@
-import CLibwebsockets
 import Dispatch
 import Foundation
 import Logging
 import Synchronization
 import TabsyncCore
+import TabsyncLoop
 import TabsyncStore
 
 /// The tabsync server: WebSocket (`tabsync.v1.json`, `tabsync.v1.proto`) and HTTP on one
@@ -11,12 +11,14 @@ import TabsyncStore
 ///
 /// One event loop thread owns every session and workspace (``Server/Loop``); nothing on it takes a
 /// lock on the hot path. Other threads (the store thread, callers of ``shutdown()``) hand work over
-/// through ``Server/Inbox`` and `lws_cancel_service`. All public methods are safe from any thread.
+/// through ``inbox`` (a `LoopInbox`: a `Mutex` queue plus `lws_cancel_service`). All public methods
+/// are safe from any thread.
 public final class Server: Sendable {
     let configuration: Configuration
     let store: any WorkspaceStore
     let logger: Logger
-    let inbox = Inbox()
+    /// The one way into the event loop thread; drained in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
+    let inbox = LoopInbox<Task>()
     private let lifecycle = Mutex<Lifecycle>(.idle)
     private let stoppedSignal = DispatchSemaphore(value: 0)
 
@@ -32,12 +34,21 @@ public final class Server: Sendable {
         case badHost(String)
         /// lws could not create the context or bind the port (in use, no permission).
         case listenFailed(String)
+        /// Asked to listen on a non-loopback address without authentication (and without
+        /// `insecureNoAuth`): anyone who can reach the port could read and rewrite every workspace.
+        case unauthenticatedExposure(host: String)
+        /// The TLS certificate or key cannot be served (unreadable, not PEM, not a pair).
+        case tlsUnusable(String)
 
         public var description: String {
             switch self {
             case .alreadyStarted: "the server was already started"
             case .badHost(let host): "cannot resolve host \(host)"
             case .listenFailed(let why): "cannot listen: \(why)"
+            case .unauthenticatedExposure(let host):
+                "refusing to listen on \(host) without authentication (anyone who can reach it could read and "
+                    + "rewrite every workspace): give --auth-key-file, bind 127.0.0.1, or pass --insecure-no-auth"
+            case .tlsUnusable(let why): "cannot serve TLS: \(why)"
             }
         }
     }
@@ -49,7 +60,8 @@ public final class Server: Sendable {
     }
 
     /// Starts the event loop thread and returns once the port is bound: the real port (the asked
-    /// one, or the one picked for port 0). Raises `RLIMIT_NOFILE` to its hard limit first.
+    /// one, or the one picked for port 0). Raises `RLIMIT_NOFILE` to its hard limit first and asks
+    /// lws for errors and warnings in the log (notices too at `debug`; see `LWSLog`).
     public func start() throws(Server.Error) -> Int {
         let claimed = lifecycle.withLock { state -> Bool in
             guard case .idle = state else { return false }
@@ -59,8 +71,14 @@ public final class Server: Sendable {
         guard claimed else { throw .alreadyStarted }
 
         let address = try Self.resolve(configuration.host)
-        Self.raiseFileLimit()
-        LWSLog.install(verbose: logger.logLevel <= .debug)
+        do {  // transport security
+            try Self.checkTransportSecurity(configuration, address: address)
+        } catch {
+            lifecycle.withLock { $0 = .stopped }
+            throw error
+        }
+        FileLimit.raise()
+        LWSLog.request(LWSLog.errorsAndWarnings | (logger.logLevel <= .debug ? LWSLog.notices : 0))
 
         let started = StartResult()
         let ready = DispatchSemaphore(value: 0)
@@ -119,21 +137,18 @@ public final class Server: Sendable {
     private func runLoop(address: ResolvedHost, started: StartResult, ready: DispatchSemaphore) {
         let loop = Loop(server: self)
         let created = loop.createContext(address: address)
-        guard case .success(let (context, port)) = created else {
+        guard case .success(let port) = created else {
             if case .failure(let error) = created { started.value.withLock { $0 = .failure(error) } }
             ready.signal()
             return
         }
-        inbox.attach(context)
         started.value.withLock { $0 = .success(port) }
         logger.info("listening", metadata: ["host": "\(configuration.host)", "port": "\(port)"])
         ready.signal()
 
         withExtendedLifetime(loop) {
             loop.run()
-            inbox.detach()
-            lws_context_destroy(context)
-            loop.contextDestroyed()
+            loop.destroyContext()
         }
         logger.info("stopped")
         lifecycle.withLock { $0 = .stopped }
@@ -178,26 +193,10 @@ public final class Server: Sendable {
         inet_ntop(AF_INET, &a, &buffer, socklen_t(buffer.count))
         return ResolvedHost(address: String(nulTerminated: buffer), isIPv6: false)
     }
-
-    /// Raises the soft `RLIMIT_NOFILE` to the hard limit: lws sizes its fd table from it at
-    /// context creation, and past it 4.1.6 spins on `accept()`.
-    static func raiseFileLimit() {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-        limit.rlim_cur = min(limit.rlim_max, 1 << 20)
-        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-    }
-
-    /// The soft `RLIMIT_NOFILE` now.
-    static var fileLimit: Int {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
-        return Int(clamping: limit.rlim_cur)
-    }
 }
 
 extension Server {
-    /// Work other threads hand to the event loop thread.
+    /// Work other threads hand to the event loop thread (through ``Server/inbox``).
     enum Task: Sendable {
         /// Stop gracefully (see ``Server/shutdown()``).
         case shutdown
@@ -207,53 +206,7 @@ extension Server {
         case loaded(workspaceId: String, Result<StoredWorkspace?, StoreError>)
         /// A token check finished: for a session's Hello, or an HTTP request (by their ids).
         case authenticated(AuthRequest, Result<AccessGrant, AuthError>)
-    }
-
-    /// The one way into the event loop thread from others: a `Mutex`-guarded queue plus
-    /// `lws_cancel_service`, which wakes the loop; it drains the queue in
-    /// `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
-    final class Inbox: Sendable {
-        private struct State {
-            var tasks: [Task] = []
-            var context: ContextHandle?
-        }
-
-        /// An lws context pointer handed to other threads only to call `lws_cancel_service`,
-        /// which lws documents as the one thread-safe call. `@unchecked Sendable`: the pointer is
-        /// only dereferenced by lws, under the inbox lock, while the context is alive (it is
-        /// detached before `lws_context_destroy`).
-        private struct ContextHandle: @unchecked Sendable {
-            let pointer: OpaquePointer
-        }
-
-        private let state = Mutex(State())
-
-        /// Queues a task and wakes the loop. Any thread.
-        func post(_ task: Task) {
-            state.withLock { state in
-                state.tasks.append(task)
-                if let context = state.context { lws_cancel_service(context.pointer) }
-            }
-        }
-
-        /// Takes every queued task, oldest first. Event loop thread.
-        func drain() -> [Task] {
-            state.withLock { state in
-                let tasks = state.tasks
-                state.tasks.removeAll(keepingCapacity: true)
-                return tasks
-            }
-        }
-
-        func attach(_ context: OpaquePointer) {
-            state.withLock { state in
-                state.context = ContextHandle(pointer: context)
-                if !state.tasks.isEmpty { lws_cancel_service(context) }
-            }
-        }
-
-        func detach() {
-            state.withLock { $0.context = nil }
-        }
+        /// Read the TLS certificate and key files again (``Server/reloadCertificates()``).
+        case reloadCertificates
     }
 }

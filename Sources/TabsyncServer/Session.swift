@@ -1,5 +1,5 @@
-import CLibwebsockets
 import TabsyncCore
+import TabsyncLoop
 import TabsyncProto
 
 /// One WebSocket connection's state. Event loop thread only.
@@ -28,7 +28,7 @@ final class Session {
     /// `LWS_CALLBACK_CLOSED` came: ``wsi`` is no longer valid.
     var gone = false
     /// The connection carries only this session (not a stream muxed on HTTP/2), so several frames
-    /// may go out as one raw write (``OutBatch``).
+    /// may go out as one raw write (`BatchedWriter`).
     let ownsConnection: Bool
     /// Messages that arrived while the workspace was loading, handled after `Welcome`.
     var deferred: [Tabsync_V1_ClientMessage] = []
@@ -78,7 +78,7 @@ final class Session {
         self.wsi = wsi
         self.format = format
         self.openedAt = now
-        ownsConnection = lws_get_network_wsi(wsi) == wsi
+        ownsConnection = BatchedWriter.ownsConnection(wsi)
         tokens = Double(opsPerSecond)
         tokensAt = now
     }

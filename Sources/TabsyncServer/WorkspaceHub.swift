@@ -1,4 +1,5 @@
 import TabsyncCore
+import TabsyncLoop
 import TabsyncProto
 
 /// A workspace in memory: its sequencer, its durable state and its sessions. Event loop thread only.

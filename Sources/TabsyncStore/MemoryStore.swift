@@ -12,19 +12,19 @@ public final class MemoryStore: WorkspaceStore {
     /// When set, every commit fails with this error (for tests of the UNAVAILABLE path).
     private let failure = Mutex<StoreError?>(nil)
 
-    public init(epoch: String = MemoryStore.randomEpoch()) {
-        self.epoch = epoch
+    public init() {
+        epoch = Self.randomEpoch()
     }
 
     /// A fresh random epoch: 16 hex digits.
-    public static func randomEpoch() -> String {
+    private static func randomEpoch() -> String {
         let value = UInt64.random(in: .min ... .max)
         let hex = String(value, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// Makes every later commit fail with `error` (nil: commits succeed again).
-    public func failCommits(with error: StoreError?) {
+    func failCommits(with error: StoreError?) {
         failure.withLock { $0 = error }
     }
 
@@ -34,7 +34,9 @@ public final class MemoryStore: WorkspaceStore {
 
     public func commit(_ batch: CommitBatch) throws(StoreError) {
         if let error = failure.withLock({ $0 }) { throw error }
-        state.withLock { stored in
+        try state.withLock { (stored: inout [String: StoredWorkspace]) throws(StoreError) in
+            let stale = try batch.staleWorkspaces { stored[$0]?.workspace.version ?? 0 }
+            if !stale.isEmpty { throw StoreError.behind(storedVersions: stale) }
             let fresh = { (id: String) in StoredWorkspace(workspace: Workspace(id: id, epoch: self.epoch)) }
             for record in batch.records {
                 // Mutated in place: the log is never copied.

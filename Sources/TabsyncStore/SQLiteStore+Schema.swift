@@ -2,10 +2,10 @@ import CSQLite
 
 extension SQLiteStore {
     /// `PRAGMA application_id` of a tabsync store ("TSYN"): tells our files from other SQLite files.
-    public static let applicationId: Int64 = 0x5453_594E
+    static let applicationId: Int64 = 0x5453_594E
 
     /// The schema this build writes; `PRAGMA user_version` holds the stored one.
-    public static var schemaVersion: Int64 { Int64(migrations.count) }
+    static var schemaVersion: Int64 { Int64(migrations.count) }
 
     /// Migration `i` takes schema version `i` to `i + 1`. Append only; never edit a shipped one.
     ///

@@ -34,16 +34,18 @@ public final class SQLiteStore: WorkspaceStore {
 
         public var sync: Sync
         /// Ops between snapshots of a workspace (at most the log retention is used).
-        public var snapshotInterval: Int
+        var snapshotInterval = 256
         /// How long a call waits for another connection's lock before failing.
-        public var busyTimeoutMilliseconds: Int32
+        var busyTimeoutMilliseconds: Int32 = 5_000
         /// Runs `PRAGMA quick_check` on an existing file at open (time grows with the file's size).
-        public var verifyAtOpen: Bool
+        var verifyAtOpen = true
 
-        public init(
-            sync: Sync = .normal, snapshotInterval: Int = 256, busyTimeoutMilliseconds: Int32 = 5_000,
-            verifyAtOpen: Bool = true
-        ) {
+        public init(sync: Sync = .normal) {
+            self.sync = sync
+        }
+
+        /// Options with the knobs tests turn (a short snapshot interval).
+        init(sync: Sync = .normal, snapshotInterval: Int, busyTimeoutMilliseconds: Int32 = 5_000, verifyAtOpen: Bool = true) {
             self.sync = sync
             self.snapshotInterval = snapshotInterval
             self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
@@ -52,7 +54,7 @@ public final class SQLiteStore: WorkspaceStore {
     }
 
     /// The file name inside the data directory.
-    public static let fileName = "tabsync.sqlite3"
+    static let fileName = "tabsync.sqlite3"
 
     public let epoch: String
     /// The database file.
@@ -125,7 +127,7 @@ public final class SQLiteStore: WorkspaceStore {
     }
 
     /// A fresh random epoch: 16 hex digits.
-    public static func randomEpoch() -> String {
+    static func randomEpoch() -> String {
         let hex = String(UInt64.random(in: .min ... .max), radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
@@ -139,7 +141,7 @@ public final class SQLiteStore: WorkspaceStore {
     }
 
     /// True when the store can only read (it was opened on a read-only file or directory).
-    public var isReadOnly: Bool {
+    var isReadOnly: Bool {
         connection.withLock { $0.map { !$0.isOpen || $0.isReadOnly } ?? true }
     }
 
@@ -170,18 +172,18 @@ public final class SQLiteStore: WorkspaceStore {
     // MARK: - beyond the protocol
 
     /// A refused op whose seq is a client's last consumed one: answered again on resubmission.
-    public struct Rejection: Sendable, Equatable {
-        public var seq: UInt64
-        public var error: OpError
+    struct Rejection: Sendable, Equatable {
+        var seq: UInt64
+        var error: OpError
 
-        public init(seq: UInt64, error: OpError) {
+        init(seq: UInt64, error: OpError) {
             self.seq = seq
             self.error = error
         }
     }
 
     /// Per client, the refusal of its last consumed seq, for the clients whose last seq was refused.
-    public func rejections(workspaceId: String) throws(StoreError) -> [String: Rejection] {
+    func rejections(workspaceId: String) throws(StoreError) -> [String: Rejection] {
         try read { db throws(StoreError) in
             do {
                 let statement = try db.prepare(
@@ -204,7 +206,7 @@ public final class SQLiteStore: WorkspaceStore {
     /// The applied ops after `version`, oldest first, when the stored log holds all of them and they
     /// are at most `limit`; nil otherwise (resume with a snapshot). Reaches further back than the
     /// server's in-memory log when the store keeps more.
-    public func missed(workspaceId: String, after version: UInt64, limit: Int = .max) throws(StoreError) -> [AppliedOp]? {
+    func missed(workspaceId: String, after version: UInt64, limit: Int = .max) throws(StoreError) -> [AppliedOp]? {
         try read { db throws(StoreError) in
             do {
                 let bounds = try db.prepare("SELECT min(version), max(version), count(*) FROM ops WHERE workspace = ?")
@@ -336,6 +338,20 @@ public final class SQLiteStore: WorkspaceStore {
             throw .writeFailed("\(path): \(error)")
         }
         do {
+            // Inside the write transaction (BEGIN IMMEDIATE): no other writer can move a version on now.
+            let stale = try batch.staleWorkspaces { (id: String) throws(StoreError) -> UInt64 in
+                do {
+                    let version = try db.scalar(
+                        """
+                        SELECT max(coalesce((SELECT max(version) FROM ops WHERE workspace = ?1), 0),
+                                   coalesce((SELECT version FROM snapshots WHERE workspace = ?1), 0))
+                        """, .text(id))
+                    return UInt64(bitPattern: version ?? 0)
+                } catch {
+                    throw .writeFailed("\(path): \(error)")
+                }
+            }
+            if !stale.isEmpty { throw StoreError.behind(storedVersions: stale) }
             for record in batch.records { try write(record, db) }
             let retention = max(batch.logRetention, 1)
             let interval = max(1, min(options.snapshotInterval, retention))

@@ -7,7 +7,7 @@ extension WorkspaceStore {
     /// workspace never stored comes back empty at version 0 with this store's epoch.
     ///
     /// Call it on the store thread, as any store call.
-    public func loadSequencer(workspaceId: String, limits: Limits) throws(StoreError) -> Sequencer {
+    func loadSequencer(workspaceId: String, limits: Limits) throws(StoreError) -> Sequencer {
         guard let stored = try load(workspaceId: workspaceId) else {
             return Sequencer(workspace: Workspace(id: workspaceId, epoch: epoch), limits: limits)
         }

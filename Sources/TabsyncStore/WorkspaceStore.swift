@@ -11,6 +11,14 @@ import TabsyncCore
 /// one ``CommitBatch`` and commits it whole; it acknowledges (sends `Applied` or `Rejected`) only
 /// what a successful ``commit(_:)`` returned for. A batch is all or nothing: when `commit` throws,
 /// none of it may be visible to a later ``load(workspaceId:)``.
+///
+/// Several writers (server nodes sharing one PostgreSQL database, or two store instances on one
+/// SQLite file): a batch states, per workspace, the stored version it builds on
+/// (``CommitBatch/baseVersions``). When another writer committed to one of those workspaces since,
+/// `commit` throws ``StoreError/behind(storedVersions:)`` and stores nothing of the batch; the
+/// writer reads what it missed (``ops(workspaceId:after:limit:)``, ``dedupState(workspaceId:)``),
+/// applies it, re-sequences its unacknowledged ops against the new state and commits again. A
+/// workspace without a base version is not checked (a single writer never sees `behind`).
 public protocol WorkspaceStore: Sendable {
     /// The epoch given to workspaces this store creates. A store that loses its history (a wiped
     /// data directory) must come back with a different epoch, so clients never splice histories.
@@ -19,8 +27,57 @@ public protocol WorkspaceStore: Sendable {
     /// The stored state of a workspace, or nil when none exists (no op was ever consumed for it).
     func load(workspaceId: String) throws(StoreError) -> StoredWorkspace?
 
-    /// Makes a batch durable, all or nothing.
+    /// Makes a batch durable, all or nothing; throws ``StoreError/behind(storedVersions:)`` when a
+    /// workspace's stored version is not the batch's base version for it.
     func commit(_ batch: CommitBatch) throws(StoreError)
+
+    /// The stored applied ops of a workspace after `version`, oldest first, at most `limit`, with
+    /// their clientId and seq (for a writer catching up on another's commits). Empty when none
+    /// follows `version`; nil when the log no longer holds the op right after `version` (compacted
+    /// behind a snapshot: reload the workspace with ``load(workspaceId:)``).
+    func ops(workspaceId: String, after version: UInt64, limit: Int) throws(StoreError) -> [AppliedOp]?
+
+    /// What dedup needs beyond the log, as stored now: the last consumed seq per client, the
+    /// refusals still answered again and the rekeys still translated (nil: the workspace was never
+    /// stored). Together with ``ops(workspaceId:after:limit:)`` it brings a loaded ``Sequencer`` up
+    /// to date after another writer's commits.
+    func dedupState(workspaceId: String) throws(StoreError) -> DedupState?
+}
+
+extension WorkspaceStore {
+    /// Default: read through ``load(workspaceId:)`` (a store may answer from an index instead).
+    public func ops(workspaceId: String, after version: UInt64, limit: Int) throws(StoreError) -> [AppliedOp]? {
+        guard let stored = try load(workspaceId: workspaceId) else { return [] }
+        let after = stored.log.filter { $0.version > version }
+        if let first = after.first, first.version != version + 1 { return nil }
+        return Array(after.prefix(max(limit, 0)))
+    }
+
+    /// Default: read through ``load(workspaceId:)``.
+    public func dedupState(workspaceId: String) throws(StoreError) -> DedupState? {
+        try load(workspaceId: workspaceId).map {
+            DedupState(version: $0.workspace.version, lastSeqs: $0.lastSeqs, rejections: $0.rejections, rekeys: $0.rekeys)
+        }
+    }
+}
+
+/// A workspace's dedup state as stored (see ``WorkspaceStore/dedupState(workspaceId:)``).
+public struct DedupState: Sendable, Equatable {
+    /// The stored version this state belongs to.
+    public var version: UInt64
+    /// The last consumed seq per clientId (refused ops included).
+    public var lastSeqs: [String: UInt64]
+    /// The most recent refusals, oldest first.
+    public var rejections: [Sequencer.Rejection]
+    /// The rekeys whose version is within the stored log (ascending).
+    public var rekeys: [RekeyRecord]
+
+    public init(version: UInt64, lastSeqs: [String: UInt64], rejections: [Sequencer.Rejection], rekeys: [RekeyRecord]) {
+        self.version = version
+        self.lastSeqs = lastSeqs
+        self.rejections = rejections
+        self.rekeys = rekeys
+    }
 }
 
 /// A workspace as stored: the snapshot, the dedup table, the recent op log, the refusals still
@@ -104,10 +161,32 @@ public struct CommitBatch: Sendable, Equatable {
     /// Ops kept per workspace log (DESIGN.md: default 10,000); older ones may be compacted away.
     public var logRetention: Int
 
+    /// Per workspace, the stored version this batch builds on: the store refuses the whole batch
+    /// with ``StoreError/behind(storedVersions:)`` when another writer moved one on. A workspace not
+    /// listed is not checked (the default: a single writer).
+    public var baseVersions: [String: UInt64] = [:]
+
     public init(records: [CommitRecord], workspaces: [String: Workspace], logRetention: Int) {
         self.records = records
         self.workspaces = workspaces
         self.logRetention = logRetention
+    }
+
+    public init(
+        records: [CommitRecord], workspaces: [String: Workspace], logRetention: Int, baseVersions: [String: UInt64]
+    ) {
+        self.init(records: records, workspaces: workspaces, logRetention: logRetention)
+        self.baseVersions = baseVersions
+    }
+
+    /// The workspaces whose stored version differs from their base version, with the stored one.
+    func staleWorkspaces(stored: (String) throws(StoreError) -> UInt64) throws(StoreError) -> [String: UInt64] {
+        var stale: [String: UInt64] = [:]
+        for (id, base) in baseVersions {
+            let version = try stored(id)
+            if version != base { stale[id] = version }
+        }
+        return stale
     }
 }
 
@@ -117,6 +196,9 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case writeFailed(String)
     /// The store cannot read what it holds.
     case readFailed(String)
+    /// Another writer committed to these workspaces since the batch's base versions (given here
+    /// with the versions now stored): nothing of the batch was stored. Catch up and retry.
+    case behind(storedVersions: [String: UInt64])
 
     /// The wire code ops refused for this reason carry.
     public var code: ErrorCode { .unavailable }
@@ -125,6 +207,9 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .writeFailed(let why): "store write failed: \(why)"
         case .readFailed(let why): "store read failed: \(why)"
+        case .behind(let versions):
+            "another writer committed first: "
+                + versions.sorted { $0.key < $1.key }.map { "\($0.key) is at version \($0.value)" }.joined(separator: ", ")
         }
     }
 }

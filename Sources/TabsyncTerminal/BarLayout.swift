@@ -11,24 +11,24 @@ import TabsyncCore
 /// Guarantees: the line is exactly `width` cells; the focused tab is always shown (cut if it alone
 /// is wider than the bar); the shown tabs are contiguous; the hidden counts are exact; with a valid
 /// scroll hint the window only moves as far as needed to show the focus.
-public struct BarLayout: Sendable, Equatable {
+struct BarLayout: Sendable, Equatable {
     /// The longest title, in cells, before it is cut.
-    public static let titleCap = 20
-    public static let badgeCap = 6
-    public static let lockMark = "🔒"
-    public static let activeMark = "*"
-    public static let readOnlyMark = "[RO]"
+    static let titleCap = 20
+    static let badgeCap = 6
+    static let lockMark = "🔒"
+    static let activeMark = "*"
+    static let readOnlyMark = "[RO]"
 
     /// The bar line, exactly `width` cells.
-    public var line: Line
+    var line: Line
     /// The first and last shown tab indices (empty range when there are no tabs).
-    public var shown: Range<Int>
-    public var hiddenLeft: Int { shown.lowerBound }
-    public var hiddenRight: Int
+    var shown: Range<Int>
+    var hiddenLeft: Int { shown.lowerBound }
+    var hiddenRight: Int
     /// Where each shown tab's cell starts and its width, for tests and clicks.
-    public var cells: [(index: Int, column: Int, width: Int)]
+    var cells: [(index: Int, column: Int, width: Int)]
 
-    public static func == (a: BarLayout, b: BarLayout) -> Bool {
+    static func == (a: BarLayout, b: BarLayout) -> Bool {
         a.line == b.line && a.shown == b.shown && a.hiddenRight == b.hiddenRight
             && a.cells.elementsEqual(b.cells) { $0 == $1 }
     }
@@ -38,7 +38,7 @@ public struct BarLayout: Sendable, Equatable {
     ///   - tabs: the workspace's tabs in display order.
     ///   - focus: the index to keep visible (this terminal's viewed tab); nil when there are no tabs.
     ///   - firstHint: the first shown index of the previous layout (keeps scrolling steady).
-    public init(
+    init(
         tabs: [Tab], activeTabId: String, viewedTabId: String, editable: Bool, focus: Int?, width: Int,
         firstHint: Int = 0
     ) {
@@ -86,11 +86,11 @@ public struct BarLayout: Sendable, Equatable {
         self.cells = cells
     }
 
-    public static func leftMarker(_ count: Int) -> String { "‹\(count)" }
-    public static func rightMarker(_ count: Int) -> String { "\(count)›" }
+    static func leftMarker(_ count: Int) -> String { "‹\(count)" }
+    static func rightMarker(_ count: Int) -> String { "\(count)›" }
 
     /// One tab's cell, with its styles.
-    public static func cell(for tab: Tab, index: Int, active: Bool, viewed: Bool) -> Line {
+    static func cell(for tab: Tab, index: Int, active: Bool, viewed: Bool) -> Line {
         var text = "\(index + 1):" + TerminalText.truncate(TerminalText.clean(tab.title), toWidth: titleCap)
         if !tab.badge.isEmpty {
             text += "(" + TerminalText.truncate(TerminalText.clean(tab.badge), toWidth: badgeCap) + ")"
@@ -106,7 +106,7 @@ public struct BarLayout: Sendable, Equatable {
     /// The contiguous window of cells to show: contains `focus`, starts at `firstHint` when that
     /// still shows the focus, else moves just far enough; then fills leftwards when the right end is
     /// reached. `cut` is true when the focus cell alone does not fit and must be truncated.
-    public static func window(widths: [Int], focus: Int?, width: Int, firstHint: Int)
+    static func window(widths: [Int], focus: Int?, width: Int, firstHint: Int)
         -> (first: Int, last: Int, cut: Bool)
     {
         let n = widths.count

@@ -12,7 +12,7 @@ import Synchronization
 public final class BarInbox: Sendable {
     private let queue = Mutex<[BarEvent]>([])
     /// Read end polled by the loop; write end poked by `post`.
-    public let wakeRead: Int32
+    let wakeRead: Int32
     private let wakeWrite: Int32
 
     public init() throws(TerminalError) {
@@ -39,7 +39,7 @@ public final class BarInbox: Sendable {
     }
 
     /// Takes every queued event. Loop thread.
-    public func drain() -> [BarEvent] {
+    func drain() -> [BarEvent] {
         var buffer = [UInt8](repeating: 0, count: 256)
         while read(wakeRead, &buffer, buffer.count) > 0 {}
         return queue.withLock { events in

@@ -7,10 +7,10 @@ import TabsyncCore
 /// status, then the message. The body shows the viewed tab's details, presence and recent ops, or
 /// the help screen, or the overflow list.
 extension BarModel {
-    public static let helpLine =
+    static let helpLine =
         "←→/hl tab  HL move  1-9 go  n new  x close  r rename  b badge  k lock  e edit  o list  f follow  ? help  q quit"
 
-    public static let helpScreen: [String] = [
+    static let helpScreen: [String] = [
         "Keys",
         "  ← → or h l        previous / next tab",
         "  Shift+← → or H L  move the tab left / right",
@@ -32,10 +32,10 @@ extension BarModel {
     ]
 
     /// Rows the overflow list can show at once.
-    public var listHeight: Int { max(1, rows - 5) }
+    var listHeight: Int { max(1, rows - 5) }
 
     /// The screen for the current state.
-    public func frame() -> Frame {
+    func frame() -> Frame {
         let bar = barLayout().line
         let help = Line(Self.helpLine, .dim)
         let status = statusLine()
@@ -79,7 +79,7 @@ extension BarModel {
     }
 
     /// Server, workspace and version, connection, round-trip time, pending ops, mode.
-    public func statusLine() -> Line {
+    func statusLine() -> Line {
         var line = Line()
         line.append(server)
         line.append(" | ")

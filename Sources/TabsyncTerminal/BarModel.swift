@@ -9,7 +9,7 @@ public enum LinkState: Sendable, Equatable {
     /// Given up or refused for good, with the reason.
     case offline(String)
 
-    public var text: String {
+    var text: String {
         switch self {
         case .connecting: "connecting"
         case .connected: "connected"
@@ -55,7 +55,7 @@ public enum BarAction: Sendable, Equatable {
 /// tab, read-only workspace) is not submitted and its reason is shown; every other key edit yields
 /// exactly one `.submit`.
 public struct BarModel: Sendable {
-    public enum Mode: Sendable, Equatable {
+    enum Mode: Sendable, Equatable {
         /// Moving between tabs activates them for everyone.
         case follow
         /// Moving between tabs moves only this terminal's view (and its presence focus).
@@ -66,7 +66,7 @@ public struct BarModel: Sendable {
         case top, bottom
     }
 
-    public enum Overlay: Sendable, Equatable {
+    enum Overlay: Sendable, Equatable {
         case none
         case help
         /// The overflow list of every tab, with the selected row and the first row shown.
@@ -75,17 +75,17 @@ public struct BarModel: Sendable {
     }
 
     /// A one-line text input at the bottom.
-    public struct Prompt: Sendable, Equatable {
-        public enum Purpose: Sendable, Equatable {
+    struct Prompt: Sendable, Equatable {
+        enum Purpose: Sendable, Equatable {
             case newTitle
             case newURL(title: String)
             case rename(tabId: String)
             case badge(tabId: String)
         }
-        public var purpose: Purpose
-        public var text: String
+        var purpose: Purpose
+        var text: String
 
-        public var label: String {
+        var label: String {
             switch purpose {
             case .newTitle: "New tab title: "
             case .newURL: "URL (optional): "
@@ -95,36 +95,36 @@ public struct BarModel: Sendable {
         }
     }
 
-    public struct LogEntry: Sendable, Equatable {
-        public var version: UInt64
-        public var who: String
-        public var what: String
+    struct LogEntry: Sendable, Equatable {
+        var version: UInt64
+        var who: String
+        var what: String
     }
 
-    public static let logCapacity = 50
+    static let logCapacity = 50
 
     // Configuration.
-    public let server: String
-    public let clientId: String
-    public var limits: Limits
-    public var position: Position
+    let server: String
+    let clientId: String
+    var limits: Limits
+    var position: Position
 
     // State.
-    public private(set) var workspace: Workspace
+    private(set) var workspace: Workspace
     public private(set) var viewedTabId: String = ""
-    public private(set) var mode: Mode = .follow
-    public private(set) var overlay: Overlay = .none
-    public private(set) var peers: [Peer] = []
-    public private(set) var link: LinkState = .connecting
-    public private(set) var rttMillis: Int?
-    public private(set) var pendingOps = 0
+    private(set) var mode: Mode = .follow
+    private(set) var overlay: Overlay = .none
+    private(set) var peers: [Peer] = []
+    private(set) var link: LinkState = .connecting
+    private(set) var rttMillis: Int?
+    private(set) var pendingOps = 0
     /// The last refusal or notice, shown until the next key.
-    public private(set) var message: String = ""
-    public private(set) var log: [LogEntry] = []
-    public private(set) var rows: Int
-    public private(set) var cols: Int
+    private(set) var message: String = ""
+    private(set) var log: [LogEntry] = []
+    private(set) var rows: Int
+    private(set) var cols: Int
     /// The first tab shown in the bar (kept so scrolling is steady).
-    public private(set) var barFirst = 0
+    private(set) var barFirst = 0
 
     private let idPrefix: String
     private var nextIdNumber = 1
@@ -148,7 +148,7 @@ public struct BarModel: Sendable {
     }
 
     /// The index of the viewed tab, if any.
-    public var viewedIndex: Int? { workspace.index(of: viewedTabId) }
+    var viewedIndex: Int? { workspace.index(of: viewedTabId) }
 
     // MARK: - Events
 
@@ -201,7 +201,7 @@ public struct BarModel: Sendable {
     }
 
     /// The bar as it is drawn now.
-    public func barLayout() -> BarLayout {
+    func barLayout() -> BarLayout {
         BarLayout(
             tabs: workspace.tabs, activeTabId: workspace.activeTabId, viewedTabId: viewedTabId,
             editable: workspace.editable, focus: viewedIndex, width: cols, firstHint: barFirst)

@@ -19,15 +19,15 @@ public enum Key: Sendable, Hashable {
 /// One ambiguity is settled by convention: a lone ESC at the end of a chunk is the Escape key
 /// (terminals send a whole sequence in one write, so a sequence is never split right after its ESC
 /// in practice). ``flush()`` gives up on whatever is buffered.
-public struct KeyDecoder: Sendable {
+struct KeyDecoder: Sendable {
     private var buffer: [UInt8] = []
     /// Longest escape sequence kept while waiting for its end; longer ones are dropped.
     private static let maxSequence = 32
 
-    public init() {}
+    init() {}
 
     /// Decodes a chunk; returns the complete keys in order.
-    public mutating func feed(_ bytes: some Sequence<UInt8>) -> [Key] {
+    mutating func feed(_ bytes: some Sequence<UInt8>) -> [Key] {
         buffer.append(contentsOf: bytes)
         var keys: [Key] = []
         var i = 0
@@ -55,13 +55,13 @@ public struct KeyDecoder: Sendable {
     }
 
     /// Whatever is buffered, as keys: a pending ESC becomes Escape, the rest is dropped.
-    public mutating func flush() -> [Key] {
+    mutating func flush() -> [Key] {
         defer { buffer.removeAll() }
         return buffer.first == 0x1B ? [.escape] : []
     }
 
     /// True when bytes are buffered waiting for the rest of a sequence.
-    public var hasPending: Bool { !buffer.isEmpty }
+    var hasPending: Bool { !buffer.isEmpty }
 
     private enum Step {
         case key(Key, length: Int)

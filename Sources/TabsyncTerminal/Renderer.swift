@@ -6,16 +6,16 @@
 /// a clear). Every line is written at an absolute position and padded to the full width, with
 /// autowrap expected off (see ``Terminal``), so nothing scrolls. Text comes only from ``Span``s, which
 /// are cleaned; the renderer adds nothing but cursor moves, SGR and erase sequences.
-public struct Renderer: Sendable {
+struct Renderer: Sendable {
     private var previous: Frame?
 
-    public init() {}
+    init() {}
 
     /// Forgets what is on screen: the next render clears and draws every line.
-    public mutating func invalidate() { previous = nil }
+    mutating func invalidate() { previous = nil }
 
     /// The output bringing the screen from the previous frame to `frame` ("" when nothing changed).
-    public mutating func render(_ frame: Frame) -> String {
+    mutating func render(_ frame: Frame) -> String {
         var out = ""
         let full = previous == nil || previous?.rows != frame.rows || previous?.cols != frame.cols
         if full { out += "\u{1B}[0m\u{1B}[2J" }
@@ -36,7 +36,7 @@ public struct Renderer: Sendable {
     }
 
     /// One line's spans with their SGR codes, attributes reset at the end.
-    public static func encode(_ line: Line) -> String {
+    static func encode(_ line: Line) -> String {
         var out = ""
         var current: Style = []
         for span in line.spans {

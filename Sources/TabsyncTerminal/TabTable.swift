@@ -39,8 +39,8 @@ public enum TabReference {
 /// `tabsync ls` as a table: one row per tab in display order, every cell cleaned and cut by display
 /// width so columns line up whatever the titles hold.
 public enum TabTable {
-    public static let titleWidth = 32
-    public static let urlWidth = 48
+    static let titleWidth = 32
+    static let urlWidth = 48
 
     public static func render(_ workspace: Workspace) -> String {
         var rows: [[String]] = [["#", "ID", "TITLE", "URL", "FLAGS"]]

@@ -29,8 +29,8 @@ public enum TerminalError: Error, Sendable, Equatable, CustomStringConvertible {
 /// loop exit, a lost connection or a thrown error all leave the terminal as it was found.
 /// Thread rule: one thread (the bar's loop) uses a `Terminal`.
 public final class Terminal {
-    public let input: Int32
-    public let output: Int32
+    let input: Int32
+    let output: Int32
     private var entered = false
 
     public init(input: Int32 = STDIN_FILENO, output: Int32 = STDOUT_FILENO) throws(TerminalError) {
@@ -76,7 +76,7 @@ public final class Terminal {
     }
 
     /// Writes all of `text`, retrying on interrupts and partial writes.
-    public func write(_ text: String) {
+    func write(_ text: String) {
         Self.writeAll(output, Array(text.utf8))
     }
 
@@ -138,7 +138,7 @@ public enum SignalPipe {
     nonisolated(unsafe) private static var fds: (read: Int32, write: Int32) = (-1, -1)
 
     /// The end the loop polls; -1 before ``install(_:)``.
-    public static var readEnd: Int32 { fds.read }
+    static var readEnd: Int32 { fds.read }
 
     public static func install(_ signals: [Int32]) throws(TerminalError) {
         if fds.read < 0 {
@@ -175,7 +175,7 @@ public enum SignalPipe {
     }
 
     /// The signals received since the last drain, oldest first.
-    public static func drain() -> [Int32] {
+    static func drain() -> [Int32] {
         var out: [Int32] = []
         var buffer = [UInt8](repeating: 0, count: 64)
         while true {

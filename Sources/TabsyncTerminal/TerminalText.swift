@@ -10,14 +10,14 @@
 /// Widths follow what terminals (and tmux) do for the common cases: East Asian wide and fullwidth
 /// characters and emoji with default emoji presentation take two cells, nonspacing and enclosing marks
 /// and format characters none, everything else one. Ambiguous-width characters count as one.
-public enum TerminalText {
+enum TerminalText {
     /// What a control or unassigned character is replaced with: visible, ASCII, one cell.
-    public static let replacement: Character = "?"
+    static let replacement: Character = "?"
     /// The mark a truncated text ends with.
-    public static let ellipsis: Character = "…"
+    static let ellipsis: Character = "…"
 
     /// The cleaned text: safe to write to a terminal between our own escape sequences.
-    public static func clean(_ text: String) -> String {
+    static func clean(_ text: String) -> String {
         var out = String.UnicodeScalarView()
         var changed = false
         for scalar in text.unicodeScalars {
@@ -38,7 +38,7 @@ public enum TerminalText {
     }
 
     /// True when `clean(text) == text`.
-    public static func isClean(_ text: String) -> Bool {
+    static func isClean(_ text: String) -> Bool {
         text.unicodeScalars.allSatisfy { disposition(of: $0) == .keep }
     }
 
@@ -64,7 +64,7 @@ public enum TerminalText {
     }
 
     /// The number of cells a scalar takes on its own.
-    public static func width(of scalar: Unicode.Scalar) -> Int {
+    static func width(of scalar: Unicode.Scalar) -> Int {
         let v = scalar.value
         if v >= 0x20 && v < 0x7F { return 1 }
         if v < 0x20 || (v >= 0x7F && v <= 0x9F) { return 0 }
@@ -79,7 +79,7 @@ public enum TerminalText {
 
     /// The number of cells a grapheme cluster takes: its first scalar's width, or two for an emoji
     /// followed by the emoji variation selector (U+FE0F).
-    public static func width(of character: Character) -> Int {
+    static func width(of character: Character) -> Int {
         let scalars = character.unicodeScalars
         guard let first = scalars.first else { return 0 }
         let base = width(of: first)
@@ -88,7 +88,7 @@ public enum TerminalText {
     }
 
     /// The number of cells a text takes.
-    public static func width(_ text: String) -> Int {
+    static func width(_ text: String) -> Int {
         var total = 0
         for character in text { total += width(of: character) }
         return total
@@ -96,7 +96,7 @@ public enum TerminalText {
 
     /// The text cut to at most `maxWidth` cells; a cut text ends with ``ellipsis``. Never splits a
     /// grapheme cluster; the result may be one cell short when a wide character would straddle the edge.
-    public static func truncate(_ text: String, toWidth maxWidth: Int) -> String {
+    static func truncate(_ text: String, toWidth maxWidth: Int) -> String {
         guard maxWidth > 0 else { return "" }
         if width(text) <= maxWidth { return text }
         let room = maxWidth - width(of: ellipsis)
@@ -113,7 +113,7 @@ public enum TerminalText {
     }
 
     /// The text truncated to `width` cells and padded with spaces to exactly `width` cells.
-    public static func fit(_ text: String, toWidth targetWidth: Int) -> String {
+    static func fit(_ text: String, toWidth targetWidth: Int) -> String {
         let cut = truncate(text, toWidth: targetWidth)
         let missing = targetWidth - width(cut)
         return missing > 0 ? cut + String(repeating: " ", count: missing) : cut

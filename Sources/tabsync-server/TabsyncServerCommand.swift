@@ -6,15 +6,7 @@ import TabsyncCore
 import TabsyncServer
 import TabsyncStore
 
-/// The value of a `TABSYNC_*` environment variable, or nil.
-private func env(_ name: String) -> String? {
-    ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
-}
-
-private func envInt(_ name: String, _ fallback: Int) -> Int { env(name).flatMap(Int.init) ?? fallback }
-private func envDouble(_ name: String, _ fallback: Double) -> Double { env(name).flatMap(Double.init) ?? fallback }
-
-/// The tabsync server executable: flags (each with a `TABSYNC_*` environment fallback) to a
+/// The tabsync server executable: flags and their `TABSYNC_*` variables (resolved by ``ServerSettings``) to a
 /// ``Server/Configuration``, a store, signal handling and the one "listening on" line.
 @main
 struct TabsyncServerCommand: ParsableCommand {
@@ -22,83 +14,115 @@ struct TabsyncServerCommand: ParsableCommand {
         commandName: "tabsync-server",
         abstract: "The tabsync real-time tab workspace server (WebSocket + HTTP on one port).",
         discussion: """
-            Prints `listening on ws://HOST:PORT` on stdout once ready. SIGINT/SIGTERM stop it \
-            gracefully: no new connections, pending commits finish, every client is closed 1001, \
-            the store is closed, exit 0 within 5 s. Data lives in --data-dir (SQLite) unless --memory; \
-            a data file that is not a readable tabsync store is named on stderr and left untouched, \
-            exit 1. Every option falls back to the environment variable named in its help. \
+            Prints `listening on ws://HOST:PORT` (wss:// with --tls-cert) on stdout once ready. \
+            SIGINT/SIGTERM stop it gracefully: no new connections, pending commits finish, every \
+            client is closed 1001, the store is closed, exit 0 within 5 s. SIGHUP reads the TLS \
+            certificate and key again. Data lives in --data-dir (SQLite) unless --memory; a data file \
+            that is not a readable tabsync store is named on stderr and left untouched, exit 1.
+
+            Every option falls back to the environment variable named in its help, then to its \
+            default: a flag given on the command line wins, an empty variable counts as unset, and \
+            a variable whose value is not valid (TABSYNC_PORT=abc) is refused like a bad flag: its \
+            name and value on stderr, exit 2.
+
             `tabsync-server token --help`: mint an access token (see --auth-key-file).
             """
     )
 
-    /// `tabsync-server token …` runs ``TokenCommand`` (not an ArgumentParser subcommand: this
-    /// command's own `--auth-key-file` would take that option from it); anything else serves.
-    static func main() {
-        let arguments = Array(CommandLine.arguments.dropFirst())
-        if arguments.first == "token" {
-            TokenCommand.main(Array(arguments.dropFirst()))
-        } else {
-            main(arguments)
-        }
-    }
+    @Option(help: "Address to listen on (exactly this one). [env: TABSYNC_HOST] (default: \(Default.host))")
+    var host: String?
 
-    @Option(help: "Address to listen on (exactly this one). [env: TABSYNC_HOST]")
-    var host: String = env("TABSYNC_HOST") ?? "127.0.0.1"
-
-    @Option(help: "TCP port; 0 picks a free one. [env: TABSYNC_PORT]")
-    var port: Int = envInt("TABSYNC_PORT", 7070)
+    @Option(help: "TCP port; 0 picks a free one. [env: TABSYNC_PORT] (default: \(Default.port))")
+    var port: String?
 
     @Option(help: ArgumentHelp(
         "Directory of the embedded SQLite store (file tabsync.sqlite3), created when missing. "
-            + "[env: TABSYNC_DATA_DIR]", valueName: "path"))
-    var dataDir: String = env("TABSYNC_DATA_DIR") ?? "./data"
+            + "[env: TABSYNC_DATA_DIR] (default: \(Default.dataDir))", valueName: "path"))
+    var dataDir: String?
 
     @Flag(help: "Keep everything in memory instead (nothing survives a restart). [env: TABSYNC_MEMORY=1]")
-    var memory: Bool = env("TABSYNC_MEMORY").map { ["1", "true", "yes"].contains($0.lowercased()) } ?? false
+    var memory: Bool = false
 
     @Option(help: ArgumentHelp(
         "normal: a commit survives a killed process; full: it also survives a power loss (fsync per "
-            + "commit). [env: TABSYNC_SYNC]", valueName: "normal|full"))
-    var sync: String = env("TABSYNC_SYNC") ?? "normal"
+            + "commit). [env: TABSYNC_SYNC] (default: \(Default.sync.rawValue))", valueName: "normal|full"))
+    var sync: String?
 
     @Option(help: ArgumentHelp(
         "A workspace with no session for this long leaves memory after its last commit: seconds, or "
-            + "a duration such as 300s, 5m, 1h, 500ms; 0 unloads at once. [env: TABSYNC_IDLE_UNLOAD]",
+            + "a duration such as 300s, 5m, 1h, 500ms; 0 unloads at once. [env: TABSYNC_IDLE_UNLOAD] "
+            + "(default: \(Default.idleUnload))",
         valueName: "duration"))
-    var idleUnload: String = env("TABSYNC_IDLE_UNLOAD") ?? "5m"
+    var idleUnload: String?
 
-    @Option(help: "trace, debug, info, notice, warning, error or critical. [env: TABSYNC_LOG_LEVEL]")
-    var logLevel: String = env("TABSYNC_LOG_LEVEL") ?? "info"
+    @Option(help: "trace, debug, info, notice, warning, error or critical. [env: TABSYNC_LOG_LEVEL] (default: \(Default.logLevel.rawValue))")
+    var logLevel: String?
 
-    @Option(help: "Tabs per workspace. [env: TABSYNC_MAX_TABS]")
-    var maxTabs: Int = envInt("TABSYNC_MAX_TABS", Limits.default.maxTabs)
+    @Option(help: "Tabs per workspace. [env: TABSYNC_MAX_TABS] (default: \(Limits.default.maxTabs))")
+    var maxTabs: String?
 
-    @Option(help: "Bytes of one client message, all fragments together (over it: close 1009). [env: TABSYNC_MAX_FRAME_BYTES]")
-    var maxFrameBytes: Int = envInt("TABSYNC_MAX_FRAME_BYTES", Limits.default.maxFrameBytes)
+    @Option(help: "Bytes of one client message, all fragments together (over it: close 1009). [env: TABSYNC_MAX_FRAME_BYTES] (default: \(Limits.default.maxFrameBytes))")
+    var maxFrameBytes: String?
 
-    @Option(help: "Ops per second per connection before RATE_LIMITED. [env: TABSYNC_MAX_OPS_PER_SECOND]")
-    var maxOpsPerSecond: Int = envInt("TABSYNC_MAX_OPS_PER_SECOND", Limits.default.maxOpsPerSecond)
+    @Option(help: "Ops per second per connection before RATE_LIMITED. [env: TABSYNC_MAX_OPS_PER_SECOND] (default: \(Limits.default.maxOpsPerSecond))")
+    var maxOpsPerSecond: String?
 
-    @Option(help: "Most missed ops a resume sends instead of a snapshot. [env: TABSYNC_MAX_RESUME_OPS]")
-    var maxResumeOps: Int = envInt("TABSYNC_MAX_RESUME_OPS", Limits.default.maxResumeOps)
+    @Option(help: "Most missed ops a resume sends instead of a snapshot. [env: TABSYNC_MAX_RESUME_OPS] (default: \(Limits.default.maxResumeOps))")
+    var maxResumeOps: String?
 
-    @Option(help: "Ops kept per workspace log for resume and repeated answers. [env: TABSYNC_LOG_RETENTION]")
-    var logRetention: Int = envInt("TABSYNC_LOG_RETENTION", Limits.default.logRetention)
+    @Option(help: "Ops kept per workspace log for resume and repeated answers. [env: TABSYNC_LOG_RETENTION] (default: \(Limits.default.logRetention))")
+    var logRetention: String?
 
-    @Option(help: "Bytes queued to one connection before it is closed 1013. [env: TABSYNC_MAX_SEND_QUEUE_BYTES]")
-    var maxSendQueueBytes: Int = envInt("TABSYNC_MAX_SEND_QUEUE_BYTES", Limits.default.maxSendQueueBytes)
+    @Option(help: "Bytes queued to one connection before it is closed 1013. [env: TABSYNC_MAX_SEND_QUEUE_BYTES] (default: \(Limits.default.maxSendQueueBytes))")
+    var maxSendQueueBytes: String?
 
-    @Option(help: "Open connections at most. [env: TABSYNC_MAX_CONNECTIONS]")
-    var maxConnections: Int = envInt("TABSYNC_MAX_CONNECTIONS", 10_000)
+    @Option(help: "Open connections at most. [env: TABSYNC_MAX_CONNECTIONS] (default: \(Default.maxConnections))")
+    var maxConnections: String?
 
-    @Option(help: "Seconds a new connection has to send its Hello. [env: TABSYNC_HELLO_TIMEOUT]")
-    var helloTimeout: Double = envDouble("TABSYNC_HELLO_TIMEOUT", 10)
+    @Option(help: "Seconds a new connection has to send its Hello. [env: TABSYNC_HELLO_TIMEOUT] (default: \(Default.helloTimeout))")
+    var helloTimeout: String?
 
-    @Option(help: "Seconds without a pong before a connection is closed (pings at half of it). [env: TABSYNC_IDLE_TIMEOUT]")
-    var idleTimeout: Double = envDouble("TABSYNC_IDLE_TIMEOUT", 60)
+    @Option(help: "Seconds without a pong before a connection is closed (pings at half of it). [env: TABSYNC_IDLE_TIMEOUT] (default: \(Default.idleTimeout))")
+    var idleTimeout: String?
 
-    @Option(help: "epoll (libev, the default) or poll (libwebsockets' own loop, which scans every connection at every wakeup). [env: TABSYNC_EVENT_LOOP]")
-    var eventLoop: String = env("TABSYNC_EVENT_LOOP") ?? "epoll"
+    @Option(help: "epoll (libev) or poll (libwebsockets' own loop, which scans every connection at every wakeup). [env: TABSYNC_EVENT_LOOP] (default: \(Default.eventLoop.rawValue))")
+    var eventLoop: String?
+
+    @Flag(help: "Do not serve the browser page (GET / and /w/WORKSPACE answer 404). [env: TABSYNC_NO_WEB=1]")
+    var noWeb = false
+
+    // MARK: transport security (TLS, origins, per-address limits, the refusal to run open)
+
+    @Option(help: ArgumentHelp(
+        "PEM certificate chain: the port serves wss:// and https:// only (TLS 1.2+), with --tls-key; "
+            + "both are read again on SIGHUP. [env: TABSYNC_TLS_CERT]", valueName: "path"))
+    var tlsCert: String?
+
+    @Option(help: ArgumentHelp("PEM private key of --tls-cert. [env: TABSYNC_TLS_KEY]", valueName: "path"))
+    var tlsKey: String?
+
+    @Option(help: ArgumentHelp(
+        "A browser origin allowed to open a WebSocket (repeatable; https://app.example.com, or *); "
+            + "other origins get 403. Default: any when clients authenticate, loopback pages when auth is off "
+            + "on a loopback bind, none otherwise. [env: TABSYNC_ALLOW_ORIGIN, comma-separated]",
+        valueName: "origin"))
+    var allowOrigin: [String] = []
+
+    @Flag(help: ArgumentHelp(
+        "Listen on a non-loopback address without authentication: anyone who can reach the port "
+            + "can read and rewrite every workspace. [env: TABSYNC_INSECURE_NO_AUTH=1]"))
+    var insecureNoAuth = false
+
+    @Option(name: .customLong("max-connections-per-ip"), help: ArgumentHelp(
+        "Open connections from one address at most; 0: no limit. Default: none on a loopback bind, 64 on "
+            + "any other. [env: TABSYNC_MAX_CONNECTIONS_PER_IP]", valueName: "n"))
+    var maxConnectionsPerIP: String?
+
+    @Option(name: .customLong("max-handshakes-per-second-per-ip"), help: ArgumentHelp(
+        "New connections per second from one address (bursts of twice as many); 0: no limit. Default: none "
+            + "on a loopback bind, 10 on any other. [env: TABSYNC_MAX_HANDSHAKES_PER_SECOND_PER_IP]",
+        valueName: "rate"))
+    var maxHandshakesPerSecondPerIP: String?
 
     // MARK: access control (tokens)
 
@@ -106,74 +130,70 @@ struct TabsyncServerCommand: ParsableCommand {
         "Turns access control on: tokens (JWT) are checked with the key in this file, an HS256 secret "
             + "(its bytes, a trailing newline stripped; 32 bytes or more) or an Ed25519/P-256 public key "
             + "(PEM). Repeat it to hold several keys (rotation); a key's kid is its file name without "
-            + "extension. [env: TABSYNC_AUTH_KEY_FILE, several separated by commas]",
+            + "extension. [env: TABSYNC_AUTH_KEY_FILE, comma-separated]",
         valueName: "file"))
-    var authKeyFile: [String] = env("TABSYNC_AUTH_KEY_FILE").map { $0.split(separator: ",").map(String.init) } ?? []
+    var authKeyFile: [String] = []
 
-    /// The token verifier the key files make, nil when none is given. A bad key file ends the
-    /// process (named on stderr, never its content), exit status 1.
-    private func loadAccessTokens() throws -> TokenVerifier? {
-        guard !authKeyFile.isEmpty else { return nil }
-        do throws(AuthKeyError) {
-            return try TokenVerifier(keys: authKeyFile.map { path throws(AuthKeyError) in try AuthKey.load(file: path) })
+    private typealias Default = ServerSettings.Default
+
+    /// `tabsync-server token …` runs ``TokenCommand`` (not an ArgumentParser subcommand: this
+    /// command's own `--auth-key-file` would take that option from it); anything else serves.
+    static func main() {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.first == "token" {
+            run(TokenCommand.self, Array(arguments.dropFirst()))
+        } else {
+            run(Self.self, arguments)
+        }
+    }
+
+    /// Parses `arguments` as `command` and runs it; every usage error (a bad flag, a bad
+    /// `TABSYNC_*` value) exits 2 with its message, as `tabsync` does.
+    private static func run<Command: ParsableCommand>(_ command: Command.Type, _ arguments: [String]) {
+        do {
+            var parsed = try command.parseAsRoot(arguments)
+            try parsed.run()
         } catch {
-            let line = Array("tabsync-server: \(error.description)\n".utf8)
-            line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
-            throw ExitCode(1)
+            if command.exitCode(for: error) == .validationFailure {
+                let line = Array((command.fullMessage(for: error) + "\n").utf8)
+                line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
+                Foundation.exit(2)
+            }
+            command.exit(withError: error)
+        }
+    }
+
+    /// The flags, the environment and the defaults resolved into one set of settings.
+    func resolvedSettings() throws -> ServerSettings {
+        let flags = ServerSettings.Flags(
+            host: host, port: port, dataDir: dataDir, memory: memory, sync: sync, idleUnload: idleUnload,
+            logLevel: logLevel, maxTabs: maxTabs, maxFrameBytes: maxFrameBytes, maxOpsPerSecond: maxOpsPerSecond,
+            maxResumeOps: maxResumeOps, logRetention: logRetention, maxSendQueueBytes: maxSendQueueBytes,
+            maxConnections: maxConnections, helloTimeout: helloTimeout, idleTimeout: idleTimeout, eventLoop: eventLoop,
+            noWeb: noWeb, tlsCert: tlsCert, tlsKey: tlsKey, allowOrigin: allowOrigin, insecureNoAuth: insecureNoAuth,
+            maxConnectionsPerIP: maxConnectionsPerIP, maxHandshakesPerSecondPerIP: maxHandshakesPerSecondPerIP,
+            authKeyFile: authKeyFile)
+        do throws(SettingError) {
+            return try ServerSettings(flags: flags, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            throw ValidationError(error.description)
         }
     }
 
     func validate() throws {
-        guard Server.Configuration.EventLoop(rawValue: eventLoop) != nil else {
-            throw ValidationError("--event-loop must be epoll or poll")
-        }
-        guard (0...65_535).contains(port) else { throw ValidationError("--port must be 0-65535") }
-        guard Logger.Level(rawValue: logLevel.lowercased()) != nil else {
-            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
-        }
-        for (name, value) in [
-            ("max-tabs", maxTabs), ("max-frame-bytes", maxFrameBytes), ("max-ops-per-second", maxOpsPerSecond),
-            ("max-resume-ops", maxResumeOps), ("log-retention", logRetention),
-            ("max-send-queue-bytes", maxSendQueueBytes), ("max-connections", maxConnections),
-        ] where value < 1 {
-            throw ValidationError("--\(name) must be 1 or more")
-        }
-        guard helloTimeout > 0, idleTimeout >= 2 else {
-            throw ValidationError("--hello-timeout must be over 0 and --idle-timeout at least 2")
-        }
-        guard SQLiteStore.Options.Sync(rawValue: sync.lowercased()) != nil else {
-            throw ValidationError("--sync must be normal or full")
-        }
-        guard Self.parseDuration(idleUnload) != nil else {
-            throw ValidationError("--idle-unload must be seconds or a duration such as 300s, 5m, 1h, 500ms")
-        }
-    }
-
-    /// A duration from plain seconds (`300`, `0.5`) or a number with a unit (`ms`, `s`, `m`, `h`).
-    static func parseDuration(_ text: String) -> Duration? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
-        var number = Substring(trimmed)
-        var scale = 1.0
-        for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
-            number = trimmed.dropLast(suffix.count)
-            scale = factor
-            break
-        }
-        guard let value = Double(number), value >= 0, value.isFinite else { return nil }
-        return .milliseconds(Int64((value * scale * 1000).rounded()))
+        _ = try resolvedSettings()
     }
 
     /// The store the flags ask for; an unusable data file ends the process (its path named, the
     /// file untouched), exit status 1.
-    private func openStore(logger: Logger) throws -> (any WorkspaceStore, SQLiteStore?) {
-        if memory {
+    private func openStore(_ settings: ServerSettings, logger: Logger) throws -> (any WorkspaceStore, SQLiteStore?) {
+        if settings.memory {
             logger.info("store: memory (nothing survives a restart)")
             return (MemoryStore(), nil)
         }
-        let mode = SQLiteStore.Options.Sync(rawValue: sync.lowercased()) ?? .normal
+        let mode = settings.sync
         do throws(SQLiteStore.OpenError) {
-            let store = try SQLiteStore(dataDirectory: dataDir, options: .init(sync: mode))
+            let store = try SQLiteStore(dataDirectory: settings.dataDir, options: .init(sync: mode))
             logger.info("store: sqlite", metadata: ["path": "\(store.path)", "sync": "\(mode.rawValue)", "epoch": "\(store.epoch)"])
             return (store, store)
         } catch {
@@ -183,8 +203,25 @@ struct TabsyncServerCommand: ParsableCommand {
         }
     }
 
+    /// The token verifier the key files make, nil when none is given. A key file that cannot be
+    /// used (unreadable, too short, not a key) ends the process: its path or kid and the reason on
+    /// stderr, never its content, exit status 1 (as a TLS file that cannot be served).
+    private func loadAccessTokens(_ settings: ServerSettings) throws -> TokenVerifier? {
+        guard !settings.authKeyFiles.isEmpty else { return nil }
+        do throws(AuthKeyError) {
+            return try TokenVerifier(keys: settings.authKeyFiles.map { path throws(AuthKeyError) in
+                try AuthKey.load(file: path)
+            })
+        } catch {
+            let line = Array("tabsync-server: \(error.description)\n".utf8)
+            line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
+            throw ExitCode(1)
+        }
+    }
+
     func run() throws {
-        let level = Logger.Level(rawValue: logLevel.lowercased()) ?? .info
+        let settings = try resolvedSettings()
+        let level = settings.logLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -193,21 +230,12 @@ struct TabsyncServerCommand: ParsableCommand {
         var logger = Logger(label: "tabsync.server")
         logger.logLevel = level
 
-        var configuration = Server.Configuration(
-            host: host, port: port,
-            limits: Limits(
-                maxTabs: maxTabs, maxFrameBytes: maxFrameBytes, maxOpsPerSecond: maxOpsPerSecond,
-                maxResumeOps: maxResumeOps, logRetention: logRetention, maxSendQueueBytes: maxSendQueueBytes),
-            maxConnections: maxConnections,
-            helloTimeout: .milliseconds(Int64(helloTimeout * 1000)),
-            idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
-            idleUnload: Self.parseDuration(idleUnload) ?? .seconds(300),
-            eventLoop: Server.Configuration.EventLoop(rawValue: eventLoop) ?? .epoll)
-        configuration.accessTokens = try loadAccessTokens()
+        var configuration = settings.configuration
+        configuration.accessTokens = try loadAccessTokens(settings)
         if let verifier = configuration.accessTokens {
             logger.info("access control on", metadata: ["keys": "\(verifier.keys.map(\.description).joined(separator: ", "))"])
         }
-        let (store, sqlite) = try openStore(logger: logger)
+        let (store, sqlite) = try openStore(settings, logger: logger)
         let server = Server(configuration: configuration, store: store, logger: logger)
 
         // Signals: handled on a dispatch queue, never in a signal handler.
@@ -224,23 +252,34 @@ struct TabsyncServerCommand: ParsableCommand {
             source.resume()
             return source
         }
+        // SIGHUP: read the TLS certificate and key again (the loop thread does it).
+        signal(SIGHUP, SIG_IGN)
+        let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: signalQueue)
+        reload.setEventHandler {
+            logger.info("signal received: reloading certificates", metadata: ["signal": "\(SIGHUP)"])
+            server.reloadCertificates()
+        }
+        reload.resume()
 
         let boundPort: Int
         do {
             boundPort = try server.start()
         } catch {
-            logger.critical("cannot start", metadata: ["error": "\(error)"])
+            // One plain line saying why (for a refusal to run unsafely as for a port in use).
+            let line = Array("tabsync-server: \(error.description)\n".utf8)
+            line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
             sqlite?.close()
             throw ExitCode(1)
         }
-        let shownHost = host.contains(":") ? "[\(host)]" : host
-        let line = Array("listening on ws://\(shownHost):\(boundPort)\n".utf8)
+        let shownHost = settings.host.contains(":") ? "[\(settings.host)]" : settings.host
+        let scheme = settings.tlsCertificateFile == nil ? "ws" : "wss"
+        let line = Array("listening on \(scheme)://\(shownHost):\(boundPort)\n".utf8)
         line.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
 
         server.waitUntilStopped()
         // After the last commit: close waits for a commit still running on the store thread (they
         // share the connection's lock), then checkpoints the WAL into the file.
         sqlite?.close()
-        withExtendedLifetime(sources) {}
+        withExtendedLifetime((sources, reload)) {}
     }
 }

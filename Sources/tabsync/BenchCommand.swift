@@ -5,40 +5,32 @@ import TabsyncBench
 /// `tabsync bench`: drives many WebSocket connections against a tabsync server (or libwebsockets'
 /// mirror test server as a baseline) and reports latency, throughput and server cost.
 ///
-/// The flags are parsed by ``BenchConfiguration/parse(_:)`` (in TabsyncBench, where they are
-/// tested), so a bad flag always gets one clear message and exit status 2.
+/// The flags are ``BenchOptions`` (in TabsyncBench, where they are tested); a bad one gets the
+/// parser's usage error and exit status 2, like every other command.
 struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Load generator: many clients, open-loop ops, latency percentiles and server cost.",
-        discussion: BenchConfiguration.usage + """
-
+        discussion: """
             Exit status: 0 when the run completed (even if the server refused or dropped connections: \
             the table says so), 1 when no connection could be made or a file could not be written, \
             2 on bad arguments.
             """
     )
 
-    @Argument(parsing: .allUnrecognized, help: "Flags as listed below.")
-    var arguments: [String] = []
+    @OptionGroup var options: BenchOptions
 
     func run() throws {
-        let configuration: BenchConfiguration
         do {
-            configuration = try BenchConfiguration.parse(arguments)
-        } catch {
-            FileHandle.standardError.write(Data("tabsync bench: \(error)\n".utf8))
-            throw ExitCode(error.exitCode)
-        }
-        let interactive = isatty(2) == 1
-        // One line, rewritten in place; nothing when stderr is not a terminal.
-        let progress: (@Sendable (BenchProgress) -> Void)?
-        if interactive {
-            progress = { update in FileHandle.standardError.write(Data(("\r\u{1B}[K" + update.line).utf8)) }
-        } else {
-            progress = nil
-        }
-        do {
+            let configuration = try options.configuration()
+            let interactive = isatty(2) == 1
+            // One line, rewritten in place; nothing when stderr is not a terminal.
+            let progress: (@Sendable (BenchProgress) -> Void)?
+            if interactive {
+                progress = { update in FileHandle.standardError.write(Data(("\r\u{1B}[K" + update.line).utf8)) }
+            } else {
+                progress = nil
+            }
             let result = try BenchRunner.run(configuration, progress: progress)
             if interactive { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
             print(result.table, terminator: "")

@@ -9,30 +9,28 @@ struct Connection {
     let timeout: Duration
 
     /// Connects and waits for the first `Welcome`.
-    /// - Throws: `.badArgument` for a bad URL, `.unreachable` when the first attempt fails or nothing
-    ///   answers in time, `.refused` when the server refuses the `Hello`.
+    /// - Throws: `.badArgument` for a bad URL or workspace id (naming the option or variable it came
+    ///   from), `.unreachable` when the first attempt fails or nothing answers in time, `.refused` when the server refuses the `Hello`.
     static func open(
         _ options: ConnectionOptions, workspace: String? = nil,
         onEvent: (@Sendable (ClientEvent) -> Void)? = nil
     ) async throws(CommandError) -> Connection {
-        let server = options.resolvedServer
-        let url: ServerURL
-        do {
-            url = try ServerURL(parsing: server)
-        } catch {
-            throw .badArgument("\(error)")
-        }
-        let workspaceId = options.resolvedWorkspace(workspace)
-        guard ConnectionOptions.isValidWorkspace(workspaceId) else {
-            throw .badArgument("workspace \"\(workspaceId)\" is not 1–64 chars of [A-Za-z0-9._-]")
-        }
+        let (server, url) = try options.resolvedServer()
+        let workspaceId = try options.resolvedWorkspace(workspace)
         let token = try options.resolvedToken()
         let client: TabsyncClient
         do {
+            // TLS: a private CA from --ca-file, or no verification at all (--insecure-skip-verify).
+            var loopOptions = ClientLoop.Options()
+            loopOptions.caFile = options.resolvedCAFile
+            if options.insecureSkipVerify && url.usesTLS {
+                printError("tabsync: warning: --insecure-skip-verify: the server's certificate is not checked (for tests only)")
+            }
             client = try TabsyncClient(.init(
                 url: url, workspace: workspaceId, clientId: options.clientId ?? ClientIdentity.stableId(),
                 clientName: String(options.resolvedName.prefix(64)), token: token,
-                onEvent: onEvent))
+                allowSelfSignedCertificates: options.insecureSkipVerify, onEvent: onEvent),
+                loop: try ClientLoop(options: loopOptions))
         } catch {
             throw .failed("\(error)")
         }

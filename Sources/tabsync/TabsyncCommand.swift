@@ -1,6 +1,7 @@
 import ArgumentParser
 import CLibwebsockets
 import Foundation
+import TabsyncClient
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -19,7 +20,9 @@ struct TabsyncCommand: AsyncParsableCommand {
         abstract: "Live terminal tab bar, one-shot commands and load generator for tabsync workspaces.",
         discussion: """
             Server from --server or TABSYNC_SERVER (default \(ConnectionOptions.defaultServer)); workspace \
-            from --workspace or TABSYNC_WORKSPACE (default \(ConnectionOptions.defaultWorkspace)). \
+            from --workspace or TABSYNC_WORKSPACE (default \(ConnectionOptions.defaultWorkspace)). An option \
+            wins over its variable, an empty variable counts as unset, and a variable whose value is not \
+            valid is refused like a bad option (named on stderr, exit 2). \
             TAB is a tab id or a unique prefix of a title. Positions (N) count from 1.
             Exit status: 0 success, 1 server unreachable or other failure, 2 bad arguments, \
             3 refused by the server.
@@ -115,7 +118,8 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Seconds to wait for the server.", visibility: .hidden))
     var timeout: Int = 10
 
-    // Access tokens: a server run with --auth-key-file needs one (`tabsync-server token` makes them).
+    // MARK: access tokens (a server run with --auth-key-file needs one; `tabsync-server token` makes them)
+
     @Option(help: "Access token (env TABSYNC_TOKEN; prefer it or --token-file: a flag shows in ps).")
     var token: String?
 
@@ -125,26 +129,71 @@ struct ConnectionOptions: ParsableArguments {
 
     /// The token to send: --token, then TABSYNC_TOKEN, then --token-file or TABSYNC_TOKEN_FILE
     /// (its content, surrounding whitespace stripped); empty when none.
+    /// - Throws: `.badArgument` naming the option or the variable and the path when the file
+    ///   cannot be read.
     func resolvedToken() throws(CommandError) -> String {
         if let token = token ?? Self.environment("TABSYNC_TOKEN") { return token }
-        guard let path = tokenFile ?? Self.environment("TABSYNC_TOKEN_FILE") else { return "" }
+        let fileSource = tokenFile.map { ($0, "--token-file") }
+            ?? Self.environment("TABSYNC_TOKEN_FILE").map { ($0, "TABSYNC_TOKEN_FILE") }
+        guard let (path, source) = fileSource else { return "" }
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw .badArgument("cannot read the token file \(path)")
+            throw .badArgument(Self.invalid(source, path, expected: "a readable file holding the token"))
         }
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    // MARK: TLS (wss://)
+
+    @Option(name: .customLong("ca-file"), help: ArgumentHelp(
+        "PEM bundle of the CAs that may sign the server's certificate (a private CA) instead of the "
+            + "system's (env TABSYNC_CA_FILE).", valueName: "path"))
+    var caFile: String?
+
+    @Flag(name: .customLong("insecure-skip-verify"), help: ArgumentHelp(
+        "For tests only: accept any server certificate, so anyone in the path can impersonate the server."))
+    var insecureSkipVerify = false
+
+    var resolvedCAFile: String? { caFile ?? Self.environment("TABSYNC_CA_FILE") }
+
+    /// The value of an environment variable; nil when unset or empty.
     static func environment(_ name: String) -> String? {
         guard let value = getenv(name) else { return nil }
         let text = String(cString: value)
         return text.isEmpty ? nil : text
     }
 
-    var resolvedServer: String { server ?? Self.environment("TABSYNC_SERVER") ?? Self.defaultServer }
+    /// The server: the option, else `TABSYNC_SERVER`, else the default, parsed.
+    /// - Throws: `.badArgument` naming the option or the variable and its value when it is not a
+    ///   `ws://` or `wss://` URL (a bad variable is never replaced by the default).
+    func resolvedServer() throws(CommandError) -> (text: String, url: ServerURL) {
+        let (text, source) = server.map { ($0, "--server") }
+            ?? Self.environment("TABSYNC_SERVER").map { ($0, "TABSYNC_SERVER") }
+            ?? (Self.defaultServer, "the default server")
+        do throws(ClientError) {
+            return (text, try ServerURL(parsing: text))
+        } catch {
+            var why = "\(error)"
+            if case .invalidURL(let detail) = error { why = String(detail.dropFirst(text.count + 2)) }
+            throw .badArgument(Self.invalid(source, text, expected: "a ws:// or wss:// URL (\(why))"))
+        }
+    }
 
-    /// The workspace: `positional` (bar's argument) first, then the option, the environment, the default.
-    func resolvedWorkspace(_ positional: String? = nil) -> String {
-        positional ?? workspace ?? Self.environment("TABSYNC_WORKSPACE") ?? Self.defaultWorkspace
+    /// The workspace: `positional` (bar's argument) first, then the option, `TABSYNC_WORKSPACE`, the default.
+    /// - Throws: `.badArgument` naming where the id came from when it is not a valid workspace id.
+    func resolvedWorkspace(_ positional: String? = nil) throws(CommandError) -> String {
+        let (id, source) = positional.map { ($0, "WORKSPACE") } ?? workspace.map { ($0, "--workspace") }
+            ?? Self.environment("TABSYNC_WORKSPACE").map { ($0, "TABSYNC_WORKSPACE") }
+            ?? (Self.defaultWorkspace, "the default workspace")
+        guard Self.isValidWorkspace(id) else {
+            throw .badArgument(Self.invalid(source, id, expected: "1–64 chars of [A-Za-z0-9._-]"))
+        }
+        return id
+    }
+
+    /// `invalid TABSYNC_SERVER="x": expected …`, or `invalid --server "x": expected …` for an option.
+    static func invalid(_ source: String, _ value: String, expected: String) -> String {
+        let shown = source.hasPrefix("TABSYNC_") ? "\(source)=\"\(value)\"" : "\(source) \"\(value)\""
+        return "invalid \(shown): expected \(expected)"
     }
 
     var resolvedName: String { name ?? Self.environment("USER") ?? "tabsync" }
@@ -157,6 +206,10 @@ struct ConnectionOptions: ParsableArguments {
             throw ValidationError("--workspace must be 1–64 chars of [A-Za-z0-9._-]")
         }
         if timeout < 1 { throw ValidationError("--timeout must be at least 1") }
+        let caSource = caFile.map { ($0, "--ca-file") } ?? Self.environment("TABSYNC_CA_FILE").map { ($0, "TABSYNC_CA_FILE") }
+        if let (path, source) = caSource, access(path, R_OK) != 0 {
+            throw ValidationError(Self.invalid(source, path, expected: "a readable PEM file"))
+        }
     }
 
     static func isValidWorkspace(_ id: String) -> Bool {

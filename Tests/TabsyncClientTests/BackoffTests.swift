@@ -1,21 +1,10 @@
+import TabsyncTestSupport
 import Testing
 @testable import TabsyncClient
 
-/// A deterministic generator (SplitMix64) so jitter can be checked exactly.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite struct BackoffTests {
     @Test func firstAttemptWaitsNothing() {
-        var generator = SeededGenerator(state: 1)
+        var generator = SplitMix64(seed: 1)
         #expect(Backoff.default.delay(attempt: 0, using: &generator) == .zero)
     }
 
@@ -31,7 +20,7 @@ struct SeededGenerator: RandomNumberGenerator {
 
     @Test func jitterStaysWithinItsShareAndVaries() {
         let backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(10), jitter: 0.5)
-        var generator = SeededGenerator(state: 42)
+        var generator = SplitMix64(seed: 42)
         for attempt in 1...12 {
             let nominal = backoff.nominalDelay(attempt: attempt)
             var seen = Set<Duration>()

@@ -3,12 +3,13 @@ import TabsyncClient
 import TabsyncCore
 import TabsyncProto
 import Synchronization
+import TabsyncTestServer
 
 /// The client library against the real server over real sockets.
 @Suite(.serialized) struct ClientServerTests {
     /// Every client submits `opsEach` random ops concurrently; then all must agree with each other.
     func converge(clients count: Int, opsEach: Int, sharedLoop: Bool, seed: UInt64) async throws {
-        let server = try LiveServer()
+        let server = try TestServer.forClients()
         defer { server.stop() }
         let loop = sharedLoop ? try ClientLoop() : nil
         defer { loop?.shutdown() }
@@ -71,7 +72,7 @@ import Synchronization
     }
 
     @Test func twoHundredClientsShareOneLoopThread() async throws {
-        let server = try LiveServer()
+        let server = try TestServer.forClients()
         defer { server.stop() }
         let loop = try ClientLoop()
         let count = 200
@@ -96,7 +97,7 @@ import Synchronization
     }
 
     @Test func aClientDroppedMidStreamLosesAndDuplicatesNothing() async throws {
-        let server = try LiveServer()
+        let server = try TestServer.forClients()
         defer { server.stop() }
         let seen = Mutex<[UInt64]>([])
         let writer = try server.client("writer", workspace: "drops")
@@ -129,7 +130,7 @@ import Synchronization
     }
 
     @Test func aServerRestartMidStreamLosesAndDuplicatesNothing() async throws {
-        let server = try LiveServer()
+        let server = try TestServer.forClients()
         let writer = try server.client("writer", workspace: "restart", format: .json)
         let watcher = try server.client("watcher", workspace: "restart")
         writer.start()
@@ -141,8 +142,7 @@ import Synchronization
             if index == total / 2 {
                 // Server-side close of every connection while ops are in flight, then the same
                 // store comes back on the same port.
-                server.stop()
-                try server.start()
+                try server.restart()
             }
             if index % 10 == 0 { try await Task.sleep(for: .milliseconds(1)) }
         }
@@ -159,7 +159,7 @@ import Synchronization
     }
 
     @Test func reconnectAndResyncResumeWithoutLosingState() async throws {
-        let server = try LiveServer()
+        let server = try TestServer.forClients()
         defer { server.stop() }
         let client = try server.client("c1", workspace: "again")
         client.start()
@@ -177,7 +177,7 @@ import Synchronization
     }
 
     @Test func editsMadeWhileTheServerIsDownAreSentAfterReconnecting() async throws {
-        let server = try LiveServer()
+        let server = try TestServer.forClients()
         let editor = try server.client("editor", workspace: "offline", format: .json)
         let viewer = try server.client("viewer", workspace: "offline")
         editor.start()
@@ -201,7 +201,7 @@ import Synchronization
         #expect(optimistic.tabs.map(\.id) == ["offline-2", "before", "offline-1"])
         #expect(editor.state.pending.count == 3)
 
-        try server.start()
+        try server.restart()
         defer { server.stop() }
         let settled = try await editor.waitUntil(timeout: .seconds(20)) { $0.isSettled }
         #expect(settled.confirmed.tabs.map(\.id) == ["offline-2", "before", "offline-1"])
@@ -214,7 +214,7 @@ import Synchronization
     }
 
     @Test func presenceAndFocusReachPeers() async throws {
-        let server = try LiveServer()
+        let server = try TestServer.forClients()
         defer { server.stop() }
         let ann = try server.client("ann", workspace: "presence")
         let bob = try server.client("bob", workspace: "presence", format: .json)
@@ -232,7 +232,7 @@ import Synchronization
     }
 
     @Test func aRefusedOpIsReportedAndTheConnectionStays() async throws {
-        let server = try LiveServer()
+        let server = try TestServer.forClients()
         defer { server.stop() }
         let client = try server.client("c1", workspace: "refusals")
         client.start()
@@ -247,7 +247,7 @@ import Synchronization
     }
 
     @Test func anInvalidHelloClosesTheClientForGood() async throws {
-        let server = try LiveServer()
+        let server = try TestServer.forClients()
         defer { server.stop() }
         let client = try server.client("bad id with spaces", workspace: "w")
         client.start()

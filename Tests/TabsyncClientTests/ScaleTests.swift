@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TabsyncClient
 import TabsyncCore
+import TabsyncTestSupport
 
 private let scaleCount = ProcessInfo.processInfo.environment["TABSYNC_CLIENT_SCALE"].flatMap { Int($0) }
 
@@ -33,13 +34,7 @@ struct ScaleTests {
             var status: Int32 = 0
             _ = waitpid(server.processIdentifier, &status, 0)
         }
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
-        let text = String(decoding: line, as: UTF8.self)
+        let text = output.firstLine()
         let address = try #require(text.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
         let url = try ServerURL(parsing: address)
 

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TabsyncTestSupport
 import Testing
 @testable import TabsyncClient
 
@@ -134,13 +135,7 @@ final class EchoServer {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
-        let text = String(decoding: line, as: UTF8.self)
+        let text = output.firstLine()
         guard text.hasPrefix("listening "), let port = Int(text.dropFirst(10).prefix { $0.isNumber }) else {
             kill(process.processIdentifier, SIGKILL)
             var status: Int32 = 0
@@ -178,13 +173,15 @@ struct TLSTransportTests {
             id: id, owner: owner, url: try ServerURL(parsing: "wss://127.0.0.1:\(server.port)/"),
             subprotocol: "tabsync.v1.proto", backoff: Backoff(initial: .milliseconds(50), maximum: .milliseconds(200)),
             allowSelfSigned: true))
-        try await poll { owner.record.withLock { $0.opened == 1 } }
+        let opened = await waitUntil(deadline: .seconds(10)) { owner.record.withLock { $0.opened == 1 } }
+        try #require(opened, "the connection never opened")
 
         let small: [UInt8] = Array("hello over tls".utf8)
         let large = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         owner.record.withLock { $0.outgoing = [small, large, Array("big:250000".utf8)] }
         loop.send(.flush(id: id))
-        try await poll { owner.record.withLock { $0.messages.count == 3 } }
+        let received = await waitUntil(deadline: .seconds(10)) { owner.record.withLock { $0.messages.count == 3 } }
+        try #require(received, "not all three messages arrived")
         let record = owner.record.withLock { $0 }
         #expect(record.messages[0] == small)
         #expect(record.messages[1] == large, "a 300 KB message arrives whole")
@@ -208,19 +205,11 @@ struct TLSTransportTests {
             id: id, owner: owner, url: try ServerURL(parsing: "wss://127.0.0.1:\(server.port)/"),
             subprotocol: "tabsync.v1.proto", backoff: Backoff(initial: .milliseconds(50), maximum: .milliseconds(100)),
             allowSelfSigned: false))
-        try await poll { owner.record.withLock { $0.endings.count >= 3 } }
+        let refused = await waitUntil(deadline: .seconds(10)) { owner.record.withLock { $0.endings.count >= 3 } }
+        try #require(refused, "fewer than three failed attempts")
         let record = owner.record.withLock { $0 }
         #expect(record.opened == 0)
         #expect(record.endings.allSatisfy { $0.kind == .failedToConnect })
         loop.send(.close(id: id, code: 1000, reason: "done"))
-    }
-}
-
-/// Polls `condition` every 20 ms for up to `timeout`.
-func poll(timeout: Duration = .seconds(10), _ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now > deadline { throw ClientError.timedOut(timeout) }
-        try await Task.sleep(for: .milliseconds(20))
     }
 }

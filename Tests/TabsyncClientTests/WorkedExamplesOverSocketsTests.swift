@@ -1,6 +1,7 @@
 import Testing
 import TabsyncClient
 import TabsyncCore
+import TabsyncTestServer
 
 /// DESIGN.md's worked examples played by two real clients over real sockets against the real
 /// server. Each client computes its op from the workspace it sees before either op arrives; the ops
@@ -14,7 +15,7 @@ import TabsyncCore
         _ ids: [String], active: String, arrival: Arrival, workspace: String,
         first: (Workspace) -> Operation, second: (Workspace) -> Operation
     ) async throws -> (Workspace, [Rejection], [Rejection]) {
-        let server = try LiveServer()
+        let server = try TestServer.forClients()
         defer { server.stop() }
         let setup = try server.client("setup", workspace: workspace)
         setup.start()

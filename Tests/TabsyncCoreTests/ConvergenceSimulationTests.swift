@@ -5,13 +5,15 @@ import Darwin
 #endif
 import Testing
 import TabsyncCore
+import TabsyncTestSupport
 
 /// Issue 3 item 5: many seeded runs of clients with random ops, delays, interleavings, drops and
 /// reconnects against the server's apply path; after quiescence everyone agrees with the server and
 /// every op and seq was handled exactly as DESIGN.md says (see ``Simulation``).
 ///
 /// A failure names its seed. Rerun one seed with its event trace:
-/// `TABSYNC_SIM_SEED=<seed> swift test --filter ConvergenceSimulationTests`.
+/// `TABSYNC_SIM_SEED=<seed> swift test --filter ConvergenceSimulationTests` (`TABSYNC_SIM_SEED_HEAVY`
+/// for a seed of the rekey-heavy runs).
 @Suite struct ConvergenceSimulationTests {
     /// One run's shape, all drawn from its seed.
     struct Run {
@@ -21,6 +23,8 @@ import TabsyncCore
         var limits: Limits
         /// About how often a step drops a connection (while ops remain).
         var dropRate: Double
+        /// How clients choose places.
+        var placeMix = Simulation.PlaceMix.usual
 
         init(seed: UInt64) {
             var rng = SplitMix64(seed: seed)
@@ -31,12 +35,25 @@ import TabsyncCore
             limits = Limits(maxTabs: rng.int(4...30), maxResumeOps: rng.int(1...60), logRetention: retention)
             dropRate = rng.pick([0.0, 0.01, 0.03, 0.08])
         }
+
+        /// Rule 7's shape: up to 20 clients, longer runs, many server rekeys, keys before the first tab.
+        init(rekeyHeavySeed seed: UInt64) {
+            var rng = SplitMix64(seed: seed)
+            self.seed = seed
+            clients = rng.int(2...20)
+            ops = rng.int(20...160)
+            let retention = rng.int(6...400)
+            limits = Limits(maxTabs: rng.int(8...40), maxResumeOps: rng.int(1...200), logRetention: retention)
+            dropRate = rng.pick([0.0, 0.0, 0.01, 0.03])
+            placeMix = .rekeyHeavy
+        }
     }
 
     /// Runs one seeded simulation to quiescence and returns it (check `failures`).
     static func simulate(_ run: Run, trace: Bool = false) -> Simulation {
         var rng = SplitMix64(seed: run.seed ^ 0x5EED)
         var sim = Simulation(clients: run.clients, limits: run.limits)
+        sim.placeMix = run.placeMix
         if trace { sim.trace = Simulation.Trace() }
         for i in sim.clients.indices { sim.connect(i) }
         var opsLeft = run.ops
@@ -126,11 +143,44 @@ import TabsyncCore
         }
     }
 
+    /// Rule 7 under load: up to 20 clients submitting keys computed before rekeys they have not seen
+    /// yet (keys before the first tab and keys equal to a tab's among them), with log windows small
+    /// enough that some rekeys leave them first. Two chunks of runs, in parallel.
+    @Test(arguments: 0..<2)
+    func seededRekeyHeavyRunsPlaceKeysAsRuleSevenSays(chunk: Int) {
+        var total = Simulation.Stats()
+        var failed = 0
+        for i in (chunk * Self.rekeyHeavyRunsPerChunk)..<((chunk + 1) * Self.rekeyHeavyRunsPerChunk) {
+            let run = Run(rekeyHeavySeed: UInt64(i) &* 0xD1B5_4A32_D192_ED03 &+ 7)
+            let sim = Self.simulate(run)
+            total.serverRekeys += sim.stats.serverRekeys
+            total.translatedKeyPlaces += sim.stats.translatedKeyPlaces
+            total.staleKeyRefusals += sim.stats.staleKeyRefusals
+            if !sim.failures.isEmpty {
+                failed += 1
+                let message = Self.report(run, sim).replacingOccurrences(of: "TABSYNC_SIM_SEED", with: "TABSYNC_SIM_SEED_HEAVY")
+                print("ConvergenceSimulationTests: " + message)
+                Issue.record(Comment(rawValue: message))
+                if failed >= 3 { break }
+            }
+        }
+        print("ConvergenceSimulationTests: rekey-heavy chunk \(chunk), \(Self.rekeyHeavyRunsPerChunk) runs: \(total.serverRekeys) server rekeys, "
+            + "\(total.translatedKeyPlaces) key places translated, \(total.staleKeyRefusals) refused as computed before a dropped rekey")
+        guard failed == 0 else { return }
+        #expect(total.translatedKeyPlaces > 0 && total.staleKeyRefusals > 0)
+    }
+
+    static let rekeyHeavyRunsPerChunk = 60
+
     /// Reruns one seed with its trace when `TABSYNC_SIM_SEED` is set.
-    @Test(.enabled(if: getenv("TABSYNC_SIM_SEED") != nil))
+    @Test(.enabled(if: getenv("TABSYNC_SIM_SEED") != nil || getenv("TABSYNC_SIM_SEED_HEAVY") != nil))
     func replayOneSeedWithTrace() {
-        let seed = UInt64(String(cString: getenv("TABSYNC_SIM_SEED")!))!
-        let run = Run(seed: seed)
+        let run: Run
+        if let heavy = getenv("TABSYNC_SIM_SEED_HEAVY") {
+            run = Run(rekeyHeavySeed: UInt64(String(cString: heavy))!)
+        } else {
+            run = Run(seed: UInt64(String(cString: getenv("TABSYNC_SIM_SEED")!))!)
+        }
         let sim = Self.simulate(run, trace: true)
         for line in sim.trace?.lines ?? [] { print(line) }
         #expect(sim.failures.isEmpty, "\(Self.report(run, sim))")

@@ -1,4 +1,5 @@
 import TabsyncCore
+import TabsyncTestSupport
 
 /// Random position keys for the property tests, built from the format itself (not from
 /// `PositionKey.between`) so the tests do not only see keys the implementation likes to make.

@@ -1,6 +1,7 @@
 import PropertyBased
 import Testing
 import TabsyncCore
+import TabsyncTestSupport
 
 /// Property tests of `PositionKey`: validity, strict betweenness with either end open, and how long
 /// keys get (DESIGN.md "Ordering", issue 3 item 3).

@@ -1,6 +1,7 @@
 import PropertyBased
 import Testing
 import TabsyncCore
+import TabsyncTestSupport
 
 /// Rule 7's translation: a key computed before a rekey keeps its neighbours through it
 /// (`RekeyRecord.translate`), for random key lists, random rekeys and random keys.

@@ -118,6 +118,100 @@ import TabsyncCore
         #expect(s.workspace.invariantViolations(limits: .default).isEmpty)
     }
 
+    /// The issue's suspects, as rule 7 words them: a key before the first tab stays before it.
+    @Test func aKeyBeforeTheFirstTabStaysBeforeThatTabThroughARekey() {
+        var s = Self.prepended()
+        // Client 2 sees [C B A] at version 3 and drops Y before C: "Zx".
+        let yKey = PositionKey.between(nil, Self.key(s.workspace, "C"))
+        _ = s.submit(clientId: "c1", seq: 1, baseVersion: 3, op: .add(tab: Tab(id: "X"), place: .key(Self.longKey(after: "a0", length: 80)), activate: false))
+        #expect(s.workspace.tabs.map(\.key) == ["a0", "a1", "a2", "a3"])
+        _ = s.submit(clientId: "c2", seq: 1, baseVersion: 3, op: .add(tab: Tab(id: "Y"), place: .key(yKey), activate: false))
+        #expect(Self.ids(s.workspace) == ["Y", "C", "B", "A", "X"])
+    }
+
+    /// A key equal to the old key of a tab removed since the rekey takes that tab's new key (free
+    /// now): between the removed tab's neighbours, as rule 7 then rule 1 say.
+    @Test func aKeyEqualToTheOldKeyOfATabRemovedSinceTakesThatTabsNewKey() throws {
+        var s = Self.prepended()
+        _ = s.submit(clientId: "c1", seq: 1, baseVersion: 3, op: .add(tab: Tab(id: "X"), place: .key(Self.longKey(after: "a0", length: 80)), activate: false))
+        _ = s.submit(clientId: "c1", seq: 2, baseVersion: 5, op: .remove(tabId: "B"))
+        // Client 2 saw [C B A] at version 3 and used B's key "Zz"; B was "a1" after the rekey.
+        let outcome = s.submit(clientId: "c2", seq: 1, baseVersion: 3, op: .add(tab: Tab(id: "Y"), place: .key("Zz"), activate: false))
+        guard case .applied(let applied) = outcome, case .add(let y, _, _) = applied.last?.op else {
+            Issue.record("expected an add, got \(outcome)")
+            return
+        }
+        #expect(y.key == "a1")
+        #expect(Self.ids(s.workspace) == ["C", "Y", "A", "X"])
+    }
+
+    /// The defect: a rekey that has left the log window was skipped, so a key computed before it was
+    /// read against keys made after it. Here "a0V" (between A and B at version 2) would have landed
+    /// between D and C (the new `a0` and `a1`); rule 7 puts it between A and B, which the server can
+    /// no longer work out, so it refuses the key instead (the client computes it again).
+    @Test func aKeyComputedBeforeARekeyThatHasLeftTheLogWindowIsRefusedNotReadAgainstTheNewKeys() throws {
+        var s = Sequencer(workspace: Workspace(id: "w"), limits: Limits(logRetention: 4))
+        var seq: UInt64 = 0
+        func submit(_ op: Operation, base: UInt64) -> Sequencer.Outcome {
+            seq += 1
+            return s.submit(clientId: "c1", seq: seq, baseVersion: base, op: op)
+        }
+        _ = submit(.add(tab: Tab(id: "A"), place: .end, activate: false), base: 0)
+        _ = submit(.add(tab: Tab(id: "B"), place: .end, activate: false), base: 0)
+        // Client 2 sees [A B] (a0 a1) at version 2 and drops Y between them.
+        let yKey = PositionKey.between("a0", "a1")
+        _ = submit(.add(tab: Tab(id: "C"), place: .index(0), activate: false), base: 0) // Zz
+        _ = submit(.add(tab: Tab(id: "D"), place: .index(0), activate: false), base: 0) // Zy
+        guard case .applied(let rekeyed) = submit(.add(tab: Tab(id: "X"), place: .key(Self.longKey(after: "a1", length: 80)), activate: false), base: 4),
+            case .rekey = rekeyed.first?.op
+        else {
+            Issue.record("expected a rekey")
+            return
+        }
+        #expect(s.workspace.tabs.map(\.key) == ["a0", "a1", "a2", "a3", "a4"]) // D C A B X
+        #expect(s.rekeys.map(\.version) == [5])
+        // Inside the window the key is still translated (a copy, to keep the original going).
+        var inWindow = s
+        _ = inWindow.submit(clientId: "c2", seq: 1, baseVersion: 2, op: .add(tab: Tab(id: "Y"), place: .key(yKey), activate: false))
+        #expect(Self.ids(inWindow.workspace) == ["D", "C", "A", "Y", "B", "X"])
+        // Ops that push the rekey out of the log window.
+        for n in 0..<6 { _ = submit(.activate(.index(UInt32(n % 3))), base: 0) }
+        #expect(s.rekeys.isEmpty)
+        #expect(s.forgottenRekeysThrough == 5)
+        let before = s.workspace
+        let outcome = s.submit(clientId: "c2", seq: 1, baseVersion: 2, op: .add(tab: Tab(id: "Y"), place: .key(yKey), activate: false))
+        guard case .rejected(let error) = outcome else {
+            Issue.record("expected INVALID_ARGUMENT, got \(outcome) with \(Self.ids(s.workspace))")
+            return
+        }
+        #expect(error.code == .invalidArgument)
+        #expect(s.workspace == before)
+        // Computed after the forgotten rekey: still placed (no translation needed).
+        let after = s.submit(clientId: "c2", seq: 2, baseVersion: 5, op: .add(tab: Tab(id: "Y"), place: .key("a2V"), activate: false))
+        guard case .applied = after else {
+            Issue.record("expected applied, got \(after)")
+            return
+        }
+        #expect(Self.ids(s.workspace) == ["D", "C", "A", "Y", "B", "X"])
+        // An open that only activates a tab that is there does not use its place: not refused.
+        let open = s.submit(clientId: "c2", seq: 3, baseVersion: 2, op: .open(tab: Tab(id: "A"), place: .key(yKey)))
+        #expect(open == .applied([s.log.last!]) && s.workspace.activeTabId == "A")
+    }
+
+    /// After a restart the sequencer does not know which rekeys went before its log: it assumes any
+    /// might have, unless told.
+    @Test func aRestoredSequencerAssumesARekeyMayHaveGoneBeforeItsLog() {
+        var s = Sequencer(workspace: Workspace(id: "w"), limits: Limits(logRetention: 4))
+        for n in 1...12 { _ = s.submit(clientId: "c", seq: UInt64(n), baseVersion: 0, op: .add(tab: Tab(id: "t\(n)"), place: .end, activate: false)) }
+        #expect(s.forgottenRekeysThrough == 0) // no rekey was ever dropped
+        let first = s.log.first!.version
+        let restored = Sequencer(workspace: s.workspace, limits: s.limits, log: s.log, lastSeqs: s.lastSeqs)
+        #expect(restored.forgottenRekeysThrough == first - 1)
+        let told = Sequencer(workspace: s.workspace, limits: s.limits, log: s.log, lastSeqs: s.lastSeqs, forgottenRekeysThrough: 0)
+        #expect(told.forgottenRekeysThrough == 0)
+        #expect(Sequencer(workspace: Workspace(id: "w"), limits: .default).forgottenRekeysThrough == 0)
+    }
+
     @Test func baseVersionZeroOrAfterTheRekeyMeansNoTranslation() {
         for base: UInt64 in [0, 4, 5] {
             var s = Self.prepended()

@@ -1,4 +1,5 @@
 import TabsyncCore
+import TabsyncTestSupport
 
 /// The random op mix of the convergence simulation: every op kind, computed from what the client
 /// sees (its optimistic state) the way a UI would, plus the awkward cases — ops on tabs others
@@ -81,10 +82,10 @@ extension Simulation {
     /// A place as a client computes it from `view` (the moving tab left out of the neighbours).
     func randomPlace<R: RandomNumberGenerator>(in view: Workspace, moving: String?, using rng: inout R) -> Place {
         let list = view.tabs.filter { $0.id != moving }
-        let gap = rng.int(0...list.count)
+        let gap = placeMix.beforeFirst > 0 && rng.chance(placeMix.beforeFirst) ? 0 : rng.int(0...list.count)
         let lower = gap > 0 ? list[gap - 1].key : nil
         let upper = gap < list.count ? list[gap].key : nil
-        switch rng.weighted([12, 20, 40, 10, 2, 2, 6, 2]) {
+        switch rng.weighted(placeMix.weights) {
         case 0: return .end
         case 1: return .index(UInt32(rng.int(0...list.count + 2)))
         case 2: return .key(PositionKey.between(lower, upper))

@@ -6,11 +6,12 @@ import TabsyncCore
 ///
 /// Checked, from the state just before the op: remove wins (an op on a tab that is not there is
 /// `TAB_GONE`, an applied op names a tab that was there); removing the active tab activates its right
-/// neighbour, else its left one; rule 1 (a submitted key is kept, or, when taken, replaced by one just
-/// after the tab holding it); locked tabs are not moved or removed; a non-editable workspace is not
+/// neighbour, else its left one; rules 7 and 1 (a submitted key, translated through each rekey since
+/// its baseVersion, is kept, or, when taken, replaced by one just after the tab holding it; refused
+/// when one of those rekeys had left the server's log window); locked tabs are not moved or removed; a non-editable workspace is not
 /// changed; `open` activates the tab with the same id, else the first with the same url, else adds.
 extension Simulation {
-    mutating func checkRules(before: Workspace, submitted p: Replica.PendingOp, outcome: Sequencer.Outcome) {
+    mutating func checkRules(before: Workspace, heldRekeys: Set<UInt64>, submitted p: Replica.PendingOp, outcome: Sequencer.Outcome) {
         let applied: AppliedOp?
         let refusal: ErrorCode?
         switch outcome {
@@ -18,9 +19,6 @@ extension Simulation {
         case .rejected(let error): (applied, refusal) = (nil, error.code)
         case .answeredAgain, .ignored: return
         }
-        let rekeyedNow: Bool
-        if case .applied(let ops) = outcome { rekeyedNow = ops.count > 1 } else { rekeyedNow = false }
-
         // Remove wins: the tab an op names must be there.
         let named: String?
         switch p.op {
@@ -38,6 +36,7 @@ extension Simulation {
             }
         }
 
+        checkKeyPlace(before: before, heldRekeys: heldRekeys, submitted: p, applied: applied, refusal: refusal)
         guard let applied else { return }
 
         // Not editable: nothing that changes the list.
@@ -70,27 +69,50 @@ extension Simulation {
             default: fail("open \(tab.id) (url \(tab.url)) on \(before.tabs.map { "\($0.id)|\($0.url)" }) became \(applied.op)")
             }
         }
+    }
 
-        // Rule 1, where no translation is involved (no rekey since the op's baseVersion, nor now).
-        let translated = rekeyedNow || (p.baseVersion > 0 && rekeyVersions.contains { $0 > p.baseVersion })
-        guard !translated else { return }
-        let submittedKey: String?
-        let finalKey: String?
-        let moving: String?
-        switch (p.op, applied.op) {
-        case (.add(_, .key(let k), _), .add(let t, _, _)), (.open(_, .key(let k)), .add(let t, _, _)):
-            (submittedKey, finalKey, moving) = (k, t.key, nil)
-        case (.move(let id, .key(let k)), .move(_, .key(let f))):
-            (submittedKey, finalKey, moving) = (k, f, id)
-        default:
-            (submittedKey, finalKey, moving) = (nil, nil, nil)
+    /// Rules 7 and 1 (see ``RuleSevenOracle``) for an op with a key place, or a refusal
+    /// (`INVALID_ARGUMENT`) when a rekey since its baseVersion is one the server no longer held (it
+    /// was dropped with the log): such a key is never read against keys it was not computed for.
+    /// `heldRekeys` are the versions of the rekeys the server held just before the op.
+    mutating func checkKeyPlace(
+        before: Workspace, heldRekeys: Set<UInt64>, submitted p: Replica.PendingOp, applied: AppliedOp?, refusal: ErrorCode?
+    ) {
+        if let (submitted, movingId) = Self.keyPlace(of: p.op) {
+            let since = p.baseVersion > 0 ? rekeyVersions.filter { $0 > p.baseVersion && $0 <= before.version } : []
+            let forgotten = since.filter { !heldRekeys.contains($0) }
+            if !forgotten.isEmpty {
+                switch (applied?.op, refusal) {
+                case (.activate?, _) where p.op.kind == .open, (nil, .invalidArgument?):
+                    stats.staleKeyRefusals += applied == nil ? 1 : 0
+                default:
+                    fail("\(p.op) base \(p.baseVersion), computed before the rekeys at \(forgotten) the server no longer held, "
+                        + "became \(applied.map { "\($0.op)" } ?? "\(String(describing: refusal))"), not INVALID_ARGUMENT")
+                }
+                return
+            }
+            let finalKey: String?
+            switch applied?.op {
+            case .add(let t, _, _)?: finalKey = t.key
+            case .move(_, .key(let k))?: finalKey = k
+            default: finalKey = nil
+            }
+            if applied != nil && finalKey != nil && !since.isEmpty { stats.translatedKeyPlaces += 1 }
+            if let applied, let finalKey, let problem = RuleSevenOracle.placementProblem(
+                submitted: submitted, baseVersion: p.baseVersion, moving: movingId, finalKey: finalKey,
+                appliedVersion: applied.version, history: history, rekeyVersions: rekeyVersions)
+            {
+                fail("\(p.op) base \(p.baseVersion): \(problem)")
+            }
         }
-        guard let k = submittedKey, !k.isEmpty, let f = finalKey else { return }
-        let others = before.tabs.filter { $0.id != moving }
-        if moving.flatMap({ before.tab($0) })?.key == k || !others.contains(where: { $0.key == k }) {
-            if f != k { fail("\(p.op): the free key \(k) became \(f)") }
-        } else if !PositionKey.less(k, f) || others.contains(where: { PositionKey.less(k, $0.key) && PositionKey.less($0.key, f) }) {
-            fail("\(p.op): the taken key \(k) became \(f), not a key just after the tab holding it")
+    }
+
+    /// The non-empty key an add, open or move places by, with the moved tab's id for a move.
+    static func keyPlace(of op: Operation) -> (key: String, moving: String?)? {
+        switch op {
+        case .add(_, .key(let k), _) where !k.isEmpty, .open(_, .key(let k)) where !k.isEmpty: (k, nil)
+        case .move(let id, .key(let k)) where !k.isEmpty: (k, id)
+        default: nil
         }
     }
 }

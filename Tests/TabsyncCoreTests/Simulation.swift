@@ -1,4 +1,5 @@
 import TabsyncCore
+import TabsyncTestSupport
 
 /// An in-process tabsync deployment for tests: the server's apply path (core `Sequencer`, with
 /// DESIGN.md's Hello / Welcome / resume / dedup answers on top), clients that each hold a core
@@ -97,9 +98,24 @@ struct Simulation {
     var knownTabIds: [String] = []
     private var knownTabIdSet: Set<String> = []
     /// Counters for the summary (and for tests that want a mix to have happened).
-    private(set) var stats = Stats()
+    var stats = Stats()
     /// Events so far, when tracing (set `trace` before running).
     var trace: Trace? = nil
+    /// How clients choose places (see ``randomPlace(in:moving:using:)``).
+    var placeMix = PlaceMix.usual
+
+    /// The weights of the place kinds a client picks, and how often it drops a tab before the first.
+    struct PlaceMix {
+        /// Weights of: end, index, a key between neighbours, a key equal to a tab's, an empty key, a
+        /// malformed key, a key of 40–128 bytes (a server rekey when over 64), a key over 128 bytes.
+        var weights: [Int]
+        /// The chance that a key place is computed for the gap before the first tab.
+        var beforeFirst: Double
+
+        static let usual = PlaceMix(weights: [12, 20, 40, 10, 2, 2, 6, 2], beforeFirst: 0)
+        /// Rule 7's hard cases: many rekeys, keys before the first tab, keys equal to a tab's.
+        static let rekeyHeavy = PlaceMix(weights: [4, 6, 40, 16, 1, 1, 14, 1], beforeFirst: 0.3)
+    }
 
     /// A run's event log. A class so that logging needs no exclusive access to the simulation
     /// (messages are built only when tracing).
@@ -111,6 +127,10 @@ struct Simulation {
         var applied = 0
         var rejected: [ErrorCode: Int] = [:]
         var serverRekeys = 0
+        /// Key places refused because a rekey since their baseVersion had left the log window.
+        var staleKeyRefusals = 0
+        /// Key places applied after translation through at least one rekey since their baseVersion.
+        var translatedKeyPlaces = 0
         var answeredAgain = 0
         var ignored = 0
         var recoveredWelcomes = 0
@@ -211,6 +231,7 @@ struct Simulation {
         case .submit(let p):
             let key = ClientSeq(client: clientId, seq: p.seq)
             let before = sequencer.workspace
+            let heldRekeys = Set(sequencer.rekeys.map(\.version))
             let versionBefore = before.version
             let outcome = sequencer.submit(clientId: clientId, seq: p.seq, baseVersion: p.baseVersion, op: p.op)
             log("server reads \(clientId) seq \(p.seq) on #\(c)\(connections[c].open ? "" : " (closed)"): \(outcome)")
@@ -252,7 +273,7 @@ struct Simulation {
                 if consumed[key] == nil { fail("\(clientId) seq \(p.seq) ignored but never consumed") }
             }
             if sequencer.lastSeq(of: clientId) < p.seq { fail("lastSeq of \(clientId) is below the seq it just read") }
-            checkRules(before: before, submitted: p, outcome: outcome)
+            checkRules(before: before, heldRekeys: heldRekeys, submitted: p, outcome: outcome)
         }
     }
 

@@ -1,6 +1,6 @@
 import Testing
 import TabsyncCore
-import TabsyncProto
+@testable import TabsyncProto
 
 @Suite struct OpConversionTests {
     @Test(arguments: Samples.pairs)

@@ -1,6 +1,6 @@
 import Testing
 import TabsyncCore
-import TabsyncProto
+@testable import TabsyncProto
 
 /// Hand-built pairs of a core op and the proto op it must convert to (and from), covering every
 /// op kind and every field, each optional both present and absent.

@@ -1,6 +1,6 @@
 import Testing
 import TabsyncCore
-import TabsyncProto
+@testable import TabsyncProto
 
 private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }

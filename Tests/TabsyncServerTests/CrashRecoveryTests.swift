@@ -3,6 +3,7 @@ import Synchronization
 import TabsyncCore
 import TabsyncProto
 import TabsyncStore
+import TabsyncTestSupport
 import Testing
 
 /// DESIGN.md's durability rule as an operator sees it: the real `tabsync-server` on a data dir is
@@ -46,7 +47,7 @@ struct CrashRecoveryTests {
     static func runClient(
         port: Int, workspace: String, clientId: String, seed: UInt64, acks: Acks, stop: StopFlag
     ) {
-        var rng = CrashRandom(seed: seed)
+        var rng = SplitMix64(seed: seed)
         guard let (client, welcome) = try? TestClient.joined(port: port, workspace: workspace, clientId: clientId) else { return }
         acks.state.withLock { $0.welcomeLastSeq[clientId] = welcome.lastSeq }
         var nextSeq = welcome.lastSeq + 1
@@ -91,7 +92,7 @@ struct CrashRecoveryTests {
 
     /// Adds (most often), moves, removes, activates and updates of the client's own tabs; some are
     /// refused (a tab already removed), which consumes the seq like any op.
-    static func randomOp(clientId: String, seq: UInt64, live: [String], rng: inout CrashRandom) -> TabsyncCore.Operation {
+    static func randomOp(clientId: String, seq: UInt64, live: [String], rng: inout SplitMix64) -> TabsyncCore.Operation {
         let earlier = live.isEmpty ? "\(clientId)-0" : live[Int(rng.next() % UInt64(live.count))]
         switch rng.next() % 10 {
         case 0...3 where live.count >= 30: return .remove(tabId: earlier)
@@ -106,9 +107,9 @@ struct CrashRecoveryTests {
     @Test func acknowledgedOpsSurviveSIGKILLExactlyOnceAndTheStateIsTheReplayOfTheLog() throws {
         let seed = ProcessInfo.processInfo.environment["TABSYNC_CRASH_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
         print("CrashRecoveryTests seed: \(seed) (TABSYNC_CRASH_SEED=\(seed) replays it)")
-        var rng = CrashRandom(seed: seed)
-        let directory = NSTemporaryDirectory() + "tabsync-crash-" + UUID().uuidString
-        defer { if ProcessInfo.processInfo.environment["TABSYNC_KEEP"] == nil { try? FileManager.default.removeItem(atPath: directory) } else { print("kept", directory) } }
+        var rng = SplitMix64(seed: seed)
+        let dataDir = TemporaryDirectory(prefix: "tabsync-crash")  // TABSYNC_KEEP=1 keeps it
+        let directory = dataDir.path
         let acks = Acks()
         let rounds = 4
         var highestAckedBefore: [String: UInt64] = [:]
@@ -119,6 +120,8 @@ struct CrashRecoveryTests {
             _ = try child.waitForListening()
             try #require(child.port > 0, "round \(round): the server did not start")
 
+            let answers = { acks.state.withLock { $0.applied.count + $0.rejected.count } }
+            let answeredBefore = answers()
             let stop = StopFlag()
             let group = DispatchGroup()
             var clientIds: [String] = []
@@ -136,16 +139,18 @@ struct CrashRecoveryTests {
                     }.start()
                 }
             }
-            let killAfter = 0.3 + Double(rng.next() % 700) / 1000
-            Thread.sleep(forTimeInterval: killAfter)
-            let acked = acks.state.withLock { $0.applied.count + $0.rejected.count }
+            // SIGKILL at a random moment: once this round has had a random number of answers
+            // (drawn from the seed), or after 10 s whatever has come by then.
+            let killAfter = 100 + Int(rng.next() % 900)
+            _ = waitUntil(deadline: .seconds(10)) { answers() - answeredBefore >= killAfter }
+            let acked = answers()
             kill(child.process.processIdentifier, SIGKILL)
             #expect(child.waitForExit(timeout: 5) != nil)
             if group.wait(timeout: .now() + 5) == .timedOut {
                 stop.set()
                 _ = group.wait(timeout: .now() + 2)
             }
-            print("CrashRecoveryTests round \(round): SIGKILL after \(Int(killAfter * 1000)) ms, \(acked) answers so far")
+            print("CrashRecoveryTests round \(round): SIGKILL after \(acked - answeredBefore) answers (aimed at \(killAfter)), \(acked) so far")
             #expect(acked > 0, "round \(round): no op was acknowledged before the kill")
             // Each client's Welcome after the restart knew every seq answered before it.
             let welcomed = acks.state.withLock { $0.welcomeLastSeq }
@@ -214,19 +219,6 @@ struct CrashRecoveryTests {
         }
         print("CrashRecoveryTests: \(rounds) kills, \(state.applied.count) applied acks, \(state.rejected.count) refusals, \(totalOps) ops in the log, seed \(seed)")
         #expect(state.applied.count > 20)
-    }
-}
-
-/// SplitMix64: a small deterministic generator, so a printed seed replays a run.
-struct CrashRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

@@ -50,10 +50,25 @@ final class RawWebSocket {
 
     deinit { Glibc.close(fd) }
 
-    /// Opens a TCP connection; `receiveBuffer` sets SO_RCVBUF before connecting (slow readers).
-    static func tcp(port: Int, host: String = "127.0.0.1", receiveBuffer: Int? = nil) throws -> Int32 {
+    /// Opens a TCP connection; `receiveBuffer` sets SO_RCVBUF before connecting (slow readers);
+    /// `source` binds the local end to that address first (`127.0.0.2`: another peer address).
+    static func tcp(port: Int, host: String = "127.0.0.1", receiveBuffer: Int? = nil, source: String? = nil) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure.connect("socket") }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            inet_pton(AF_INET, source, &local.sin_addr)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard bound == 0 else {
+                Glibc.close(fd)
+                throw Failure.connect("bind \(source): errno \(errno)")
+            }
+        }
         if var size = receiveBuffer.map(Int32.init) {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
@@ -75,14 +90,16 @@ final class RawWebSocket {
         return fd
     }
 
-    /// Sends an upgrade request for `path` offering `subprotocols` (nil: no header at all).
+    /// Sends an upgrade request for `path` offering `subprotocols` (nil: no header at all), from
+    /// `source` (a local address) when given, with an `Origin` header when given.
     static func connect(
         port: Int, path: String = "/", subprotocols: [String]?, receiveBuffer: Int? = nil,
-        timeout: Double = 5
+        timeout: Double = 5, source: String? = nil, origin: String? = nil
     ) throws -> Handshake {
-        let fd = try tcp(port: port, receiveBuffer: receiveBuffer)
+        let fd = try tcp(port: port, receiveBuffer: receiveBuffer, source: source)
         let socket = RawWebSocket(fd: fd)
         var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\n"
+        if let origin { request += "Origin: \(origin)\r\n" }
         request += "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         if let subprotocols { request += "Sec-WebSocket-Protocol: \(subprotocols.joined(separator: ", "))\r\n" }
         request += "\r\n"
@@ -98,8 +115,8 @@ final class RawWebSocket {
     }
 
     /// Upgrades or throws.
-    static func open(port: Int, subprotocol: String, receiveBuffer: Int? = nil) throws -> RawWebSocket {
-        switch try connect(port: port, subprotocols: [subprotocol], receiveBuffer: receiveBuffer) {
+    static func open(port: Int, subprotocol: String, receiveBuffer: Int? = nil, source: String? = nil) throws -> RawWebSocket {
+        switch try connect(port: port, subprotocols: [subprotocol], receiveBuffer: receiveBuffer, source: source) {
         case .upgraded(let socket, _): return socket
         case .refused(let status, let body): throw Failure.connect("refused \(status): \(body)")
         }
@@ -279,11 +296,15 @@ final class RawWebSocket {
     }
 }
 
-/// One HTTP/1.1 GET over a fresh connection: status and body.
-func httpGet(port: Int, path: String, timeout: Double = 5) throws -> (status: Int, body: String) {
-    let fd = try RawWebSocket.tcp(port: port)
+/// One HTTP/1.1 GET over a fresh connection (from the local address `source` when given, with
+/// `Authorization: Bearer` when `bearer` is given): status and body.
+func httpGet(
+    port: Int, path: String, timeout: Double = 5, source: String? = nil, bearer: String? = nil
+) throws -> (status: Int, body: String) {
+    let fd = try RawWebSocket.tcp(port: port, source: source)
     defer { close(fd) }
-    let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+    let auth = bearer.map { "Authorization: Bearer \($0)\r\n" } ?? ""
+    let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(auth)Connection: close\r\n\r\n".utf8)
     _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     var data: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 65536)

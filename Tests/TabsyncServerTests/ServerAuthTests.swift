@@ -1,11 +1,10 @@
 import Foundation
 import JWTKit
-import Logging
-import Synchronization
 import TabsyncCore
 import TabsyncProto
 @testable import TabsyncServer
-import TabsyncStore
+import TabsyncTestServer
+import TabsyncTestSupport
 import Testing
 import Yams
 
@@ -18,7 +17,7 @@ struct ServerAuthTests {
     /// Same id as key1, another secret: its tokens are wrongly signed for a server holding key1.
     static let forged = try! AuthKey(id: "k1", secret: Array("forged-0000000000000000000000000000".utf8))
 
-    static func server(keys: [AuthKey] = [key1], logger: Logger? = nil) throws -> TestServer {
+    static func server(keys: [AuthKey] = [key1]) throws -> TestServer {
         let verifier = try TokenVerifier(keys: keys)
         return try TestServer(configure: { $0.accessTokens = verifier })
     }
@@ -297,15 +296,10 @@ struct ServerAuthTests {
     // MARK: logs
 
     @Test func noTokenOrSecretReachesTheLog() async throws {
-        let lines = LogCapture()
-        var logger = Logger(label: "test.auth") { _ in lines }
-        logger.logLevel = .trace
         let verifier = try TokenVerifier(keys: [Self.key1])
-        var configuration = Server.Configuration(host: "127.0.0.1", port: 0)
-        configuration.accessTokens = verifier
-        let server = Server(configuration: configuration, store: MemoryStore(), logger: logger)
-        let port = try server.start()
-        defer { server.shutdown() }
+        let server = try TestServer(capturingLog: .trace, configure: { $0.accessTokens = verifier })
+        defer { server.stop() }
+        let port = server.port
         let tokens = [
             try await Self.token("team", .admin), try await Self.token("team", .admin, expiresIn: -5),
             try await Self.token("zzz", .viewer), try await Self.token("team", .admin, key: Self.forged),
@@ -318,9 +312,12 @@ struct ServerAuthTests {
                 if case .error = message { return true }
                 return nil
             }
-            _ = try httpGetBearer(port: port, path: "/v1/workspaces/team", bearer: token)
+            _ = try TabsyncServerTests.httpGet(port: port, path: "/v1/workspaces/team", bearer: token)
         }
-        let log = lines.text
+        server.stop()  // every line written
+        let log = server.logEntries.map { entry in
+            "\(entry.level) \(entry.message) \(entry.metadata) \(entry.error.map { "\($0)" } ?? "")"
+        }.joined(separator: "\n")
         #expect(log.contains("session unauthorized"))
         for token in tokens {
             for part in token.split(separator: ".") where part.count > 8 {
@@ -333,9 +330,8 @@ struct ServerAuthTests {
     // MARK: keys and patterns (no sockets)
 
     @Test func keyFilesAreReadAsSecretsOrPublicKeys() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tabsync-keys-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let scratch = TemporaryDirectory(prefix: "tabsync-keys")
+        let dir = URL(fileURLWithPath: scratch.path)
         let secret = dir.appendingPathComponent("team-2026.key")
         try Data("0123456789abcdef0123456789abcdef\n".utf8).write(to: secret)
         let key = try AuthKey.load(file: secret.path)
@@ -381,7 +377,7 @@ struct ServerAuthTests {
     // MARK: HTTP helpers
 
     static func httpGet(_ server: TestServer, _ path: String, bearer: String?) throws -> (status: Int, body: String) {
-        try httpGetBearer(port: server.port, path: path, bearer: bearer)
+        try TabsyncServerTests.httpGet(port: server.port, path: path, bearer: bearer)
     }
 
     static func snapshotJSON(_ server: TestServer, _ id: String, bearer: String) throws -> String {
@@ -389,57 +385,6 @@ struct ServerAuthTests {
         #expect(status == 200)
         return body
     }
-}
-
-/// One GET with an optional `Authorization: Bearer` header over a fresh connection.
-func httpGetBearer(port: Int, path: String, bearer: String?, timeout: Double = 5) throws -> (status: Int, body: String) {
-    let fd = try RawWebSocket.tcp(port: port)
-    defer { close(fd) }
-    let auth = bearer.map { "Authorization: Bearer \($0)\r\n" } ?? ""
-    let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(auth)Connection: close\r\n\r\n".utf8)
-    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-    var data: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        guard poll(&pfd, 1, 100) > 0 else { continue }
-        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if n <= 0 { break }
-        data += chunk[0..<n]
-        if let sep = data.firstRange(of: [13, 10, 13, 10]) {
-            let head = String(decoding: data[..<sep.lowerBound], as: UTF8.self).lowercased()
-            if let line = head.components(separatedBy: "\r\n").first(where: { $0.hasPrefix("content-length:") }),
-               let length = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)),
-               data.count >= sep.upperBound + length {
-                break
-            }
-        }
-    }
-    guard let sep = data.firstRange(of: [13, 10, 13, 10]) else { return (0, "") }
-    let statusLine = String(decoding: data[..<sep.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")[0]
-    let parts = statusLine.split(separator: " ")
-    return (parts.count > 1 ? Int(parts[1]) ?? 0 : 0, String(decoding: data[sep.upperBound...], as: UTF8.self))
-}
-
-/// A log handler keeping every line (message and metadata) in memory.
-final class LogCapture: LogHandler, @unchecked Sendable {
-    // @unchecked: `lines` is behind a Mutex; `metadata` and `logLevel` are set once, before use.
-    private let lines = Mutex<[String]>([])
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let text = "\(event.level) \(event.message) \(event.metadata ?? [:]) \(event.error.map { "\($0)" } ?? "")"
-        lines.withLock { $0.append(text) }
-    }
-
-    var text: String { lines.withLock { $0.joined(separator: "\n") } }
 }
 
 extension AccessClaims {

@@ -1,5 +1,6 @@
 import Foundation
 import TabsyncProto
+import TabsyncTestSupport
 import Testing
 
 /// The `tabsync-server` executable as a child process: flags, environment fallbacks, the
@@ -29,26 +30,14 @@ struct ServerExecutableTests {
 
         /// Reads stdout until the "listening on ws://HOST:PORT" line.
         func waitForListening(timeout: Double = 10) throws -> String {
-            let deadline = Date().addingTimeInterval(timeout)
-            var text = ""
-            let fd = stdout.fileHandleForReading.fileDescriptor
-            var byte: UInt8 = 0
-            while Date() < deadline && !text.hasSuffix("\n") {
-                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&pfd, 1, 100) > 0 else { continue }
-                guard read(fd, &byte, 1) == 1 else { break }
-                text.append(Character(UnicodeScalar(byte)))
-            }
-            let line = text.trimmingCharacters(in: .newlines)
+            let line = stdout.firstLine(within: .seconds(timeout))
             port = Int(line.split(separator: ":").last ?? "") ?? 0
             return line
         }
 
         /// Waits for exit; the status, or nil when still running after `timeout`.
         func waitForExit(timeout: Double) -> Int32? {
-            let deadline = Date().addingTimeInterval(timeout)
-            while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-            return process.isRunning ? nil : process.terminationStatus
+            waitUntil(deadline: .seconds(timeout)) { !process.isRunning } ? process.terminationStatus : nil
         }
 
         func kill() {

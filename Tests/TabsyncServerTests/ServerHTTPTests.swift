@@ -1,6 +1,8 @@
 import Foundation
 import TabsyncCore
 import TabsyncProto
+import TabsyncTestServer
+import TabsyncTestSupport
 import Testing
 
 @testable import TabsyncServer
@@ -58,9 +60,11 @@ struct ServerHTTPTests {
     }
 
     @Test func anyOtherPathIs404() throws {
-        let server = try TestServer()
+        let server = try TestServer(configure: { $0.serveWeb = false })
         defer { server.stop() }
         #expect(try httpGet(port: server.port, path: "/").status == 404)
+        #expect(try httpGet(port: server.port, path: "/w/team").status == 404)
+        #expect(try httpGet(port: server.port, path: "/web/bar.js").status == 404)
         #expect(try httpGet(port: server.port, path: "/v1/workspaces/").status == 404)
         #expect(try httpGet(port: server.port, path: "/metrics/x").status == 404)
     }
@@ -126,11 +130,10 @@ struct ServerHTTPTests {
         #expect(throws: RawWebSocket.Failure.self) {
             _ = try RawWebSocket.connect(port: server.port, subprotocols: ["tabsync.v1.json"], timeout: 2)
         }
-        // Once one leaves, a new connection is served again.
+        // Once one leaves, a new connection is served again (as soon as the server has seen it go).
         try b.socket.sendClose()
         _ = try b.socket.receiveClose()
-        Thread.sleep(forTimeInterval: 0.2)
-        #expect(try httpGet(port: server.port, path: "/healthz").status == 200)
+        #expect(waitUntil { (try? httpGet(port: server.port, path: "/healthz", timeout: 1).status) == 200 })
         _ = a
     }
 
@@ -139,5 +142,20 @@ struct ServerHTTPTests {
         #expect(try Server.resolve("::1").isIPv6 == true)
         #expect(try Server.resolve("localhost").address.isEmpty == false)
         #expect(throws: Server.Error.self) { try Server.resolve("no-such-host.invalid") }
+    }
+
+    /// The browser page: `/` and `/w/{workspace}` are index.html, `/web/NAME` its files; an unknown
+    /// file or an invalid workspace id is 404 (the web assets' headers are checked by Tests/web).
+    @Test func theBrowserPageIsServedOnRootAndWorkspacePaths() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        let (status, body) = try httpGet(port: server.port, path: "/")
+        #expect(status == 200)
+        #expect(body.contains("<script type=\"module\" src=\"/web/bar.js\"></script>"))
+        #expect(try httpGet(port: server.port, path: "/w/team").body == body)
+        #expect(try httpGet(port: server.port, path: "/web/tabsync-client.js").body.contains("export class TabsyncClient"))
+        #expect(try httpGet(port: server.port, path: "/web/none.js").status == 404)
+        #expect(try httpGet(port: server.port, path: "/w/bad%20id").status == 404)
+        #expect(try httpGet(port: server.port, path: "/w/").status == 404)
     }
 }

@@ -1,25 +1,18 @@
 import Foundation
 import TabsyncCore
 import TabsyncProto
+import TabsyncTestServer
+import TabsyncTestSupport
 import Testing
 
 /// Server memory follows the active workspaces: one with no session for `idleUnload` leaves memory
 /// after its last commit, and the next Hello loads the same state back. Commit metrics show.
 @Suite("Idle unload and commit metrics", .serialized)
 struct ServerIdleUnloadTests {
-    /// Polls `/metrics` until `series` is at most `value`; the last value read.
-    static func waitForMetric(_ server: TestServer, _ series: String, atMost value: Double, timeout: Double = 5) throws -> Double {
-        let deadline = Date().addingTimeInterval(timeout)
-        var last = try server.metric(series)
-        while last > value && Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.05)
-            last = try server.metric(series)
-        }
-        return last
-    }
-
-    @Test func anIdleWorkspaceLeavesMemoryAndTheNextHelloReloadsTheSameState() throws {
-        let server = try TestServer(configure: { $0.idleUnload = .milliseconds(400) })
+    @Test(arguments: TestServer.Storage.allCases)
+    func anIdleWorkspaceLeavesMemoryAndTheNextHelloReloadsTheSameState(storage: TestServer.Storage) throws {
+        let idleUnload = Duration.seconds(1)
+        let server = try TestServer(storage) { $0.idleUnload = idleUnload }
         defer { server.stop() }
         let writer = try seed(server, workspace: "idle", tabs: 3)
         try writer.submit(.activate(.tabId("t2")))
@@ -27,13 +20,17 @@ struct ServerIdleUnloadTests {
         let before = try #require(try server.snapshot("idle"))
         #expect(try server.metric("tabsync_workspaces_loaded") == 1)
 
+        let leaving = ContinuousClock.now
         try writer.socket.sendClose()
         _ = try? writer.closeCode()
-        // Still loaded shortly after the last session left (the idle time has not passed) ...
-        Thread.sleep(forTimeInterval: 0.1)
-        #expect(try server.metric("tabsync_workspaces_loaded") == 1)
+        // Still loaded once the server has seen the last session leave, as long as the idle time
+        // has not passed (the server's idle clock starts after `leaving`, so this cannot misfire
+        // on a slow machine: past the idle time the check is moot, not wrong) ...
+        #expect(try waitUntil { try server.metric("tabsync_connections") == 0 })
+        let loaded = try server.metric("tabsync_workspaces_loaded")
+        #expect(loaded == 1 || ContinuousClock.now - leaving >= idleUnload)
         // ... and gone once it has.
-        #expect(try Self.waitForMetric(server, "tabsync_workspaces_loaded", atMost: 0) == 0)
+        #expect(try server.waitForMetric("tabsync_workspaces_loaded", atMost: 0) == 0)
 
         let (client, welcome) = try TestClient.joined(
             port: server.port, workspace: "idle", clientId: "seeder", lastVersion: last.version - 1, epoch: before.epoch)
@@ -47,11 +44,21 @@ struct ServerIdleUnloadTests {
         #expect(try client.nextApplied().version == last.version + 1)
     }
 
+    /// A witness workspace left idle after the busy one's last op shows the idle scan has run past
+    /// the busy one's idle time: the scan that unloads the witness would have unloaded the busy one
+    /// too (or earlier) if a session did not keep it.
     @Test func aWorkspaceWithASessionStaysLoaded() throws {
-        let server = try TestServer(configure: { $0.idleUnload = .milliseconds(100) })
+        let server = try TestServer(capturingLog: .debug) { $0.idleUnload = .milliseconds(100) }
         defer { server.stop() }
         let writer = try seed(server, workspace: "busy", tabs: 1)
-        Thread.sleep(forTimeInterval: 1.3)  // over a second: the idle scan has run
+        let witness = try seed(server, workspace: "witness", tabs: 1)
+        try witness.socket.sendClose()
+        _ = try? witness.closeCode()
+        func unloaded(_ workspace: String) -> Bool {
+            server.logEntries.contains { "\($0.message)" == "idle workspace unloaded" && $0.metadata["workspace"] == "\(workspace)" }
+        }
+        #expect(waitUntil { unloaded("witness") }, "the idle scan never unloaded the witness")
+        #expect(!unloaded("busy"))
         #expect(try server.metric("tabsync_workspaces_loaded") == 1)
         try writer.submit(.add(tab: .named("t2"), place: .end, activate: false))
         #expect(try writer.nextApplied().version == 2)

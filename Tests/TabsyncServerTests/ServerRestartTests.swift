@@ -1,7 +1,8 @@
 import Foundation
 import TabsyncCore
 import TabsyncProto
-import TabsyncStore
+@testable import TabsyncStore
+import TabsyncTestSupport
 import Testing
 
 /// Restarts of the real `tabsync-server` on a data dir: resume within the log (`recovered: true`),
@@ -11,13 +12,7 @@ import Testing
 struct ServerRestartTests {
     typealias Child = ServerExecutableTests.Child
 
-    /// A scratch data dir removed at the end of a test.
-    final class DataDir {
-        let path = NSTemporaryDirectory() + "tabsync-restart-" + UUID().uuidString
-        deinit { try? FileManager.default.removeItem(atPath: path) }
-    }
-
-    static func start(_ dir: DataDir, _ extra: [String] = []) throws -> Child {
+    static func start(_ dir: TemporaryDirectory, _ extra: [String] = []) throws -> Child {
         let child = try Child(arguments: ["--port", "0", "--data-dir", dir.path, "--log-level", "error"] + extra)
         _ = try child.waitForListening()
         try #require(child.port > 0, "the server did not start")
@@ -34,7 +29,7 @@ struct ServerRestartTests {
     }
 
     @Test func aClientResumesAfterAKilledServerWithTheMissedOpsAndDedup() throws {
-        let dir = DataDir()
+        let dir = TemporaryDirectory(prefix: "tabsync-restart")
         var child = try Self.start(dir)
         let (writer, welcome) = try TestClient.joined(port: child.port, workspace: "rs", clientId: "w")
         let epoch = welcome.epoch
@@ -76,7 +71,7 @@ struct ServerRestartTests {
     }
 
     @Test func aResumeFromBeforeTheRetainedLogGetsASnapshot() throws {
-        let dir = DataDir()
+        let dir = TemporaryDirectory(prefix: "tabsync-restart")
         var child = try Self.start(dir, ["--log-retention", "10"])
         let (writer, welcome) = try TestClient.joined(port: child.port, workspace: "old", clientId: "w")
         let last = try Self.addTabs(writer, count: 40)
@@ -100,7 +95,7 @@ struct ServerRestartTests {
     }
 
     @Test func aCorruptDataFileStopsTheServerNamingTheFileAndLeavesItUntouched() throws {
-        let dir = DataDir()
+        let dir = TemporaryDirectory(prefix: "tabsync-restart")
         try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
         let file = dir.path + "/" + SQLiteStore.fileName
         let garbage = Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
@@ -119,7 +114,7 @@ struct ServerRestartTests {
     }
 
     @Test func syncFullIsAcceptedAndABadSyncValueIsRefused() throws {
-        let dir = DataDir()
+        let dir = TemporaryDirectory(prefix: "tabsync-restart")
         let child = try Self.start(dir, ["--sync", "full"])
         let (client, _) = try TestClient.joined(port: child.port, workspace: "f", clientId: "c")
         try Self.addTabs(client, count: 2)

@@ -3,6 +3,7 @@ import Foundation
 import TabsyncStore
 import TabsyncCore
 import TabsyncProto
+import TabsyncTestServer
 import Testing
 
 @Suite("Sessions, ops and fan-out", .serialized)
@@ -139,7 +140,7 @@ struct ServerSessionTests {
     @Test func shutdownFinishesTheCommitInFlightThenClosesEveryClientWith1001() throws {
         let memory = MemoryStore()
         let slow = SlowStore(base: memory, delay: 0.5)
-        let server = try TestServer(store: memory, serving: slow)
+        let server = try TestServer(store: slow)
         let (a, _) = try TestClient.joined(port: server.port, workspace: "s", clientId: "a")
         let (b, _) = try TestClient.joined(port: server.port, workspace: "s", clientId: "b", format: .proto)
         try a.submit(.add(tab: .named("x"), place: .end, activate: true))

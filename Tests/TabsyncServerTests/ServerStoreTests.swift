@@ -1,7 +1,8 @@
 import Foundation
 import TabsyncCore
 import TabsyncProto
-import TabsyncStore
+@testable import TabsyncStore
+import TabsyncTestServer
 import Testing
 
 @Suite("Store path", .serialized)
@@ -9,23 +10,25 @@ struct ServerStoreTests {
     /// DESIGN.md: a store unable to write → ops refused UNAVAILABLE, never acknowledged; reads go
     /// on; writes resume when the disk does.
     @Test func aFailingStoreRefusesOpsUnavailableAndWritesResumeAfter() throws {
-        let server = try TestServer()
+        let store = MemoryStore()
+        let server = try TestServer(store: store)
         defer { server.stop() }
         let writer = try seed(server, workspace: "st")
         let (watcher, _) = try TestClient.joined(port: server.port, workspace: "st", clientId: "w", format: .proto)
-        server.store.failCommits(with: .writeFailed("disk full"))
+        store.failCommits(with: .writeFailed("disk full"))
         let seq = try writer.submit(.add(tab: .named("t4"), place: .end, activate: true))
         let rejected = try writer.nextRejected()
         #expect(rejected.seq == seq)
         #expect(rejected.code == .unavailable)
-        // Reads go on: HTTP and a new session see the stored state.
+        // Reads go on: HTTP and a new session see the stored state. The failed commit started a
+        // reload of the workspace before the refusal went out, and a Hello waits for that reload:
+        // once this Welcome is in, the workspace is the stored state again.
         #expect(try server.snapshot("st")?.version == 3)
         let (_, welcome) = try TestClient.joined(port: server.port, workspace: "st", clientId: "late")
         #expect(welcome.snapshot.version == 3)
         #expect(welcome.snapshot.tabs.map(\.id) == ["t1", "t2", "t3"])
         // The disk comes back: the next op is applied on the stored state, and reaches everyone.
-        server.store.failCommits(with: nil)
-        Thread.sleep(forTimeInterval: 0.1)  // the reload after the failure
+        store.failCommits(with: nil)
         try writer.submit(.add(tab: .named("t4"), place: .end, activate: false))
         let applied = try writer.nextApplied()
         #expect(applied.version == 4)

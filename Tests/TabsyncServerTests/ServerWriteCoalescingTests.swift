@@ -2,35 +2,14 @@ import Foundation
 import TabsyncCore
 import TabsyncProto
 @testable import TabsyncServer
+import TabsyncTestServer
 import Testing
 
-/// Frames queued to one connection during one loop iteration leave in one send (``OutBatch``),
-/// on both event loops; the peer still reads every message whole and in order.
+/// Frames queued to one connection during one loop iteration leave in one send (`OutBatch`, whose
+/// framing is tested in TabsyncLoopTests), on both event loops; the peer still reads every message
+/// whole and in order.
 @Suite("Write coalescing", .serialized)
 struct ServerWriteCoalescingTests {
-    @Test func aBatchHoldsCompleteFramesWithTheHeaderForEachLength() {
-        var batch = OutBatch()
-        defer { batch.deallocate() }
-        let small = OutFrame(bytes: Array(repeating: 0x41, count: 5), isBinary: false)
-        let medium = OutFrame(bytes: (0..<300).map { UInt8($0 & 0xFF) }, isBinary: true)
-        let huge = OutFrame(bytes: Array(repeating: 7, count: 70_000), isBinary: true)
-        #expect(batch.fits(small) && batch.fits(medium) && !batch.fits(huge))
-        let appendedSmall = batch.append(small)
-        let appendedMedium = batch.append(medium)
-        let appendedHuge = batch.append(huge)
-        #expect(appendedSmall && appendedMedium)
-        #expect(!appendedHuge, "a frame over the capacity is refused, not cut")
-        let bytes = Array(UnsafeBufferPointer(start: batch.payload, count: batch.count))
-        #expect(bytes.count == 2 + 5 + 4 + 300)
-        #expect(Array(bytes[0..<7]) == [0x81, 5, 0x41, 0x41, 0x41, 0x41, 0x41])
-        #expect(Array(bytes[7..<11]) == [0x82, 126, 0x01, 0x2C])
-        #expect(Array(bytes[11...]) == (0..<300).map { UInt8($0 & 0xFF) })
-        batch.reset()
-        #expect(batch.count == 0)
-        #expect(OutBatch.headerSize(125) == 2 && OutBatch.headerSize(126) == 4)
-        #expect(OutBatch.headerSize(65_535) == 4 && OutBatch.headerSize(65_536) == 10)
-    }
-
     /// 60 submits arrive in one TCP write, so the server applies several in one loop iteration and
     /// the watcher gets their `Applied`s in fewer writes than messages; each one still parses, in
     /// version order, with titles long enough to need the 16-bit length header.

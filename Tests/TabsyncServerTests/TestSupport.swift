@@ -1,69 +1,12 @@
 import Dispatch
 import Foundation
-import Logging
 import SwiftProtobuf
 import TabsyncCore
 import TabsyncProto
 import TabsyncServer
 import TabsyncStore
+import TabsyncTestServer
 import Testing
-
-/// A real server on an ephemeral port for one test; shut down by ``stop()`` (call it in `defer`).
-final class TestServer {
-    let server: Server
-    let port: Int
-    let store: MemoryStore
-
-    convenience init(configure: (inout Server.Configuration) -> Void = { _ in }, store: MemoryStore = MemoryStore()) throws {
-        try self.init(configure: configure, store: store, serving: store)
-    }
-
-    /// A server on `serving` (a wrapper of `store`, for tests that need a slow or gated store).
-    init(configure: (inout Server.Configuration) -> Void = { _ in }, store: MemoryStore, serving: any WorkspaceStore) throws {
-        var configuration = Server.Configuration(host: "127.0.0.1", port: 0)
-        configure(&configuration)
-        // TABSYNC_TEST_LOG=debug (or another level) shows the server's log on stderr.
-        let level = ProcessInfo.processInfo.environment["TABSYNC_TEST_LOG"].flatMap(Logger.Level.init(rawValue:))
-        var logger = Logger(label: "test.server") { label in
-            level == nil ? SwiftLogNoOpLogHandler() as any LogHandler : StreamLogHandler.standardError(label: label)
-        }
-        logger.logLevel = level ?? .critical
-        self.store = store
-        server = Server(configuration: configuration, store: serving, logger: logger)
-        port = try server.start()
-    }
-
-    func stop() { server.shutdown() }
-
-    /// `GET /v1/workspaces/{id}` decoded, or nil on 404.
-    func snapshot(_ id: String) throws -> Workspace? {
-        let (status, body) = try httpGet(port: port, path: "/v1/workspaces/\(id)")
-        if status == 404 { return nil }
-        #expect(status == 200)
-        return Workspace(try Tabsync_V1_Snapshot(jsonString: body))
-    }
-
-    /// Polls `/metrics` until `series` reaches `value` (or the time runs out); the last value read.
-    @discardableResult
-    func waitForMetric(_ series: String, atLeast value: Double, timeout: Double = 5) throws -> Double {
-        let deadline = Date().addingTimeInterval(timeout)
-        var last = 0.0
-        repeat {
-            last = try metric(series)
-            if last >= value { return last }
-            Thread.sleep(forTimeInterval: 0.05)
-        } while Date() < deadline
-        return last
-    }
-
-    func metric(_ series: String) throws -> Double {
-        let (_, body) = try httpGet(port: port, path: "/metrics")
-        for line in body.split(separator: "\n") where line.hasPrefix(series + " ") {
-            return Double(line.dropFirst(series.count + 1)) ?? 0
-        }
-        return 0
-    }
-}
 
 /// A store whose commits take `delay` each, and which signals when a commit has started.
 final class SlowStore: WorkspaceStore {
@@ -93,17 +36,18 @@ final class TestClient {
     let format: WireFormat
     private(set) var nextSeq: UInt64 = 1
 
-    init(port: Int, format: WireFormat = .json, receiveBuffer: Int? = nil) throws {
-        socket = try RawWebSocket.open(port: port, subprotocol: format.subprotocol, receiveBuffer: receiveBuffer)
+    init(port: Int, format: WireFormat = .json, receiveBuffer: Int? = nil, source: String? = nil) throws {
+        socket = try RawWebSocket.open(
+            port: port, subprotocol: format.subprotocol, receiveBuffer: receiveBuffer, source: source)
         self.format = format
     }
 
-    /// Connects, says Hello and returns the Welcome.
+    /// Connects (from the local address `source` when given), says Hello and returns the Welcome.
     static func joined(
         port: Int, workspace: String, clientId: String, name: String = "", format: WireFormat = .json,
-        lastVersion: UInt64 = 0, epoch: String = ""
+        lastVersion: UInt64 = 0, epoch: String = "", source: String? = nil
     ) throws -> (TestClient, Tabsync_V1_Welcome) {
-        let client = try TestClient(port: port, format: format)
+        let client = try TestClient(port: port, format: format, source: source)
         try client.send(Tabsync_V1_ClientMessage(hello: Tabsync_V1_Hello(
             workspace: workspace, clientId: clientId, clientName: name, lastVersion: lastVersion, epoch: epoch)))
         let welcome = try client.next { if case .welcome(let w) = $0 { return w } else { return nil } }

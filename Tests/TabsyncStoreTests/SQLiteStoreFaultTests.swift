@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TabsyncCore
 @testable import TabsyncStore
+import TabsyncTestSupport
 
 /// Faults get a clear answer: bad files are refused untouched at open; a read-only or full disk
 /// refuses commits whole (`StoreError`, sent as UNAVAILABLE), reads go on, writes come back.

@@ -4,15 +4,16 @@ import Foundation
 import Testing
 import TabsyncCore
 @testable import TabsyncStore
+import TabsyncTestSupport
 
 /// `kill -9` during commits: every commit that returned is on disk, and what is there is a whole
 /// number of batches (the state equals the replay of the first N batches).
 ///
-/// Opt-in (`TABSYNC_FORK_KILL_TEST=1`, run it alone with `--filter`): it forks the test process, and a
-/// child forked from a process whose other threads (parallel tests, lws loops) hold runtime or malloc
-/// locks can hang before it commits anything. The crash test that always runs kills the real
-/// `tabsync-server` executable instead (TabsyncServerTests).
-@Suite("SQLite store under SIGKILL", .enabled(if: ProcessInfo.processInfo.environment["TABSYNC_FORK_KILL_TEST"] == "1"))
+/// Opt-in (`TABSYNC_FORK_KILL_TEST=1`, run alone with `--filter`; `scripts/test` runs it so, after the
+/// rest): it forks the test process, and a child forked from a process whose other threads (parallel
+/// tests, lws loops) hold runtime or malloc locks can hang before it commits anything. The crash
+/// test of TabsyncServerTests kills the real `tabsync-server` executable instead.
+@Suite("SQLite store under SIGKILL", .serialized, .enabled(if: ProcessInfo.processInfo.environment["TABSYNC_FORK_KILL_TEST"] == "1"))
 struct SQLiteStoreKillTests {
     /// The same deterministic batches in the child that commits and in the parent that checks.
     static func batches(epoch: String) -> AnyIterator<(CommitBatch, Workspace)> {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TabsyncCore
 @testable import TabsyncStore
+import TabsyncTestSupport
 
 /// What only the SQLite store adds to the contract: the file, its epoch, sync modes, refusal
 /// answers and resume from the stored log.

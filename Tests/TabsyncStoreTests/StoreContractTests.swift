@@ -1,11 +1,15 @@
 import Testing
 import TabsyncCore
 @testable import TabsyncStore
+import TabsyncTestSupport
 
 /// The stores under the contract: every test here runs against each.
 enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
-    case memory, sqlite
+    case memory, sqlite, postgres
     var testDescription: String { rawValue }
+
+    /// PostgreSQL only when a test cluster is configured or required (see ``PostgresTestDatabase``).
+    static var allCases: [StoreKind] { PostgresTestDatabase.isEnabled ? [.memory, .sqlite, .postgres] : [.memory, .sqlite] }
 }
 
 /// One store and how to "restart" it: SQLite closes and reopens the file; the memory store is the
@@ -13,24 +17,48 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
 final class StoreHarness {
     let kind: StoreKind
     let directory = TemporaryDirectory()
+    /// The PostgreSQL store's own schema (nil for the others).
+    let schema: PostgresSchema?
     private(set) var store: any WorkspaceStore
 
     init(_ kind: StoreKind, options: SQLiteStore.Options = .init()) throws {
         self.kind = kind
         switch kind {
-        case .memory: store = MemoryStore()
-        case .sqlite: store = try SQLiteStore(dataDirectory: directory.path, options: options)
+        case .memory:
+            schema = nil
+            store = MemoryStore()
+        case .sqlite:
+            schema = nil
+            store = try SQLiteStore(dataDirectory: directory.path, options: options)
+        case .postgres:
+            let schema = try PostgresSchema()
+            self.schema = schema
+            store = try PostgresStore(url: schema.url, options: schema.options(snapshotInterval: options.snapshotInterval))
         }
     }
 
     func restart() throws {
+        if let postgres = store as? PostgresStore {
+            postgres.close()
+            store = try PostgresStore(url: schema!.url, options: postgres.options)
+        }
         guard let sqlite = store as? SQLiteStore else { return }
         sqlite.close()
         store = try SQLiteStore(dataDirectory: directory.path, options: sqlite.options)
     }
+
+    /// Another writer on the same stored data (a second server node): the same memory store, a
+    /// second SQLite connection to the file, a second PostgreSQL store on the schema.
+    func secondWriter() throws -> any WorkspaceStore {
+        switch store {
+        case let sqlite as SQLiteStore: try SQLiteStore(path: sqlite.path, options: sqlite.options)
+        case let postgres as PostgresStore: try PostgresStore(url: schema!.url, options: postgres.options)
+        default: store
+        }
+    }
 }
 
-/// The store contract (WorkspaceStore's doc comment), run on the memory and the SQLite store.
+/// The store contract (WorkspaceStore's doc comment), run on the memory, the SQLite and the PostgreSQL store.
 @Suite("Store contract")
 struct StoreContractTests {
     @Test(arguments: StoreKind.allCases)
@@ -139,7 +167,7 @@ struct StoreContractTests {
         switch kind {
         case .memory:
             (harness.store as! MemoryStore).failCommits(with: .writeFailed("injected"))
-        case .sqlite:
+        case .sqlite, .postgres:
             // A record that cannot be stored after good ones: version 1 of "a" exists already.
             let duplicate = try #require(before?.log.first)
             batch.records.append(CommitRecord(workspaceId: "a", clientId: "c", seq: 3, outcome: .applied([duplicate])))

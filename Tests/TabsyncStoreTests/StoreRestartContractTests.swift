@@ -4,7 +4,7 @@ import TabsyncCore
 
 /// The part of the store contract a restarted ``Sequencer`` relies on beyond the log and the dedup
 /// table: refusals are answered again, and keys computed before a rekey are still translated. Run on
-/// the memory and the SQLite store.
+/// the memory, the SQLite and the PostgreSQL store.
 @Suite("Store contract: restart")
 struct StoreRestartContractTests {
     @Test(arguments: StoreKind.allCases)

@@ -1,6 +1,7 @@
 import Foundation
 import TabsyncCore
-import TabsyncStore
+@testable import TabsyncStore
+import TabsyncTestSupport
 
 /// Drives real `Sequencer`s like the server does and collects what a group commit stores.
 struct Driver {
@@ -49,7 +50,7 @@ struct Driver {
     /// Submits a mixed run of `count` ops (adds, moves, updates, activates, removes, editable
     /// toggles and some refusals) from two clients, seqs continuing from the sequencer's.
     mutating func mixedOps(_ workspaceId: String, count: Int, seed: UInt64) {
-        var rng = SplitMix(seed: seed)
+        var rng = SplitMix64(seed: seed)
         for _ in 0..<count {
             let clientId = rng.next() % 2 == 0 ? "alice" : "bob"
             let seq = sequencer(workspaceId).lastSeq(of: clientId) + 1
@@ -72,31 +73,6 @@ struct Driver {
             submit(workspaceId, clientId, seq, op)
         }
     }
-}
-
-/// A small deterministic generator, so failures reproduce.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-/// A scratch directory removed at the end of a test.
-final class TemporaryDirectory {
-    let path: String
-
-    init() {
-        path = NSTemporaryDirectory() + "tabsync-store-" + UUID().uuidString
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
 /// A small tmpfs mounted for one test (needs root; nil when mounting is not allowed here).

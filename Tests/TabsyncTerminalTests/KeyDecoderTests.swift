@@ -1,3 +1,4 @@
+import TabsyncTestSupport
 import Testing
 @testable import TabsyncTerminal
 
@@ -52,7 +53,7 @@ import Testing
         // C1 controls encoded in UTF-8, stray continuation bytes and invalid leads are dropped.
         #expect(decode([0xC2, 0x9B, 0x41]) == [.char("A")])
         #expect(decode([0x80, 0xFF, 0x41]) == [.char("A")])
-        var rng = SplitMix(seed: 7)
+        var rng = SplitMix64(seed: 7)
         var d = KeyDecoder()
         for _ in 0..<500 {
             let bytes = (0..<Int(rng.next() % 16)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }

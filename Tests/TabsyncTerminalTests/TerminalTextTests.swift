@@ -1,3 +1,4 @@
+import TabsyncTestSupport
 import Testing
 @testable import TabsyncTerminal
 
@@ -45,7 +46,7 @@ import Testing
     }
 
     @Test func cleanedTextNeverHoldsAControlWhateverTheInput() {
-        var rng = SplitMix(seed: 42)
+        var rng = SplitMix64(seed: 42)
         for _ in 0..<2000 {
             var scalars = String.UnicodeScalarView()
             for _ in 0..<Int(rng.next() % 24) {
@@ -99,18 +100,5 @@ import Testing
             #expect(TerminalText.width(TerminalText.truncate("a日b本c🚀d語e", toWidth: w)) <= w)
             #expect(TerminalText.width(TerminalText.fit("a日b本c🚀d語e", toWidth: w)) == w)
         }
-    }
-}
-
-/// A small deterministic generator for fuzz-style tests.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

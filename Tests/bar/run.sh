@@ -26,13 +26,23 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# wait_until SECONDS CMD...: runs CMD every 50 ms until it succeeds, for at most SECONDS (then a
+# last try); the status of the last try. Every wait in this script is one of these: a condition
+# with a deadline, never a sleep for a guessed time.
+wait_until() {
+    local limit=$1 i
+    shift
+    for i in $(seq $((limit * 20))); do
+        "$@" && return 0
+        sleep 0.05
+    done
+    "$@"
+}
+
 # --- the server: port 0, wait for its real port (time-boxed) ---
 "$SERVER" --port 0 --memory --log-level error >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
-for _ in $(seq 100); do
-    grep -q '^listening on ' "$WORK/server.out" 2>/dev/null && break
-    sleep 0.1
-done
+wait_until 10 grep -q '^listening on ' "$WORK/server.out" || true
 URL=$(sed -n 's/^listening on //p' "$WORK/server.out")
 [ -n "$URL" ] || fatal "the server did not start: $(cat "$WORK/server.err")"
 log "server at $URL"
@@ -75,14 +85,12 @@ keys() { tmux -L "$SOCKET" send-keys -t bar "$@"; }
 # type TEXT: literal text.
 typetext() { tmux -L "$SOCKET" send-keys -t bar -l "$1"; }
 screen() { tmux -L "$SOCKET" capture-pane -p -t bar; }
+screen_shows() { screen | grep -qF -- "$1"; }
 
 # wait_for TEXT [SECONDS]: until the screen shows TEXT (fixed string).
 wait_for() {
-    local text=$1 limit=${2:-10} i
-    for i in $(seq $((limit * 20))); do
-        screen | grep -qF -- "$text" && return 0
-        sleep 0.05
-    done
+    local text=$1 limit=${2:-10}
+    wait_until "$limit" screen_shows "$text" && return 0
     fail "timed out waiting for: $text"
     screen | sed 's/^/  | /' >&2
     return 1
@@ -93,19 +101,42 @@ normalize() {
     sed -E -e "s#${URL}#ws://HOST:PORT#g" -e 's/rtt [0-9]+ms/rtt Nms/g' -e 's/t-[A-Za-z0-9]{8,12}(-[0-9]+)?/t-ID/g'
 }
 
-# golden NAME: the screen (normalized) must equal Tests/bar/goldens/NAME.txt.
+# screen_is NAME: the screen, normalized into $WORK/NAME.txt, equals its golden capture.
+screen_is() {
+    screen | normalize >"$WORK/$1.txt"
+    cmp -s "$GOLDENS/$1.txt" "$WORK/$1.txt"
+}
+
+# screen_still NAME: the screen, normalized into $WORK/NAME.txt, is what the previous call saw
+# (GENERATE=1 has no golden to wait for, only a screen that stopped changing).
+screen_still() {
+    local before
+    before=$(cat "$WORK/$1.txt" 2>/dev/null || true)
+    screen | normalize >"$WORK/$1.txt"
+    [ -n "$before" ] && [ "$before" = "$(cat "$WORK/$1.txt")" ]
+}
+
+# golden NAME: the screen (normalized) must come to equal Tests/bar/goldens/NAME.txt within 5 s;
+# past that, the last capture is shown against it.
 golden() {
     local name=$1 file=$GOLDENS/$1.txt
-    sleep 0.3 # one more frame: nothing is still arriving
-    screen | normalize >"$WORK/$name.txt"
     if [ "${GENERATE:-0}" = 1 ]; then
+        # Unchanged over 6 polls in a row (300 ms): the frame is complete.
+        local still=0
+        rm -f "$WORK/$name.txt"
+        for _ in $(seq 100); do
+            if screen_still "$name"; then still=$((still + 1)); else still=0; fi
+            [ "$still" -ge 6 ] && break
+            sleep 0.05
+        done
         cp "$WORK/$name.txt" "$file"
         log "wrote $file"
-    elif ! diff -u "$file" "$WORK/$name.txt" >"$WORK/$name.diff" 2>&1; then
+    elif wait_until 5 screen_is "$name"; then
+        log "ok: $name"
+    else
+        diff -u "$file" "$WORK/$name.txt" >"$WORK/$name.diff" 2>&1 || true
         fail "screen $name differs from its golden capture:"
         cat "$WORK/$name.diff" >&2
-    else
-        log "ok: $name"
     fi
 }
 
@@ -218,7 +249,6 @@ keys Enter
 wait_for "Viewing 14/16: tab10"
 golden 07-list-picked
 tmux -L "$SOCKET" resize-window -t bar -x 100 -y 16
-sleep 0.3
 golden 08-resized
 
 # A hostile title (another client cannot send one: the server refuses it) is covered by the unit

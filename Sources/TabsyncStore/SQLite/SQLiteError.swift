@@ -4,33 +4,29 @@ import CSQLite
 ///
 /// `code` is the extended code (`SQLITE_IOERR_WRITE`, …); ``primaryCode`` is its low byte
 /// (`SQLITE_IOERR`), which the `is…` helpers test.
-public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
+struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The extended result code.
-    public var code: Int32
+    var code: Int32
     /// SQLite's message for it (`sqlite3_errmsg`, or `sqlite3_errstr` when there is no connection).
-    public var message: String
+    var message: String
     /// What the wrapper was doing, e.g. `prepare "INSERT INTO ops …"` or `open /data/x.sqlite3`.
-    public var context: String
+    var context: String
 
-    public init(code: Int32, message: String, context: String) {
+    init(code: Int32, message: String, context: String) {
         self.code = code
         self.message = message
         self.context = context
     }
 
     /// The primary result code (the low byte of ``code``).
-    public var primaryCode: Int32 { code & 0xff }
+    var primaryCode: Int32 { code & 0xff }
 
-    /// The disk (or a page limit) is full.
-    public var isFull: Bool { primaryCode == SQLITE_FULL }
     /// The database or its directory cannot be written.
-    public var isReadOnly: Bool { primaryCode == SQLITE_READONLY || primaryCode == SQLITE_PERM }
+    var isReadOnly: Bool { primaryCode == SQLITE_READONLY || primaryCode == SQLITE_PERM }
     /// The file is not a database, or its pages are damaged.
-    public var isCorrupt: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
-    /// Another connection holds a lock longer than the busy timeout.
-    public var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
+    var isCorrupt: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
 
-    public var description: String {
+    var description: String {
         "\(context): \(message) (SQLite code \(code))"
     }
 

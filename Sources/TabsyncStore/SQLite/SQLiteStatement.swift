@@ -116,9 +116,4 @@ final class SQLiteStatement {
         guard count > 0, let bytes = sqlite3_column_blob(handle, index) else { return [] }
         return Array(UnsafeRawBufferPointer(start: bytes, count: count))
     }
-
-    /// True when column `index` is NULL.
-    func isNull(_ index: Int32) -> Bool {
-        sqlite3_column_type(handle, index) == SQLITE_NULL
-    }
 }

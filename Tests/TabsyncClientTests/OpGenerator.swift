@@ -1,64 +1,14 @@
-import Logging
-import TabsyncClient
 import TabsyncCore
-import TabsyncProto
-import TabsyncServer
-import TabsyncStore
-import Testing
-
-/// The real tabsync server, in process on an ephemeral port, with a memory store. Restartable on
-/// the same port and store (a server-side close of every client, then the same history).
-final class LiveServer {
-    private(set) var server: Server
-    let store: MemoryStore
-    let port: Int
-    let limits: Limits
-
-    init(limits: Limits = Limits(maxOpsPerSecond: 100_000)) throws {
-        store = MemoryStore()
-        self.limits = limits
-        server = Self.make(port: 0, limits: limits, store: store)
-        port = try server.start()
-    }
-
-    private static func make(port: Int, limits: Limits, store: MemoryStore) -> Server {
-        var logger = Logger(label: "test.server") { _ in SwiftLogNoOpLogHandler() }
-        logger.logLevel = .critical
-        return Server(
-            configuration: Server.Configuration(host: "127.0.0.1", port: port, limits: limits),
-            store: store, logger: logger)
-    }
-
-    var url: ServerURL { ServerURL(usesTLS: false, host: "127.0.0.1", port: port) }
-
-    /// Graceful stop: every client is closed 1001.
-    func stop() { server.shutdown() }
-
-    /// Starts a new server on the same port and store.
-    func start() throws {
-        server = Self.make(port: port, limits: limits, store: store)
-        _ = try server.start()
-    }
-
-    func client(
-        _ clientId: String, workspace: String, format: WireFormat = .proto, loop: ClientLoop? = nil,
-        onEvent: (@Sendable (ClientEvent) -> Void)? = nil
-    ) throws -> TabsyncClient {
-        try TabsyncClient(
-            .init(url: url, workspace: workspace, clientId: clientId, clientName: clientId, format: format,
-                  backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200)), onEvent: onEvent),
-            loop: loop)
-    }
-}
+import TabsyncTestSupport
 
 /// A seeded random op against what a client sees, covering every op kind a client may submit.
 struct OpGenerator {
-    var generator: SeededGenerator
+    var generator: SplitMix64
     let prefix: String
     var counter = 0
 
     init(seed: UInt64, prefix: String) {
-        generator = SeededGenerator(state: seed)
+        generator = SplitMix64(seed: seed)
         self.prefix = prefix
     }
 

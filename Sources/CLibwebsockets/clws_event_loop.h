@@ -8,8 +8,8 @@
  * closed from a callback on the libuv loop is closed a second time at once ("uv repeat test" in
  * lws_service_fd) and its close frame never goes out. libev headers stay here, so Swift sees
  * only these calls. */
-#ifndef C_LIBWEBSOCKETS_EVENT_LOOP_SHIM_H
-#define C_LIBWEBSOCKETS_EVENT_LOOP_SHIM_H
+#ifndef C_LIBWEBSOCKETS_CLWS_EVENT_LOOP_H
+#define C_LIBWEBSOCKETS_CLWS_EVENT_LOOP_H
 
 #include <libwebsockets.h>
 #include <ev.h>

@@ -1,0 +1,155 @@
+import ArgumentParser
+
+/// The `tabsync bench` flags, declared once: the `tabsync bench` command embeds them as an option
+/// group, and ``BenchConfiguration/parse(_:)`` parses them alone (the tests do).
+///
+/// Guarantees: after parsing (which runs ``validate()``), ``configuration()`` does not throw. Every
+/// refusal is a message naming the flag: the parser's for an unknown flag, a missing value or a
+/// value of the wrong type, ours for a value out of range or flags that do not go together.
+/// `tabsync` exits 2 on any of them. Numeric options take the next argument whatever it looks like,
+/// so `--warmup -1` is refused as out of range rather than as a missing value.
+public struct BenchOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Server to load: ws://HOST:PORT or HOST:PORT.", valueName: "url|host:port"))
+    var server = "ws://127.0.0.1:7070"
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Workspaces (rooms in mirror mode).", valueName: "n"))
+    var workspaces = 1
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Connections per workspace.", valueName: "n"))
+    var clients = 10
+
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "Total ops/s over every connection, open loop; 0 = idle connections.", valueName: "ops"))
+    var rate: Double = 100
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Measured seconds.", valueName: "s"))
+    var duration: Double = 10
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds of load before measuring.", valueName: "s"))
+    var warmup: Double = 2
+
+    @Option(help: ArgumentHelp(
+        "Weights of add, move, activate, update, remove as KIND=WEIGHT,... (20 each; kinds not named "
+            + "keep theirs; each workspace is kept between 20 and 200 tabs).", valueName: "k=w,..."))
+    var mix: String?
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Connections opened per second.", valueName: "n"))
+    var ramp: Double = 1000
+
+    @Option(help: ArgumentHelp("json, proto or mirror (the lws-mirror-protocol baseline).", valueName: "p"))
+    var subprotocol = "proto"
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Mirror message size in bytes.", valueName: "n"))
+    var messageBytes = 160
+
+    @Option(help: ArgumentHelp("epoll (libev) or poll (lws' default) for the generator.", valueName: "l"))
+    var eventLoop = "epoll"
+
+    @Flag(name: .customLong("max"), help: "Search for the highest rate with delivery p99 under --p99-bound.")
+    var searchMax = false
+
+    @Option(name: .customLong("p99-bound"), parsing: .unconditional,
+            help: ArgumentHelp("Bound for --max, in milliseconds.", valueName: "ms"))
+    var p99Bound: Double = 50
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Read the server's CPU and RSS from /proc/PID.", valueName: "pid"))
+    var serverPid: Int?
+
+    @Option(help: ArgumentHelp("Write every figure as JSON.", valueName: "file"))
+    var json: String?
+
+    @Option(help: ArgumentHelp("Write the latency percentile distributions.", valueName: "file"))
+    var hgrm: String?
+
+    @Option(help: ArgumentHelp("Draw the latency percentile curves.", valueName: "file.svg"))
+    var plot: String?
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Stop the whole run after this many seconds.", valueName: "s"))
+    var timeLimit: Double?
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Workload seed (random by default).", valueName: "n"))
+    var seed: UInt64?
+
+    @Option(help: ArgumentHelp("Workspace names start with this (unique per run by default).", valueName: "p"))
+    var workspacePrefix: String?
+
+    public init() {}
+
+    /// Refuses values out of range and flags that do not go together, naming the flag.
+    public mutating func validate() throws {
+        do {
+            _ = try configuration()
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+
+    /// The run these flags describe (a fresh random seed and prefix each call unless given).
+    /// - Throws: ``BenchError/invalidArgument(_:)`` naming the flag; never after ``validate()`` passed.
+    public func configuration() throws(BenchError) -> BenchConfiguration {
+        func fail(_ message: String) -> BenchError { .invalidArgument(message) }
+        func whole(_ flag: String, _ value: Int, _ range: ClosedRange<Int>) throws(BenchError) -> Int {
+            guard range.contains(value) else {
+                throw fail("\(flag) must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(value)'")
+            }
+            return value
+        }
+        func number(_ flag: String, _ value: Double, _ range: ClosedRange<Double>) throws(BenchError) -> Double {
+            guard value.isFinite, range.contains(value) else {
+                throw fail("\(flag) must be a number in \(range.lowerBound)...\(range.upperBound), not '\(value)'")
+            }
+            return value
+        }
+        if let seed, seed == 0 { throw fail("--seed must be a positive whole number") }
+        if let workspacePrefix {
+            guard !workspacePrefix.isEmpty, workspacePrefix.count <= 40,
+                  workspacePrefix.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) })
+            else { throw fail("--workspace-prefix must be 1-40 chars of [A-Za-z0-9._-]") }
+        }
+        var configuration = BenchConfiguration(workspacePrefix: workspacePrefix, seed: seed)
+        guard let (host, port) = BenchConfiguration.parseServer(server) else {
+            throw fail("--server must be ws://HOST:PORT or HOST:PORT, not '\(server)'")
+        }
+        configuration.host = host
+        configuration.port = port
+        configuration.workspaces = try whole("--workspaces", workspaces, 1...100_000)
+        configuration.clientsPerWorkspace = try whole("--clients", clients, 1...100_000)
+        configuration.rate = try number("--rate", rate, 0...10_000_000)
+        configuration.duration = try number("--duration", duration, 0.1...86_400)
+        configuration.warmup = try number("--warmup", warmup, 0...86_400)
+        if let mix {
+            do throws(Mix.ParseError) { configuration.mix = try Mix.parse(mix) } catch {
+                throw fail("--mix: \(error.message)")
+            }
+        }
+        configuration.ramp = try number("--ramp", ramp, 1...1_000_000)
+        let modes: [String: BenchConfiguration.Mode] = [
+            "json": .json, "proto": .proto, "mirror": .mirror,
+            "tabsync.v1.json": .json, "tabsync.v1.proto": .proto, "lws-mirror-protocol": .mirror,
+        ]
+        guard let mode = modes[subprotocol] else {
+            throw fail("--subprotocol must be json, proto or mirror, not '\(subprotocol)'")
+        }
+        configuration.mode = mode
+        configuration.messageBytes = try whole("--message-bytes", messageBytes, 32...65_536)
+        guard let loop = BenchConfiguration.EventLoop(rawValue: eventLoop) else {
+            throw fail("--event-loop must be epoll or poll, not '\(eventLoop)'")
+        }
+        configuration.eventLoop = loop
+        configuration.searchMax = searchMax
+        configuration.p99Bound = try number("--p99-bound", p99Bound, 0.01...600_000)
+        if let serverPid { configuration.serverPid = Int32(try whole("--server-pid", serverPid, 1...Int(Int32.max))) }
+        configuration.jsonPath = json
+        configuration.hgrmPath = hgrm
+        configuration.plotPath = plot
+        if let timeLimit { configuration.timeLimit = try number("--time-limit", timeLimit, 1...86_400 * 7) }
+
+        if configuration.mode == .mirror && configuration.workspaces > 3 {
+            // lws' test server serves at most 3 mirror rooms.
+            throw fail("--subprotocol mirror allows at most 3 --workspaces (libwebsockets' test server has 3 rooms)")
+        }
+        if configuration.connections > 60_000 { throw fail("--workspaces × --clients must be at most 60000") }
+        if configuration.searchMax && configuration.rate == 0 { throw fail("--max needs a starting --rate above 0") }
+        return configuration
+    }
+}

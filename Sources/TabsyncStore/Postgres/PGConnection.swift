@@ -1,0 +1,246 @@
+import CLibpq
+import Foundation
+
+/// A value sent to PostgreSQL as a parameter: always in binary form, never spliced into SQL text.
+enum PGValue: Sendable, Equatable {
+    case text(String)
+    case int64(Int64)
+    case bytes([UInt8])
+    case null
+
+    /// PostgreSQL's type OID for the value (`text`, `int8`, `bytea`; 0 lets the server infer it).
+    var oid: Oid {
+        switch self {
+        case .text: 25
+        case .int64: 20
+        case .bytes: 17
+        case .null: 0
+        }
+    }
+
+    /// The binary wire form (int8 big-endian, text as UTF-8); nil for NULL.
+    var binary: [UInt8]? {
+        switch self {
+        case .text(let value): Array(value.utf8)
+        case .int64(let value): withUnsafeBytes(of: value.bigEndian) { Array($0) }
+        case .bytes(let value): value
+        case .null: nil
+        }
+    }
+}
+
+/// One PostgreSQL connection through libpq (Debian's libpq-dev, the `CLibpq` target): a thin typed
+/// wrapper, chosen like the SQLite one for its near-zero build cost.
+///
+/// Guarantees: every statement goes through `PQexecParams` with binary parameters and binary
+/// results (no SQL is built from values; bytes round-trip unchanged); every failure throws
+/// ``PGError``, `.connection` when the connection is unusable afterwards. Connecting waits at most
+/// `connectTimeoutSeconds`; TCP keepalives and `tcp_user_timeout` make a dead peer fail a call
+/// instead of hanging it.
+///
+/// Thread rule: not thread-safe; its owner uses it from one thread at a time.
+final class PGConnection {
+    private var conn: OpaquePointer?
+
+    /// Connects to `url` (a `postgres://` URL or a `key=value` conninfo; its own parameters win over
+    /// the defaults given here) and, when `schema` is set, uses that schema for unqualified names.
+    init(url: String, connectTimeoutSeconds: Int = 3, applicationName: String = "tabsync", schema: String? = nil) throws(PGError) {
+        // Later keys override earlier ones; `dbname` (the URL, expanded) comes last so it wins.
+        let parameters: [(String, String)] = [
+            ("connect_timeout", String(max(1, connectTimeoutSeconds))),
+            ("application_name", applicationName),
+            ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
+            ("tcp_user_timeout", "10000"),
+            ("dbname", url),
+        ]
+        let keys = parameters.map { strdup($0.0) }
+        let values = parameters.map { strdup($0.1) }
+        defer {
+            keys.forEach { free($0) }
+            values.forEach { free($0) }
+        }
+        let handle: OpaquePointer? = (keys.map { UnsafePointer($0) } + [nil]).withUnsafeBufferPointer { keyPointers in
+            (values.map { UnsafePointer($0) } + [nil]).withUnsafeBufferPointer { valuePointers in
+                PQconnectdbParams(keyPointers.baseAddress, valuePointers.baseAddress, 1)
+            }
+        }
+        guard let handle else { throw .connection("out of memory") }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = Self.message(handle)
+            PQfinish(handle)
+            throw .connection(message)
+        }
+        conn = handle
+        // Notices (e.g. "relation already exists, skipping") are not errors: never printed.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        if let schema {
+            try execute("SELECT set_config('search_path', $1, false)", [.text(Self.quoteIdentifier(schema))])
+        }
+    }
+
+    deinit { close() }
+
+    /// Closes the connection. Idempotent.
+    func close() {
+        if let conn { PQfinish(conn) }
+        conn = nil
+    }
+
+    /// False once closed or broken (the server went away): reopen.
+    var isUsable: Bool { conn.map { PQstatus($0) == CONNECTION_OK } ?? false }
+
+    /// The server process serving this connection (tells notifications of our own commits apart).
+    var backendPID: Int32 { conn.map { PQbackendPID($0) } ?? 0 }
+
+    /// Runs one statement with `parameters` (`$1`, `$2`, …) and returns its rows.
+    @discardableResult
+    func execute(_ sql: String, _ parameters: [PGValue] = []) throws(PGError) -> PGResult {
+        guard let conn, PQstatus(conn) == CONNECTION_OK else { throw .connection("not connected") }
+        let oids = parameters.map(\.oid)
+        let buffers = parameters.map(\.binary)
+        let lengths = buffers.map { Int32($0?.count ?? 0) }
+        let formats = [Int32](repeating: 1, count: parameters.count)
+        // One contiguous buffer (at least one byte, so an empty value still has an address).
+        var storage: [UInt8] = []
+        var offsets: [Int?] = []
+        for buffer in buffers {
+            if let buffer {
+                offsets.append(storage.count)
+                storage.append(contentsOf: buffer)
+            } else {
+                offsets.append(nil)
+            }
+        }
+        storage.append(0)
+        let result: OpaquePointer? = storage.withUnsafeBufferPointer { bytes in
+            let base = UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self)
+            let pointers: [UnsafePointer<CChar>?] = offsets.map { $0.map { base + $0 } }
+            return PQexecParams(conn, sql, Int32(parameters.count), oids, pointers, lengths, formats, 1)
+        }
+        guard let result else { throw .connection(Self.message(conn)) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK else {
+            let error = Self.error(result, conn, context: sql)
+            PQclear(result)
+            throw error
+        }
+        return PGResult(result)
+    }
+
+    /// Runs a statement whose text has no parameters and may hold several commands (DDL).
+    func executeScript(_ sql: String) throws(PGError) {
+        guard let conn, PQstatus(conn) == CONNECTION_OK else { throw .connection("not connected") }
+        guard let result = PQexec(conn, sql) else { throw .connection(Self.message(conn)) }
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK else {
+            throw Self.error(result, conn, context: String(sql.prefix(80)))
+        }
+    }
+
+    /// `identifier` quoted for SQL (`"a""b"`), for the few places a name cannot be a parameter.
+    static func quoteIdentifier(_ identifier: String) -> String {
+        "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    // MARK: - asynchronous use (the listener)
+
+    /// The socket to wait on for notifications (-1 when not connected).
+    var socket: Int32 { conn.map { PQsocket($0) } ?? -1 }
+
+    /// Reads what arrived on the socket without blocking.
+    func consumeInput() throws(PGError) {
+        guard let conn else { throw .connection("not connected") }
+        if PQconsumeInput(conn) == 0 || PQstatus(conn) != CONNECTION_OK { throw .connection(Self.message(conn)) }
+    }
+
+    /// The notifications received so far (after ``consumeInput()``), as (channel, payload, sender PID).
+    func takeNotifications() -> [(channel: String, payload: String, pid: Int32)] {
+        guard let conn else { return [] }
+        var result: [(channel: String, payload: String, pid: Int32)] = []
+        while let notify = PQnotifies(conn) {
+            result.append((String(cString: notify.pointee.relname), String(cString: notify.pointee.extra), notify.pointee.be_pid))
+            PQfreemem(notify)
+        }
+        return result
+    }
+
+    /// Sends a statement without waiting for its result (see ``resultIfReady()``).
+    func send(_ sql: String) throws(PGError) {
+        guard let conn, PQsendQuery(conn, sql) == 1 else { throw .connection(conn.map(Self.message) ?? "not connected") }
+    }
+
+    /// After ``send(_:)`` and ``consumeInput()``: true once the statement's result arrived (and was
+    /// read), false while it is still pending. Throws when the statement failed.
+    func resultIfReady() throws(PGError) -> Bool {
+        guard let conn else { throw .connection("not connected") }
+        if PQisBusy(conn) == 1 { return false }
+        var failure: PGError?
+        while let result = PQgetResult(conn) {
+            let status = PQresultStatus(result)
+            if status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && failure == nil {
+                failure = Self.error(result, conn, context: "async statement")
+            }
+            PQclear(result)
+        }
+        if let failure { throw failure }
+        return true
+    }
+
+    // MARK: - errors
+
+    private static func message(_ conn: OpaquePointer) -> String {
+        String(cString: PQerrorMessage(conn)).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The error of a failed result: `.connection` when the connection broke with it.
+    private static func error(_ result: OpaquePointer, _ conn: OpaquePointer, context: String) -> PGError {
+        if PQstatus(conn) != CONNECTION_OK { return .connection(message(conn)) }
+        let field = { (code: UInt8) -> String in
+            PQresultErrorField(result, Int32(code)).map { String(cString: $0) } ?? ""
+        }
+        let state = field(UInt8(ascii: "C"))
+        let primary = field(UInt8(ascii: "M"))
+        let message = primary.isEmpty ? String(cString: PQresultErrorMessage(result)) : primary
+        // Class 08 (connection exception) and 57P0x (admin/crash shutdown) mean the session is gone.
+        if state.hasPrefix("08") || state.hasPrefix("57P0") { return .connection("\(state): \(message)") }
+        return .statement(sqlState: state, message: message, context: context)
+    }
+}
+
+/// The rows of one statement, in binary form; frees libpq's result when released.
+final class PGResult {
+    private let result: OpaquePointer
+
+    init(_ result: OpaquePointer) { self.result = result }
+    deinit { PQclear(result) }
+
+    var rowCount: Int { Int(PQntuples(result)) }
+    var columnCount: Int { Int(PQnfields(result)) }
+
+    func isNull(_ row: Int, _ column: Int) -> Bool { PQgetisnull(result, Int32(row), Int32(column)) == 1 }
+
+    /// The raw binary value (empty for NULL).
+    func bytes(_ row: Int, _ column: Int) -> [UInt8] {
+        let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+        guard length > 0, let value = PQgetvalue(result, Int32(row), Int32(column)) else { return [] }
+        return value.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
+    }
+
+    func text(_ row: Int, _ column: Int) -> String {
+        String(decoding: bytes(row, column), as: UTF8.self)
+    }
+
+    /// An integer column (`int2`, `int4`, `int8`); throws for another type. NULL reads as nil.
+    func int64(_ row: Int, _ column: Int) throws(PGError) -> Int64? {
+        if isNull(row, column) { return nil }
+        let value = bytes(row, column)
+        let type = PQftype(result, Int32(column))
+        guard [20, 23, 21].contains(type), [8, 4, 2].contains(value.count) else {
+            throw .unexpectedResult("column \(column) has type \(type) and \(value.count) bytes, not an integer")
+        }
+        var number: Int64 = value[0] & 0x80 != 0 ? -1 : 0  // sign-extended
+        for byte in value { number = (number << 8) | Int64(byte) }
+        return number
+    }
+}

@@ -1,0 +1,110 @@
+extension PostgresStore {
+    /// The schema this build writes; the `tabsync_meta` row `schema_version` holds the stored one.
+    public static var schemaVersion: Int64 { Int64(migrations.count) }
+
+    /// Migration `i` takes schema version `i` to `i + 1`. Append only; never edit a shipped one.
+    /// Every table is prefixed `tabsync_`, so a shared database or schema holds them next to others.
+    ///
+    /// Version 1 (the SQLite store's version 2, plus the version row per workspace):
+    /// - `tabsync_workspaces`: per workspace, its committed version. Every commit locks and moves
+    ///   this row first: it orders the writers of one workspace (several server nodes).
+    /// - `tabsync_snapshots`: per workspace, its state at `version` as a `tabsync.v1.Snapshot`.
+    /// - `tabsync_ops`: the op log, one `Applied` per row (`op` is a `tabsync.v1.Op`), keyed by
+    ///   (workspace, version).
+    /// - `tabsync_client_seqs`: the last consumed seq per (workspace, client), with the refusal when
+    ///   that seq was refused (NULL code: it was applied, and its answer is in `tabsync_ops`).
+    /// - `tabsync_rejections`: the recent refusals per workspace in order (`n` counts up).
+    /// - `tabsync_rekeys`: per server-made rekey still inside the op log, every tab's old and new key.
+    static let migrations: [String] = [
+        """
+        CREATE TABLE tabsync_workspaces (
+            workspace text PRIMARY KEY,
+            version bigint NOT NULL
+        );
+        CREATE TABLE tabsync_snapshots (
+            workspace text PRIMARY KEY,
+            version bigint NOT NULL,
+            snapshot bytea NOT NULL
+        );
+        CREATE TABLE tabsync_ops (
+            workspace text NOT NULL,
+            version bigint NOT NULL,
+            client_id text NOT NULL,
+            seq bigint NOT NULL,
+            active_tab_id text NOT NULL,
+            op bytea NOT NULL,
+            PRIMARY KEY (workspace, version)
+        );
+        CREATE TABLE tabsync_client_seqs (
+            workspace text NOT NULL,
+            client_id text NOT NULL,
+            seq bigint NOT NULL,
+            error_code bigint,
+            error_detail text,
+            PRIMARY KEY (workspace, client_id)
+        );
+        CREATE TABLE tabsync_rejections (
+            workspace text NOT NULL,
+            n bigint NOT NULL,
+            client_id text NOT NULL,
+            seq bigint NOT NULL,
+            error_code bigint NOT NULL,
+            error_detail text NOT NULL,
+            PRIMARY KEY (workspace, n)
+        );
+        CREATE TABLE tabsync_rekeys (
+            workspace text NOT NULL,
+            version bigint NOT NULL,
+            old_keys text NOT NULL,
+            new_keys text NOT NULL,
+            PRIMARY KEY (workspace, version)
+        );
+        """
+    ]
+
+    /// Creates or migrates the schema to ``schemaVersion`` in one transaction under a transaction
+    /// advisory lock (keyed by the schema name), so nodes starting at once never race: the first
+    /// migrates, the others wait and then find it done. A new store gets its epoch here. Returns the
+    /// epoch.
+    static func migrate(_ db: PGConnection, schema: String?, newEpoch: String) throws(OpenError) -> String {
+        let outcome: Result<String, OpenError>
+        do throws(PGError) {
+            try db.execute("BEGIN")
+            do throws(PGError) {
+                outcome = try migrateInTransaction(db, schema: schema, newEpoch: newEpoch)
+                if case .success = outcome { try db.execute("COMMIT") } else { try db.execute("ROLLBACK") }
+            } catch {
+                _ = try? db.execute("ROLLBACK")
+                throw error
+            }
+        } catch {
+            throw .migrationFailed(error.description)
+        }
+        return try outcome.get()
+    }
+
+    private static func migrateInTransaction(
+        _ db: PGConnection, schema: String?, newEpoch: String
+    ) throws(PGError) -> Result<String, OpenError> {
+        try db.execute("SELECT pg_advisory_xact_lock(hashtext($1))", [.text("tabsync migrate " + (schema ?? ""))])
+        if let schema {
+            try db.executeScript("CREATE SCHEMA IF NOT EXISTS " + PGConnection.quoteIdentifier(schema))
+        }
+        try db.executeScript("CREATE TABLE IF NOT EXISTS tabsync_meta (key text PRIMARY KEY, value text NOT NULL)")
+        let stored = try db.execute("SELECT value FROM tabsync_meta WHERE key = 'schema_version'")
+        let version = stored.rowCount == 0 ? 0 : Int64(stored.text(0, 0)) ?? -1
+        guard version >= 0 else { throw PGError.unexpectedResult("schema_version is not a number") }
+        guard version <= schemaVersion else {
+            return .failure(.newerSchema(found: version, supported: schemaVersion))
+        }
+        for index in Int(version)..<migrations.count { try db.executeScript(migrations[index]) }
+        try db.execute(
+            """
+            INSERT INTO tabsync_meta (key, value) VALUES ('schema_version', $1)
+            ON CONFLICT (key) DO UPDATE SET value = excluded.value
+            """, [.text(String(schemaVersion))])
+        try db.execute(
+            "INSERT INTO tabsync_meta (key, value) VALUES ('epoch', $1) ON CONFLICT (key) DO NOTHING", [.text(newEpoch)])
+        return .success(try db.execute("SELECT value FROM tabsync_meta WHERE key = 'epoch'").text(0, 0))
+    }
+}

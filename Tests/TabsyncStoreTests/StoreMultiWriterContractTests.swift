@@ -1,0 +1,97 @@
+import Testing
+import TabsyncCore
+@testable import TabsyncStore
+
+/// The store contract for several writers on one stored dataset (server nodes on one PostgreSQL
+/// database; here also two connections to one SQLite file, or one memory store shared): a batch
+/// states the version it builds on, a stale one is refused whole with `behind`, and the writer
+/// catches up from ``WorkspaceStore/ops(workspaceId:after:limit:)`` and
+/// ``WorkspaceStore/dedupState(workspaceId:)``.
+@Suite("Store contract: several writers")
+struct StoreMultiWriterContractTests {
+    /// The batch with its base versions: each touched workspace's version before the batch.
+    static func based(_ batch: CommitBatch, on versions: [String: UInt64]) -> CommitBatch {
+        var batch = batch
+        batch.baseVersions = versions
+        return batch
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aStaleBatchIsRefusedWholeAndTheWriterCatchesUp(kind: StoreKind) throws {
+        let harness = try StoreHarness(kind)
+        let nodeA = harness.store
+        let nodeB = try harness.secondWriter()
+        #expect(nodeB.epoch == nodeA.epoch)
+
+        // Both nodes loaded "w" empty; A commits first.
+        var a = Driver(epoch: nodeA.epoch)
+        var b = try Driver(store: nodeB, workspaces: ["w", "other"])
+        a.submit("w", "alice", 1, .add(tab: Tab(id: "x", title: "X"), place: .end, activate: true))
+        a.submit("w", "alice", 2, .remove(tabId: "ghost"))  // refused: consumes seq 2
+        a.submit("w", "alice", 3, .add(tab: Tab(id: "y", title: "Y"), place: .end, activate: false))
+        try nodeA.commit(Self.based(a.takeBatch(), on: ["w": 0]))
+        let committedByA = try #require(try nodeA.load(workspaceId: "w"))
+
+        // B's batch builds on version 0 of "w" (and touches "other"): refused whole.
+        b.submit("other", "bob", 1, .add(tab: Tab(id: "o"), place: .end, activate: true))
+        b.submit("w", "bob", 1, .add(tab: Tab(id: "z", title: "Z"), place: .end, activate: true))
+        let stale = Self.based(b.takeBatch(), on: ["w": 0, "other": 0])
+        #expect(throws: StoreError.behind(storedVersions: ["w": 2])) { try nodeB.commit(stale) }
+        #expect(try nodeB.load(workspaceId: "w") == committedByA)
+        #expect(try nodeB.load(workspaceId: "other") == nil)
+
+        // B reads what it missed, with clientId and seq, and the dedup state.
+        let missed = try #require(try nodeB.ops(workspaceId: "w", after: 0, limit: 100))
+        #expect(missed == committedByA.log)
+        #expect(missed.map { "\($0.clientId)/\($0.seq)@\($0.version)" } == ["alice/1@1", "alice/3@2"])
+        #expect(try nodeB.ops(workspaceId: "w", after: 1, limit: 100)?.map(\.version) == [2])
+        #expect(try nodeB.ops(workspaceId: "w", after: 0, limit: 1)?.map(\.version) == [1])
+        #expect(try nodeB.ops(workspaceId: "w", after: 2, limit: 100) == [])
+        let dedup = try #require(try nodeB.dedupState(workspaceId: "w"))
+        #expect(dedup.version == 2)
+        #expect(dedup.lastSeqs == ["alice": 3])
+        #expect(dedup.rejections == [Sequencer.Rejection(clientId: "alice", seq: 2, error: .tabGone("ghost"))])
+        #expect(try nodeB.dedupState(workspaceId: "other") == nil)
+
+        // B re-sequences its ops against the new state and commits on version 2.
+        var caughtUp = try Driver(store: nodeB, workspaces: ["w", "other"])
+        caughtUp.submit("other", "bob", 1, .add(tab: Tab(id: "o"), place: .end, activate: true))
+        caughtUp.submit("w", "bob", 1, .add(tab: Tab(id: "z", title: "Z"), place: .end, activate: true))
+        try nodeB.commit(Self.based(caughtUp.takeBatch(), on: ["w": 2, "other": 0]))
+        #expect(try nodeA.load(workspaceId: "w")?.workspace.tabs.map(\.id) == ["x", "y", "z"])
+        #expect(try nodeA.load(workspaceId: "other")?.workspace.version == 1)
+
+        // Now A is the one behind.
+        a.submit("w", "alice", 4, .remove(tabId: "x"))
+        #expect(throws: StoreError.behind(storedVersions: ["w": 3])) {
+            try nodeA.commit(Self.based(a.takeBatch(), on: ["w": 2]))
+        }
+        #expect(try nodeA.load(workspaceId: "w")?.workspace.version == 3)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aBatchWithoutBaseVersionsIsNotChecked(kind: StoreKind) throws {
+        let harness = try StoreHarness(kind)
+        var driver = Driver(epoch: harness.store.epoch)
+        driver.submit("w", "c", 1, .add(tab: Tab(id: "x"), place: .end, activate: true))
+        try harness.store.commit(driver.takeBatch())
+        driver.submit("w", "c", 2, .add(tab: Tab(id: "y"), place: .end, activate: true))
+        try harness.store.commit(driver.takeBatch())
+        #expect(try harness.store.load(workspaceId: "w")?.workspace.version == 2)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func opsAfterAVersionCompactedAwayAreNil(kind: StoreKind) throws {
+        let harness = try StoreHarness(kind, options: .init(snapshotInterval: 4))
+        var driver = Driver(epoch: harness.store.epoch, limits: Limits(logRetention: 8))
+        for seq in UInt64(1)...40 {
+            driver.submit("w", "c", seq, .add(tab: Tab(id: "t\(seq)"), place: .end, activate: false))
+            try harness.store.commit(driver.takeBatch())
+        }
+        let version = driver.sequencer("w").workspace.version
+        #expect(try harness.store.ops(workspaceId: "w", after: 1, limit: 100) == nil)
+        let tail = try #require(try harness.store.ops(workspaceId: "w", after: version - 3, limit: 100))
+        #expect(tail == Array(driver.sequencer("w").log.suffix(3)))
+        #expect(try harness.store.ops(workspaceId: "never", after: 0, limit: 10) == [])
+    }
+}

@@ -1,0 +1,518 @@
+// The live tab bar: renders a TabsyncClient's optimistic state and turns clicks, keys and drags
+// into ops. All network text is set with textContent (never as HTML), after cleanText.
+
+import { TabsyncClient } from "./tabsync-client.js";
+
+/** Network text made safe to show: control characters become U+FFFD, bidi overrides go. */
+export function cleanText(s) {
+  return String(s ?? "")
+    .replace(/[\u0000-\u001f\u007f-\u009f]/g, "\ufffd")
+    .replace(/[\u202a-\u202e\u2066-\u2069]/g, "");
+}
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const hash = new URLSearchParams(location.hash.slice(1));
+const workspace = location.pathname.startsWith("/w/")
+  ? decodeURIComponent(location.pathname.slice(3))
+  : params.get("w") || "default";
+
+function stored(storage, key, make) {
+  try {
+    const have = storage.getItem(key);
+    if (have) return have;
+    const value = make();
+    storage.setItem(key, value);
+    return value;
+  } catch {
+    return make();
+  }
+}
+const random = () => Math.random().toString(36).slice(2, 8);
+// One client id per browser tab (sessionStorage survives a reload of that tab, not a second tab).
+const clientId = params.get("client") || stored(sessionStorage, "tabsync.clientId", () => "web-" + random() + random());
+const name = params.get("name") || stored(localStorage, "tabsync.name", () => "guest-" + random().slice(0, 4));
+
+const client = new TabsyncClient({
+  url: (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/",
+  workspace, clientId, name, token: hash.get("token") || "",
+});
+window.tabsync = client; // for the console (and the browser tests)
+
+const tabElements = new Map(); // tab id -> its element in the bar
+
+const ui = {
+  drag: null,            // { id, el, pointerId, startX, started }
+  rejection: null,       // { tabId, text, until }
+  rejectionTimer: null,
+  refused: [],           // recent refusals, newest first
+  everConnected: false,
+  shownActive: null,     // the tab id the edit form was filled from
+  menuOpen: false,
+  serverError: null,     // the last Error the server sent before closing
+};
+
+// ------------------------------------------------------------------ rendering
+
+function peerColor(id) {
+  let h = 7;
+  for (const c of id) h = (h * 31 + c.charCodeAt(0)) >>> 0;
+  return `hsl(${Math.round((h * 137.508) % 360)} 65% 42%)`; // golden angle: neighbours differ
+}
+
+function span(cls, text) {
+  const el = document.createElement("span");
+  el.className = cls;
+  el.textContent = text;
+  return el;
+}
+
+function tabLabel(tab) {
+  return cleanText(tab.title) || cleanText(tab.url) || tab.id;
+}
+
+function pendingTabIds() {
+  const ids = new Set();
+  for (const p of client.pending) {
+    const [[, body]] = Object.entries(p.op);
+    if (body.tabId) ids.add(body.tabId);
+    if (body.tab?.id) ids.add(body.tab.id);
+  }
+  return ids;
+}
+
+function renderTabs() {
+  const state = client.state;
+  const tabsEl = $("tabs");
+  const focusedId = document.activeElement?.closest?.(".tab")?.dataset.id;
+  const pending = pendingTabIds();
+  const viewers = new Map();
+  for (const p of client.peers) {
+    if (p.sessionId === client.sessionId || !p.focusTabId) continue;
+    if (!viewers.has(p.focusTabId)) viewers.set(p.focusTabId, []);
+    viewers.get(p.focusTabId).push(p);
+  }
+  const rejection = ui.rejection && ui.rejection.until > Date.now() ? ui.rejection : null;
+  const ordered = [];
+  state.tabs.forEach((tab, index) => {
+    // One element per tab id for the tab's lifetime (focus, pointer capture and tests keep it).
+    let el = tabElements.get(tab.id);
+    if (!el) {
+      el = document.createElement("div");
+      el.dataset.id = tab.id;
+      el.setAttribute("role", "tab");
+      el.id = "tab-" + tab.id;
+      tabElements.set(tab.id, el);
+    }
+    el.replaceChildren();
+    el.className = "tab" + (pending.has(tab.id) ? " pending" : "");
+    el.style.transform = "";
+    const active = tab.id === state.activeTabId;
+    el.setAttribute("aria-selected", active ? "true" : "false");
+    el.tabIndex = active || (!state.activeTabId && index === 0) ? 0 : -1;
+    const description = [`position ${index + 1} of ${state.tabs.length}`];
+    if (tab.badge) description.push(`badge ${cleanText(tab.badge)}`);
+    if (tab.locked) description.push("locked");
+    el.setAttribute("aria-description", description.join(", "));
+    el.title = [tabLabel(tab), cleanText(tab.url)].filter(Boolean).join("\n");
+    if (tab.icon) el.append(span("icon", cleanText(tab.icon)));
+    el.append(span("title", tabLabel(tab)));
+    if (tab.badge) el.append(span("badge", cleanText(tab.badge)));
+    if (tab.locked) {
+      const lock = span("lock", "🔒");
+      lock.setAttribute("aria-label", "locked");
+      el.append(lock);
+    }
+    const seen = viewers.get(tab.id);
+    if (seen) {
+      const box = span("viewers", "");
+      for (const p of seen.slice(0, 3)) {
+        const dot = span("viewer", cleanText(p.name || p.clientId).slice(0, 1).toUpperCase());
+        dot.style.background = peerColor(p.sessionId);
+        dot.title = cleanText(p.name || p.clientId) + " is here";
+        box.append(dot);
+      }
+      el.append(box);
+    }
+    const close = document.createElement("button");
+    close.type = "button";
+    close.className = "close";
+    close.tabIndex = -1;
+    close.textContent = "×";
+    close.setAttribute("aria-label", "Close " + tabLabel(tab));
+    close.addEventListener("click", (e) => { e.stopPropagation(); client.remove(tab.id); });
+    close.addEventListener("pointerdown", (e) => e.stopPropagation());
+    el.append(close);
+    if (rejection && rejection.tabId === tab.id) {
+      const note = span("rejection", rejection.text);
+      note.setAttribute("role", "status");
+      el.append(note);
+    }
+    ordered.push(el);
+  });
+  for (const id of tabElements.keys()) if (!state.tabs.some((t) => t.id === id)) tabElements.delete(id);
+  const current = [...tabsEl.children];
+  if (current.length !== ordered.length || current.some((el, i) => el !== ordered[i])) tabsEl.replaceChildren(...ordered);
+  const barNote = document.querySelector(".bar-rejection");
+  barNote?.remove();
+  if (rejection && !state.tabs.some((t) => t.id === rejection.tabId)) {
+    const note = span("bar-rejection rejection-bar", rejection.text);
+    note.setAttribute("role", "status");
+    $("add").after(note);
+  }
+  layoutOverflow();
+  if (focusedId) document.getElementById("tab-" + focusedId)?.focus();
+}
+
+/** Hides the tabs that do not fit (the active one always stays) and lists them under More. */
+function layoutOverflow() {
+  const tabsEl = $("tabs");
+  const more = $("more");
+  const els = [...tabsEl.querySelectorAll(".tab")];
+  els.forEach((el) => el.classList.remove("hidden-overflow"));
+  more.hidden = true;
+  const widths = els.map((el) => el.getBoundingClientRect().width + 2);
+  const total = widths.reduce((a, b) => a + b, 0);
+  const hidden = [];
+  if (total > tabsEl.clientWidth + 1) {
+    more.hidden = false;
+    const room = tabsEl.clientWidth;
+    const activeIndex = els.findIndex((el) => el.getAttribute("aria-selected") === "true");
+    const visible = [];
+    let used = 0;
+    for (let i = 0; i < els.length && used + widths[i] <= room; i++) { visible.push(i); used += widths[i]; }
+    if (activeIndex >= 0 && !visible.includes(activeIndex)) {
+      while (visible.length && used + widths[activeIndex] > room) used -= widths[visible.pop()];
+      visible.push(activeIndex);
+    }
+    els.forEach((el, i) => { if (!visible.includes(i)) { el.classList.add("hidden-overflow"); hidden.push(el.dataset.id); } });
+  }
+  more.textContent = `More (${hidden.length}) ▾`;
+  const menu = $("more-menu");
+  // Rebuilt only when what it lists changed, so an open menu keeps its focus and its items.
+  const signature = JSON.stringify(hidden.map((id) => client.state.tabs.find((t) => t.id === id)));
+  if (menu.dataset.signature === signature) {
+    if (!hidden.length) closeMenu();
+    return;
+  }
+  menu.dataset.signature = signature;
+  menu.replaceChildren();
+  for (const id of hidden) {
+    const tab = client.state.tabs.find((t) => t.id === id);
+    const li = document.createElement("li");
+    li.setAttribute("role", "menuitem");
+    li.tabIndex = -1;
+    li.dataset.id = id;
+    if (tab.icon) li.append(span("icon", cleanText(tab.icon)));
+    li.append(span("title", tabLabel(tab)));
+    if (tab.badge) li.append(span("badge", "(" + cleanText(tab.badge) + ")"));
+    if (tab.locked) li.append(span("lock", "🔒"));
+    li.addEventListener("click", () => { closeMenu(); activate(id); });
+    menu.append(li);
+  }
+  if (!hidden.length) closeMenu();
+}
+
+function openMenu() {
+  ui.menuOpen = true;
+  $("more-menu").hidden = false;
+  $("more").setAttribute("aria-expanded", "true");
+  $("more-menu").querySelector("[role=menuitem]")?.focus();
+}
+function closeMenu() {
+  ui.menuOpen = false;
+  $("more-menu").hidden = true;
+  $("more").setAttribute("aria-expanded", "false");
+}
+
+function renderPanels() {
+  const state = client.state;
+  document.body.dataset.version = String(client.confirmed.version);
+  document.body.dataset.pending = String(client.pending.length);
+  document.body.dataset.editable = String(state.editable);
+  $("workspace-name").textContent = cleanText(workspace);
+  document.title = `${cleanText(workspace)} — tabsync`;
+  $("readonly").checked = !state.editable;
+  $("readonly-mark").hidden = state.editable;
+
+  const active = state.tabs.find((t) => t.id === state.activeTabId);
+  $("no-tab").hidden = Boolean(active);
+  $("edit").hidden = !active;
+  if (active) {
+    const editing = $("edit").contains(document.activeElement) && document.activeElement.tagName === "INPUT";
+    if (ui.shownActive !== active.id || !editing) {
+      $("edit-title").value = active.title;
+      $("edit-icon").value = active.icon;
+      $("edit-badge").value = active.badge;
+    }
+    ui.shownActive = active.id;
+    $("lock").textContent = active.locked ? "Unlock" : "Lock";
+    $("tab-url").textContent = cleanText(active.url);
+  }
+  client.focus(state.activeTabId);
+
+  const people = $("people");
+  people.replaceChildren();
+  for (const p of client.peers) {
+    const li = document.createElement("li");
+    const dot = span("viewer", "");
+    dot.style.cssText = `display:inline-block;width:10px;height:10px;border-radius:50%;margin-right:6px;background:${peerColor(p.sessionId)}`;
+    const viewing = state.tabs.find((t) => t.id === p.focusTabId);
+    li.append(dot, span("name", cleanText(p.name || p.clientId) + (p.sessionId === client.sessionId ? " (you)" : "")),
+      span("muted", viewing ? " → " + tabLabel(viewing) : " → no tab"));
+    people.append(li);
+  }
+  const refused = $("refused");
+  refused.replaceChildren();
+  for (const r of ui.refused) {
+    const li = document.createElement("li");
+    li.textContent = r;
+    refused.append(li);
+  }
+  if (!ui.refused.length) refused.append(span("muted", "nothing"));
+}
+
+function renderStatus() {
+  const status = client.status;
+  document.body.dataset.status = status;
+  const el = $("status");
+  el.className = "status " + status;
+  el.textContent = status === "connected"
+    ? `connected · v${client.confirmed.version}${client.pending.length ? ` · ${client.pending.length} pending` : ""}`
+    : status;
+  const banner = $("banner");
+  if (status === "connected" || (!ui.everConnected && status === "connecting")) {
+    banner.hidden = true;
+    return;
+  }
+  const seconds = Math.max(0, Math.ceil((client.retryAt - Date.now()) / 1000));
+  const waiting = client.pending.length ? ` ${client.pending.length} change(s) will be sent when it is back.` : "";
+  const error = ui.serverError;
+  banner.textContent = status === "closed"
+    ? error?.code === "UNAUTHORIZED"
+      ? "This server needs a token: open the page as …/w/WORKSPACE#token=YOUR_TOKEN."
+      : `The server refused this page: ${cleanText(error?.code ?? "closed")} ${cleanText(error?.message ?? "")}. Reload to try again.`
+    : `Disconnected from the server: ${status === "connecting" ? "reconnecting…" : `reconnecting in ${seconds} s…`}${waiting}`;
+  banner.hidden = false;
+}
+
+function render() {
+  if (ui.drag) return; // the bar is redrawn when the pointer is released
+  renderTabs();
+  renderPanels();
+  renderStatus();
+}
+
+// ------------------------------------------------------------------ ops from the user
+
+function activate(id) {
+  if (client.state.activeTabId !== id) client.activate(id);
+  document.getElementById("tab-" + id)?.focus();
+}
+
+/** Moves a tab so it has `index` among the other tabs: a key between its two new neighbours. */
+function moveTo(id, index) {
+  const others = client.state.tabs.filter((t) => t.id !== id);
+  const before = others[index - 1] ?? null;
+  const after = others[index] ?? null;
+  const tab = client.state.tabs.find((t) => t.id === id);
+  const current = client.state.tabs.indexOf(tab);
+  if (current === index) return;
+  client.move(id, client.keyBetween(before, after));
+}
+
+function addTab({ title, url = "", icon = "", position = null }) {
+  const tabs = client.state.tabs;
+  let key;
+  if (position !== null && position >= 1 && position <= tabs.length) {
+    key = client.keyBetween(tabs[position - 2] ?? null, tabs[position - 1]);
+  }
+  const tab = { title };
+  if (url) tab.url = url;
+  if (icon) tab.icon = icon;
+  client.add(tab, { key, activate: true });
+}
+
+const CODES = {
+  LOCKED: "the tab is locked",
+  NOT_EDITABLE: "the workspace is read-only",
+  TAB_GONE: "the tab is gone",
+  TAB_EXISTS: "a tab with that id exists",
+  INVALID_ARGUMENT: "invalid",
+  LIMIT_EXCEEDED: "too many tabs",
+  RATE_LIMITED: "too fast",
+  UNAVAILABLE: "the server cannot store it now",
+};
+
+client.addEventListener("rejected", (event) => {
+  const { code, message, op } = event.detail;
+  const [[kind, body]] = Object.entries(op ?? { op: {} });
+  const tabId = body?.tabId ?? body?.tab?.id ?? "";
+  const text = `Refused ${kind}: ${code}${CODES[code] ? ` (${CODES[code]})` : ""}`;
+  ui.rejection = { tabId, text, until: Date.now() + 8000 };
+  ui.refused.unshift(`${new Date().toLocaleTimeString()} ${text} — ${cleanText(message)}`);
+  ui.refused.length = Math.min(ui.refused.length, 10);
+  clearTimeout(ui.rejectionTimer);
+  ui.rejectionTimer = setTimeout(render, 8100);
+  render();
+});
+client.addEventListener("change", render);
+client.addEventListener("status", () => {
+  if (client.status === "connected") ui.everConnected = true;
+  render();
+});
+client.addEventListener("error", (event) => {
+  ui.serverError = event.detail;
+  console.warn("tabsync error", event.detail);
+  render();
+});
+setInterval(() => { if (client.status !== "connected") renderStatus(); }, 500);
+new ResizeObserver(() => { if (!ui.drag?.started) layoutOverflow(); }).observe($("bar"));
+
+// ------------------------------------------------------------------ input
+
+const tabsEl = $("tabs");
+
+tabsEl.addEventListener("pointerdown", (e) => {
+  const el = e.target.closest(".tab");
+  if (!el || e.button !== 0) return;
+  el.setPointerCapture(e.pointerId);
+  ui.drag = { id: el.dataset.id, el, pointerId: e.pointerId, startX: e.clientX, started: false, index: null };
+});
+
+tabsEl.addEventListener("pointermove", (e) => {
+  const drag = ui.drag;
+  if (!drag || e.pointerId !== drag.pointerId) return;
+  const dx = e.clientX - drag.startX;
+  if (!drag.started && Math.abs(dx) < 6) return;
+  drag.started = true;
+  drag.el.classList.add("dragging");
+  drag.el.style.transform = `translateX(${dx}px)`;
+  // The drop index among the other tabs: before the first visible tab whose middle is right of the pointer.
+  const others = client.state.tabs.filter((t) => t.id !== drag.id);
+  const visible = [...tabsEl.querySelectorAll(".tab:not(.hidden-overflow)")].filter((el) => el !== drag.el);
+  let marker = tabsEl.querySelector(".drop-marker");
+  if (!marker) { marker = document.createElement("div"); marker.className = "drop-marker"; tabsEl.append(marker); }
+  const target = visible.find((el) => { const r = el.getBoundingClientRect(); return e.clientX < r.left + r.width / 2; });
+  const box = tabsEl.getBoundingClientRect();
+  if (target) {
+    drag.index = others.findIndex((t) => t.id === target.dataset.id);
+    marker.style.left = `${target.getBoundingClientRect().left - box.left - 2}px`;
+  } else {
+    const last = visible[visible.length - 1];
+    drag.index = last ? others.findIndex((t) => t.id === last.dataset.id) + 1 : 0;
+    marker.style.left = last ? `${last.getBoundingClientRect().right - box.left}px` : "0px";
+  }
+});
+
+function endDrag(e, cancelled) {
+  const drag = ui.drag;
+  if (!drag || e.pointerId !== drag.pointerId) return;
+  ui.drag = null;
+  tabsEl.querySelector(".drop-marker")?.remove();
+  if (!drag.started) {
+    if (!cancelled) activate(drag.id);
+    render();
+    return;
+  }
+  if (!cancelled && drag.index !== null) moveTo(drag.id, drag.index);
+  render();
+}
+tabsEl.addEventListener("pointerup", (e) => endDrag(e, false));
+tabsEl.addEventListener("pointercancel", (e) => endDrag(e, true));
+
+tabsEl.addEventListener("keydown", (e) => {
+  const el = e.target.closest(".tab");
+  if (!el) return;
+  const id = el.dataset.id;
+  const tabs = client.state.tabs;
+  const index = tabs.findIndex((t) => t.id === id);
+  const visible = [...tabsEl.querySelectorAll(".tab:not(.hidden-overflow)")];
+  const at = visible.indexOf(el);
+  if (e.ctrlKey && e.shiftKey && (e.key === "ArrowLeft" || e.key === "ArrowRight")) {
+    e.preventDefault();
+    const target = e.key === "ArrowLeft" ? index - 1 : index + 1;
+    if (target >= 0 && target < tabs.length) moveTo(id, target);
+    requestAnimationFrame(() => document.getElementById("tab-" + id)?.focus());
+  } else if (e.key === "ArrowLeft" || e.key === "ArrowRight") {
+    e.preventDefault();
+    const next = visible[(at + (e.key === "ArrowLeft" ? -1 : 1) + visible.length) % visible.length];
+    next?.focus();
+  } else if (e.key === "Home" || e.key === "End") {
+    e.preventDefault();
+    (e.key === "Home" ? visible[0] : visible[visible.length - 1])?.focus();
+  } else if (e.key === "Enter" || e.key === " ") {
+    e.preventDefault();
+    activate(id);
+  } else if (e.key === "Delete") {
+    e.preventDefault();
+    client.remove(id);
+  }
+});
+
+document.addEventListener("keydown", (e) => {
+  const typing = ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement?.tagName);
+  if (typing || e.ctrlKey || e.altKey || e.metaKey) return;
+  if (e.key >= "1" && e.key <= "9") {
+    const tab = client.state.tabs[Number(e.key) - 1];
+    if (tab) { e.preventDefault(); activate(tab.id); }
+  } else if (e.key === "Escape" && ui.menuOpen) {
+    closeMenu();
+    $("more").focus();
+  }
+});
+
+$("more").addEventListener("click", () => (ui.menuOpen ? closeMenu() : openMenu()));
+$("more-menu").addEventListener("keydown", (e) => {
+  const items = [...$("more-menu").querySelectorAll("[role=menuitem]")];
+  const at = items.indexOf(document.activeElement);
+  if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+    e.preventDefault();
+    items[(at + (e.key === "ArrowDown" ? 1 : -1) + items.length) % items.length]?.focus();
+  } else if (e.key === "Enter" || e.key === " ") {
+    e.preventDefault();
+    document.activeElement?.click();
+  }
+});
+document.addEventListener("click", (e) => {
+  if (ui.menuOpen && !e.target.closest(".more-wrap")) closeMenu();
+});
+
+$("add").addEventListener("click", () => addTab({ title: "New tab" }));
+$("add-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const position = $("add-position").value ? Number($("add-position").value) : null;
+  addTab({ title: $("add-title").value, url: $("add-url").value, icon: $("add-icon").value, position });
+  $("add-form").reset();
+});
+$("edit").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const tab = client.state.tabs.find((t) => t.id === client.state.activeTabId);
+  if (!tab) return;
+  const fields = {};
+  for (const f of ["title", "icon", "badge"]) {
+    const value = $("edit-" + f).value;
+    if (value !== tab[f]) fields[f] = value;
+  }
+  if (Object.keys(fields).length) client.update(tab.id, fields);
+});
+$("lock").addEventListener("click", () => {
+  const tab = client.state.tabs.find((t) => t.id === client.state.activeTabId);
+  if (tab) client.update(tab.id, { locked: !tab.locked });
+});
+$("close-tab").addEventListener("click", () => {
+  if (client.state.activeTabId) client.remove(client.state.activeTabId);
+});
+$("readonly").addEventListener("change", (e) => client.setEditable(!e.target.checked));
+
+function applyPosition(bottom) {
+  document.body.classList.toggle("bar-bottom", bottom);
+  document.body.classList.toggle("bar-top", !bottom);
+  $("position").textContent = bottom ? "Bar at the top" : "Bar at the bottom";
+  try { localStorage.setItem("tabsync.bar", bottom ? "bottom" : "top"); } catch { /* private mode */ }
+}
+$("position").addEventListener("click", () => applyPosition(!document.body.classList.contains("bar-bottom")));
+applyPosition((params.get("bar") || (() => { try { return localStorage.getItem("tabsync.bar"); } catch { return null; } })()) === "bottom");
+
+render();
+client.connect();

@@ -1,0 +1,399 @@
+// A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
+// connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
+// every Applied (as core's Replica does), Rejected rolled back, reconnect with backoff, version
+// gaps answered by reconnecting. Importable by any web app; web/bar.js is one user of it.
+//
+//   const client = new TabsyncClient({ url: "ws://127.0.0.1:7070/", workspace: "team" });
+//   client.addEventListener("change", () => render(client.state));
+//   client.connect();
+//   client.add({ id: "t1", title: "Docs" }, { activate: true });
+//
+// Events (EventTarget): "change" (state, pending ops or peers changed), "status" (detail:
+// "connecting" | "connected" | "disconnected" | "closed"), "rejected" (detail: { seq, code,
+// message, op }), "error" (detail: the server's Error { code, message }).
+
+import { generateKeyBetween } from "./fractional-indexing.js";
+
+const SUBPROTOCOL = "tabsync.v1.json";
+
+/** Sorts tabs by key, bytewise (keys are ASCII, so UTF-16 order is byte order). */
+function byKey(a, b) {
+  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}
+
+function cloneState(s) {
+  return { ...s, tabs: s.tabs.map((t) => ({ ...t })) };
+}
+
+/** The state of a Snapshot (missing fields are their defaults, as protobuf JSON leaves them out). */
+export function stateFromSnapshot(snapshot = {}, epoch = "") {
+  return {
+    workspace: snapshot.workspace ?? "",
+    version: Number(snapshot.version ?? 0),
+    epoch: snapshot.epoch ?? epoch,
+    tabs: (snapshot.tabs ?? []).map(normalTab).sort(byKey),
+    activeTabId: snapshot.activeTabId ?? "",
+    editable: snapshot.editable ?? false,
+  };
+}
+
+function normalTab(t) {
+  return {
+    id: t.id ?? "", title: t.title ?? "", url: t.url ?? "", icon: t.icon ?? "",
+    badge: t.badge ?? "", locked: t.locked ?? false, key: t.key ?? "",
+  };
+}
+
+const UPDATE_FIELDS = ["title", "url", "icon", "badge", "locked"];
+
+/**
+ * Applies one canonical Applied op (proto/README.md, "Applying an Applied") to `state` in place.
+ * Returns false when the op does not fit the state (then resync).
+ */
+export function applyCanonical(state, applied) {
+  const [[kind, op]] = Object.entries(applied.op ?? { none: {} });
+  const find = (id) => state.tabs.find((t) => t.id === id);
+  switch (kind) {
+    case "add": state.tabs.push(normalTab(op.tab)); break;
+    case "move": { const t = find(op.tabId); if (!t) return false; t.key = op.place?.key ?? t.key; break; }
+    case "remove": state.tabs = state.tabs.filter((t) => t.id !== op.tabId); break;
+    case "activate": break;
+    case "update": {
+      const t = find(op.tabId);
+      if (!t) return false;
+      for (const f of UPDATE_FIELDS) if (f in op) t[f] = op[f];
+      break;
+    }
+    case "setEditable": state.editable = op.editable ?? false; break;
+    case "replace": state.tabs = (op.tabs ?? []).map(normalTab); break;
+    case "rekey": for (const k of op.keys ?? []) { const t = find(k.tabId); if (t) t.key = k.key; } break;
+    default: return false;
+  }
+  state.tabs.sort(byKey);
+  state.activeTabId = applied.activeTabId ?? "";
+  state.version = Number(applied.version);
+  return true;
+}
+
+/** The key a `place` gives against `tabs` (the moved tab left out), as the server reads it. */
+function placeKey(tabs, place) {
+  if (place && typeof place.key === "string" && place.key !== "") return place.key;
+  if (place && typeof place.index === "number") {
+    const i = Math.min(place.index, tabs.length);
+    return generateKeyBetween(tabs[i - 1]?.key ?? null, tabs[i]?.key ?? null);
+  }
+  return generateKeyBetween(tabs[tabs.length - 1]?.key ?? null, null);
+}
+
+/** `key`, or when a tab already has it, a fresh key just after it (ordering rule 1). */
+function uniqueKey(tabs, key) {
+  const i = tabs.findIndex((t) => t.key === key);
+  if (i < 0) return key;
+  return generateKeyBetween(key, tabs[i + 1]?.key ?? null);
+}
+
+/**
+ * Applies one of this client's own ops, not yet answered, to the optimistic `state` in place.
+ * Only what the state cannot hold is skipped (a tab that is gone, an id taken); permissions
+ * (locked, read-only) are the server's to judge, so a refused op shows until its Rejected
+ * rolls it back. Returns false when skipped.
+ */
+export function applyPending(state, op) {
+  const [[kind, body]] = Object.entries(op);
+  const find = (id) => state.tabs.find((t) => t.id === id);
+  try {
+    switch (kind) {
+      case "add":
+      case "open": {
+        if (kind === "open") {
+          const existing = find(body.tab.id) ?? (body.tab.url ? state.tabs.find((t) => t.url === body.tab.url) : null);
+          if (existing) { state.activeTabId = existing.id; return true; }
+        }
+        if (find(body.tab.id)) return false;
+        const key = uniqueKey(state.tabs, placeKey(state.tabs, body.place));
+        state.tabs.push({ ...normalTab(body.tab), key });
+        if (kind === "open" || body.activate || !state.activeTabId) state.activeTabId = body.tab.id;
+        break;
+      }
+      case "move": {
+        const t = find(body.tabId);
+        if (!t) return false;
+        const others = state.tabs.filter((x) => x !== t);
+        t.key = uniqueKey(others, placeKey(others, body.place));
+        break;
+      }
+      case "remove": {
+        const i = state.tabs.findIndex((t) => t.id === body.tabId);
+        if (i < 0) return false;
+        state.tabs.splice(i, 1);
+        if (state.activeTabId === body.tabId) {
+          state.activeTabId = (state.tabs[i] ?? state.tabs[i - 1])?.id ?? "";
+        }
+        break;
+      }
+      case "activate": {
+        const t = "tabId" in body ? find(body.tabId) : state.tabs[body.index];
+        if (!t) return false;
+        state.activeTabId = t.id;
+        break;
+      }
+      case "update": {
+        const t = find(body.tabId);
+        if (!t) return false;
+        for (const f of UPDATE_FIELDS) if (f in body) t[f] = body[f];
+        break;
+      }
+      case "setEditable": state.editable = body.editable ?? false; break;
+      default: return false;
+    }
+  } catch {
+    return false; // a key that cannot be computed against this state
+  }
+  state.tabs.sort(byKey);
+  return true;
+}
+
+function randomId(prefix) {
+  const bytes = new Uint8Array(6);
+  crypto.getRandomValues(bytes);
+  return prefix + Array.from(bytes, (b) => b.toString(36).padStart(2, "0")).join("").slice(0, 10);
+}
+
+/**
+ * One connection to one workspace, kept open (reconnecting with backoff) until close().
+ *
+ * Guarantees: `confirmed` changes only by whole contiguous Applied ops or a snapshot; `state`
+ * (what a UI shows) is always `confirmed` plus the pending ops in seq order; a pending op leaves
+ * when its Applied or Rejected arrives or a Welcome's lastSeq covers it, and is resubmitted with
+ * its seq after a reconnect, so nothing submitted is lost while the page stays open.
+ */
+export class TabsyncClient extends EventTarget {
+  /**
+   * @param {object} options
+   * @param {string} options.url  ws:// or wss:// URL of the server (path `/`)
+   * @param {string} options.workspace
+   * @param {string} [options.clientId]  stable across reconnects (default: random per instance)
+   * @param {string} [options.name]  shown to others in presence
+   * @param {string} [options.token]  sent in Hello where the server requires one
+   */
+  constructor({ url, workspace, clientId, name = "", token = "", backoff = { first: 250, max: 5000 } }) {
+    super();
+    this.url = url;
+    this.workspace = workspace;
+    this.clientId = clientId || randomId("web-");
+    this.name = name;
+    this.token = token;
+    this.backoff = backoff;
+    this.confirmed = stateFromSnapshot({ workspace, editable: true });
+    this.state = cloneState(this.confirmed);
+    this.pending = []; // { seq (0 until numbered), baseVersion, op }
+    this.peers = [];
+    this.sessionId = "";
+    this.status = "closed";
+    this.limits = null;
+    this.nextSeq = 1;
+    this.retryAt = 0;
+    this.attempts = 0;
+    this.welcomed = false;
+    this.focusTabId = "";
+    this.ws = null;
+    this.timer = null;
+    this.stopped = false;
+  }
+
+  /** Opens the connection (and keeps reopening it until close()). */
+  connect() {
+    this.stopped = false;
+    this.open();
+  }
+
+  /** Closes for good: no reconnect. */
+  close() {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.ws?.close(1000);
+    this.setStatus("closed");
+  }
+
+  // ---------------------------------------------------------------- ops
+
+  /** Submits an op (the protocol's Op JSON); it shows in `state` at once. Returns its pending entry. */
+  submit(op) {
+    const entry = { seq: this.welcomed ? this.nextSeq++ : 0, baseVersion: this.confirmed.version, op };
+    this.pending.push(entry);
+    if (entry.seq) this.send({ submit: this.submitBody(entry) });
+    this.rebuild();
+    return entry;
+  }
+
+  /** Adds a tab (id made when missing) at `key` (default: the end). Returns the tab id. */
+  add(tab, { key, activate = false } = {}) {
+    const id = tab.id || randomId("t-");
+    const op = { add: { tab: { ...tab, id }, activate } };
+    if (key) op.add.place = { key };
+    this.submit(op);
+    return id;
+  }
+  move(tabId, key) { return this.submit({ move: { tabId, place: { key } } }); }
+  remove(tabId) { return this.submit({ remove: { tabId } }); }
+  activate(tabId) { return this.submit({ activate: { tabId } }); }
+  update(tabId, fields) { return this.submit({ update: { tabId, ...fields } }); }
+  setEditable(editable) { return this.submit({ setEditable: { editable } }); }
+
+  /** A position key between the keys of two tabs of `state` (null: an open end). */
+  keyBetween(before, after) {
+    return generateKeyBetween(before?.key ?? null, after?.key ?? null);
+  }
+
+  /** Tells the others which tab this client views ("" for none); kept across reconnects. */
+  focus(tabId) {
+    if (tabId === this.focusTabId) return;
+    this.focusTabId = tabId;
+    if (this.welcomed) this.send({ focus: { tabId } });
+  }
+
+  // ---------------------------------------------------------------- connection
+
+  open() {
+    clearTimeout(this.timer);
+    this.welcomed = false;
+    this.setStatus("connecting");
+    let ws;
+    try {
+      ws = new WebSocket(this.url, SUBPROTOCOL);
+    } catch {
+      this.scheduleReconnect();
+      return;
+    }
+    this.ws = ws;
+    ws.onopen = () => {
+      const hello = { workspace: this.workspace, clientId: this.clientId };
+      if (this.name) hello.clientName = this.name;
+      if (this.token) hello.token = this.token;
+      if (this.confirmed.epoch && this.confirmed.version > 0) {
+        hello.lastVersion = String(this.confirmed.version);
+        hello.epoch = this.confirmed.epoch;
+      }
+      ws.send(JSON.stringify({ hello }));
+    };
+    ws.onmessage = (event) => {
+      if (ws !== this.ws) return;
+      let message;
+      try { message = JSON.parse(event.data); } catch { ws.close(4000, "undecodable"); return; }
+      this.receive(message);
+    };
+    ws.onclose = (event) => {
+      if (ws !== this.ws) return;
+      this.ws = null;
+      this.welcomed = false;
+      if (this.stopped) return;
+      // 4400/4401: this client or its token is wrong; retrying the same would fail the same way.
+      if (event.code === 4400 || event.code === 4401) { this.setStatus("closed"); return; }
+      this.scheduleReconnect();
+    };
+  }
+
+  scheduleReconnect() {
+    const delay = Math.min(this.backoff.max, this.backoff.first * 2 ** this.attempts);
+    const jittered = delay / 2 + Math.random() * delay / 2;
+    this.attempts++;
+    this.retryAt = Date.now() + jittered;
+    this.setStatus("disconnected");
+    this.timer = setTimeout(() => this.open(), jittered);
+  }
+
+  /** Drops the connection and resumes at once (a version gap). */
+  resync() {
+    const ws = this.ws;
+    this.ws = null;
+    ws?.close(4000, "version gap");
+    this.open();
+  }
+
+  send(message) {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN && this.welcomed) {
+      this.ws.send(JSON.stringify(message));
+    }
+  }
+
+  submitBody(entry) {
+    return { seq: String(entry.seq), baseVersion: String(entry.baseVersion), op: entry.op };
+  }
+
+  receive(message) {
+    if (message.welcome) this.onWelcome(message.welcome);
+    else if (message.applied) this.onApplied(message.applied);
+    else if (message.rejected) this.onRejected(message.rejected);
+    else if (message.presence) { this.peers = message.presence.peers ?? []; this.emit("change"); }
+    else if (message.error) this.dispatchEvent(new CustomEvent("error", { detail: message.error }));
+  }
+
+  onWelcome(welcome) {
+    this.sessionId = welcome.sessionId ?? "";
+    this.limits = welcome.limits ?? null;
+    const lastSeq = Number(welcome.lastSeq ?? 0);
+    if (welcome.recovered) {
+      for (const applied of welcome.missed ?? []) applyCanonical(this.confirmed, applied);
+    } else {
+      this.confirmed = stateFromSnapshot(welcome.snapshot, welcome.epoch);
+    }
+    this.confirmed.epoch = welcome.epoch ?? this.confirmed.epoch;
+    // Pending ops the server already consumed are in the state (or were refused): drop them.
+    this.pending = this.pending.filter((p) => p.seq === 0 || p.seq > lastSeq);
+    this.nextSeq = Math.max(this.nextSeq, lastSeq + 1);
+    for (const p of this.pending) if (p.seq === 0) p.seq = this.nextSeq++;
+    this.welcomed = true;
+    this.attempts = 0;
+    this.setStatus("connected");
+    for (const p of this.pending) this.send({ submit: this.submitBody(p) });
+    if (this.focusTabId) this.send({ focus: { tabId: this.focusTabId } });
+    this.rebuild();
+  }
+
+  onApplied(applied) {
+    const version = Number(applied.version);
+    const mine = applied.clientId === this.clientId;
+    if (version > this.confirmed.version + 1) { this.resync(); return; }
+    if (version === this.confirmed.version + 1 && !applyCanonical(this.confirmed, applied)) {
+      this.confirmed.version = 0; // does not fit: take a snapshot
+      this.resync();
+      return;
+    }
+    if (mine) {
+      const seq = Number(applied.seq);
+      this.pending = this.pending.filter((p) => p.seq !== seq);
+    }
+    this.rebuild();
+  }
+
+  onRejected(rejected) {
+    const seq = Number(rejected.seq ?? 0);
+    const entry = this.pending.find((p) => p.seq === seq);
+    this.pending = this.pending.filter((p) => p.seq !== seq);
+    this.rebuild();
+    this.dispatchEvent(new CustomEvent("rejected", {
+      detail: { seq, code: rejected.code ?? "ERROR_CODE_UNSPECIFIED", message: rejected.message ?? "", op: entry?.op ?? null },
+    }));
+  }
+
+  /** Rebuilds `state` as `confirmed` plus the pending ops, in seq order. */
+  rebuild() {
+    const state = cloneState(this.confirmed);
+    for (const p of this.pending) applyPending(state, p.op);
+    if (state.activeTabId && !state.tabs.some((t) => t.id === state.activeTabId)) {
+      state.activeTabId = state.tabs[0]?.id ?? "";
+    }
+    this.state = state;
+    this.emit("change");
+  }
+
+  setStatus(status) {
+    if (status === this.status) return;
+    this.status = status;
+    this.dispatchEvent(new CustomEvent("status", { detail: status }));
+  }
+
+  emit(type) {
+    this.dispatchEvent(new Event(type));
+  }
+}
