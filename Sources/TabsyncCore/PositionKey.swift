@@ -97,8 +97,10 @@ public enum PositionKey {
             let fb = Array(b.dropFirst(ib.count))
             if ib == smallestInteger { return ib + midpoint([], fb) }
             if ib.count < b.count { return ib }
-            // b is a bare integer: the integer before it (exists, since b is not the smallest).
-            return decrement(ib)!
+            // b is a bare integer: the integer before it (exists, since b is not the smallest). When
+            // that is the smallest integer, which alone is no key, a fraction goes after it.
+            let before = decrement(ib)!
+            return before == smallestInteger ? before + midpoint([], nil) : before
         case (let a?, nil):
             let ia = Array(a.prefix(integerLength(head: a[0])!))
             let fa = Array(a.dropFirst(ia.count))

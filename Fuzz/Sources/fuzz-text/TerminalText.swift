@@ -1,0 +1,1 @@
+../../../Sources/TabsyncTerminal/TerminalText.swift
