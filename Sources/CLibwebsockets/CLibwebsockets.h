@@ -4,6 +4,7 @@
 #define C_LIBWEBSOCKETS_H
 
 #include <libwebsockets.h>
+#include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
 #include "clws_timer.h"
@@ -124,6 +125,46 @@ static inline int clws_request_if_none_match(struct lws *wsi, char *buf, int len
         return 0;
     }
     return lws_hdr_copy(wsi, buf, len, WSI_TOKEN_HTTP_IF_NONE_MATCH);
+}
+
+/*
+ * Refuses a WebSocket upgrade with a whole HTTP/1.1 response (status line, Content-Type,
+ * Content-Length, Connection: close, then the body) in one lws_write. lws' own header helpers
+ * write "HTTP/1.0" while an upgrade is being confirmed, which common clients (Python's
+ * websockets) refuse to read, so the refusal's reason would never reach the user.
+ * Returns 0 on success, nonzero when the connection should be closed.
+ */
+static inline int clws_http_refuse_upgrade(struct lws *wsi, unsigned int status, const char *content_type,
+                                           const unsigned char *body, size_t body_len)
+{
+    const char *reason;
+    switch (status) {
+    case 400: reason = "Bad Request"; break;
+    case 401: reason = "Unauthorized"; break;
+    case 403: reason = "Forbidden"; break;
+    case 404: reason = "Not Found"; break;
+    case 429: reason = "Too Many Requests"; break;
+    case 503: reason = "Service Unavailable"; break;
+    default: reason = "Refused"; break;
+    }
+    size_t head_room = 512;
+    size_t total = LWS_PRE + head_room + body_len;
+    unsigned char *buf = (unsigned char *)malloc(total);
+    if (!buf)
+        return 1;
+    unsigned char *start = buf + LWS_PRE;
+    int head = snprintf((char *)start, head_room,
+                        "HTTP/1.1 %u %s\r\ncontent-type: %s\r\ncontent-length: %zu\r\nconnection: close\r\n\r\n",
+                        status, reason, content_type, body_len);
+    if (head < 0 || (size_t)head >= head_room) {
+        free(buf);
+        return 1;
+    }
+    if (body_len)
+        memcpy(start + head, body, body_len);
+    int n = lws_write(wsi, start, (size_t)head + body_len, LWS_WRITE_HTTP_FINAL);
+    free(buf);
+    return n < 0 ? 1 : 0;
 }
 
 /* The uri of the current HTTP request (or upgrade request) into buf; returns its length or -1. */

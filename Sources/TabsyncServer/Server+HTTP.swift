@@ -172,9 +172,11 @@ extension Server.Loop {
         return 0
     }
 
+    /// Answers a refused upgrade in HTTP/1.1 (lws' helpers would say HTTP/1.0 here, which Python's
+    /// `websockets` and other strict clients cannot read) and closes the connection after it.
     private func refuseUpgrade(_ wsi: OpaquePointer, _ response: HTTPResponse) -> Int32 {
         let failed = response.body.withUnsafeBufferPointer { body in
-            clws_http_respond(wsi, response.status, response.contentType, body.baseAddress, body.count)
+            clws_http_refuse_upgrade(wsi, response.status, response.contentType, body.baseAddress, body.count)
         }
         return failed != 0 ? -1 : 1
     }
