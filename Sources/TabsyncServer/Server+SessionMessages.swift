@@ -107,6 +107,11 @@ extension Server.Loop {
         hub.welcoming.insert(session.id)
         idleSince[hub.id] = nil  // no longer idle: the clock starts again when the last session leaves
         enqueue(nil, effect: .welcome(workspaceId: hub.id, session: session.id, welcome: makeWelcome(session, hello, hub: hub)))
+        // A shared store: a client resuming from a version this node has not read yet (it saw it on
+        // another node) tells of a commit; catch up now rather than at the next poll.
+        if hub.stored != nil, hello.epoch == hub.live.workspace.epoch, hello.lastVersion > hub.live.workspace.version {
+            heard(hub.id, version: hello.lastVersion)
+        }
     }
 
     /// The `Welcome` for a session as of the hub's live state: the missed ops when it resumes and

@@ -33,6 +33,15 @@ struct SharedStoreExecutableTests {
         #expect(log.contains(named) || (arguments == ["migrate"] && log.contains("TABSYNC_STORE")), "\(named) not named: \(log)")
     }
 
+    @Test func helpShowsTheStoreFlagsAndTheMigrateCommand() throws {
+        let child = try Child(arguments: ["--help"])
+        #expect(child.waitForExit(timeout: 10) == 0)
+        let help = Self.output(child).split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        for expected in ["--store", "TABSYNC_STORE", "--store-poll-interval", "TABSYNC_STORE_POLL_INTERVAL", "(default: 1.5s)", "tabsync-server migrate"] {
+            #expect(help.contains(expected), "help lacks \(expected)")
+        }
+    }
+
     @Test func migrateWithoutAStoreExits2() throws {
         let child = try Child(arguments: ["migrate"], environment: ["TABSYNC_STORE": ""])
         #expect(child.waitForExit(timeout: 10) == 2)
