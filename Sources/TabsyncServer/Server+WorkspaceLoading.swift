@@ -10,7 +10,9 @@ extension Server.Loop {
     ///     (none) ─Hello or HTTP─▶ loading ─read─▶ loaded ─commit failed─▶ reloading ─read─▶ loaded
     ///
     /// A failed first read drops the entry (its waiters get `UNAVAILABLE` and close 1013, HTTP 503);
-    /// a failed read back is tried again; an idle loaded workspace is dropped (idle unload below).
+    /// a failed read back is tried again after ``reloadRetryPause`` (a store that is down is not
+    /// asked in a loop); an idle loaded workspace is dropped (idle unload below). A shared store's
+    /// hub also keeps its `stored` sequencer: set at the read, taken back at a read back.
     ///
     /// A store read of the workspace is under way exactly while it is `loading` or `reloading`, and
     /// at most one. Sessions whose Hello comes meanwhile wait in the entry itself (`waiters`: session
