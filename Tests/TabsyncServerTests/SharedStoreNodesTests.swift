@@ -84,17 +84,22 @@ struct SharedStoreNodesTests {
         let (watcher, _) = try TestClient.joined(port: nodes[1].port, workspace: "w", clientId: "watch")
         let (first, welcome) = try TestClient.joined(port: nodes[0].port, workspace: "w", clientId: "c1")
         let add = TabsyncCore.Operation.add(tab: .named("t1"), place: .end, activate: true)
-        let goneMove = TabsyncCore.Operation.move(tabId: "nope", place: .end)
+        let move = TabsyncCore.Operation.move(tabId: "t9", place: .index(0))
         try first.submit(add, seq: 1)
         let applied = try first.nextApplied()
-        try first.submit(goneMove, seq: 2)
+        try first.submit(move, seq: 2)
         #expect(try first.nextRejected().code == .tabGone)
+        // Then t9 appears: sequenced anew, seq 2 would now apply; answered from dedup, it is refused.
+        let (other, _) = try TestClient.joined(port: nodes[0].port, workspace: "w", clientId: "other")
+        try other.submit(.add(tab: .named("t9"), place: .end, activate: false))
+        var stream: [AppliedOp] = [applied]
+        try first.collect(through: 2, into: &stream)
 
         // The client comes back on node 1 (as after losing node 0) and sends both seqs again.
         let (again, _) = try TestClient.joined(
             port: nodes[1].port, workspace: "w", clientId: "c1", lastVersion: applied.version, epoch: welcome.epoch)
         try again.submit(add, seq: 1)
-        try again.submit(goneMove, seq: 2)
+        try again.submit(move, seq: 2)
         var answers: [Tabsync_V1_ServerMessage.OneOf_Message] = []
         var seen: [AppliedOp] = []
         while !answers.contains(where: { if case .rejected = $0 { true } else { false } }) {
@@ -102,28 +107,28 @@ struct SharedStoreNodesTests {
             if case .applied(let a) = message { seen.append(try AppliedOp(a)) }
             answers.append(message)
         }
-        // Node 0's op arrives once as a broadcast (node 1 caught up) and once as the answer to seq 1;
-        // seq 2 is refused again as it was; nothing new was applied.
-        #expect(seen.allSatisfy { $0 == applied })
-        #expect(seen.count == 2)
+        // Node 0's ops arrive as broadcasts (node 1 caught up); seq 1 is answered with its Applied
+        // again, seq 2 refused again as it was; nothing new was applied.
+        #expect(seen.filter { $0.clientId == "c1" } == [applied, applied])
+        #expect(seen.filter { $0.clientId == "other" } == [stream[1]])
         let refusals: [Tabsync_V1_ErrorCode] = answers.compactMap { message -> Tabsync_V1_ErrorCode? in
             if case .rejected(let r) = message { return r.code }
             return nil
         }
         #expect(refusals == [.tabGone])
         let reader = try nodes.reader()
-        #expect(try reader.ops(workspaceId: "w", after: 0, limit: .max) == [applied])
+        #expect(try reader.ops(workspaceId: "w", after: 0, limit: .max) == stream)
 
-        // The next seq is new: version 2, seen contiguous by the watcher on node 1.
+        // The next seq is new: version 3, seen contiguous by the watcher on node 1.
         try again.submit(.add(tab: .named("t2"), place: .end, activate: false), seq: 3)
         let next = try again.next { message -> AppliedOp? in
-            if case .applied(let a) = message, let op = try? AppliedOp(a), op.seq == 3 { return op }
+            if case .applied(let a) = message, let op = try? AppliedOp(a), op.seq == 3, op.clientId == "c1" { return op }
             return nil
         }
-        #expect(next.version == 2)
+        #expect(next.version == 3)
         var watched: [AppliedOp] = []
-        try watcher.collect(through: 2, into: &watched)
-        #expect(watched.map(\.version) == [1, 2])
+        try watcher.collect(through: 3, into: &watched)
+        #expect(watched.map(\.version) == [1, 2, 3])
     }
 
     @Test func aCommitOnOneNodeReachesTheOtherNodesSessionsByNotification() throws {
