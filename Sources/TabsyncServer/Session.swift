@@ -11,8 +11,11 @@ final class Session {
     let id: Int
     /// The lws connection. Valid until `LWS_CALLBACK_CLOSED` for this session.
     let wsi: OpaquePointer
-    /// The subprotocol picked at the handshake.
+    /// The subprotocol picked at the handshake (unused by a diagnostics echo session).
     let format: WireFormat
+    /// A diagnostics echo session (`tabsync.echo`, Server+DiagnosticsEcho.swift): it never says
+    /// Hello nor joins a workspace; each message it sends is sent back.
+    let diagnosticsEcho: Bool
     let openedAt: ContinuousClock.Instant
 
     var phase: Phase = .awaitingHello
@@ -73,10 +76,14 @@ final class Session {
         var reason: String
     }
 
-    init(id: Int, wsi: OpaquePointer, format: WireFormat, opsPerSecond: Int, now: ContinuousClock.Instant) {
+    init(
+        id: Int, wsi: OpaquePointer, format: WireFormat, opsPerSecond: Int, now: ContinuousClock.Instant,
+        diagnosticsEcho: Bool = false
+    ) {
         self.id = id
         self.wsi = wsi
         self.format = format
+        self.diagnosticsEcho = diagnosticsEcho
         self.openedAt = now
         ownsConnection = BatchedWriter.ownsConnection(wsi)
         tokens = Double(opsPerSecond)

@@ -54,6 +54,10 @@ struct ServerSettings {
     /// Key files access tokens are checked with (empty: no access control). Read when the server
     /// starts (``AuthKey/load(file:)``), not here.
     var authKeyFiles: [String]
+    /// Time a connection closed 1013 for reading too slowly has for its close frame to leave.
+    var slowCloseGrace: Duration
+    /// Serve the diagnostics echo subprotocol `tabsync.echo` (for the Autobahn testsuite).
+    var diagnosticsEcho: Bool
 
     /// The defaults, as `--help` shows them.
     enum Default {
@@ -67,6 +71,7 @@ struct ServerSettings {
         static let helloTimeout = 10.0
         static let idleTimeout = 60.0
         static let eventLoop = Server.Configuration.EventLoop.epoll
+        static let slowCloseGrace = "5s"
     }
 
     /// The flags as typed (nil: not given).
@@ -98,6 +103,8 @@ struct ServerSettings {
         var maxHandshakesPerSecondPerIP: String? = nil
         /// Every `--auth-key-file` given, in order (empty: not given).
         var authKeyFile: [String] = []
+        var slowCloseGrace: String? = nil
+        var diagnosticsEcho: Bool = false
     }
 
     /// Resolves every setting from `flags`, then `environment`, then the defaults.
@@ -186,6 +193,14 @@ struct ServerSettings {
         authKeyFiles = try read.list(flags.authKeyFile, "--auth-key-file", "TABSYNC_AUTH_KEY_FILE", "a file path") {
             !$0.trimmingCharacters(in: .whitespaces).isEmpty
         }
+
+        // Slow readers and diagnostics.
+        slowCloseGrace = try read.value(
+            flags.slowCloseGrace, "--slow-close-grace", "TABSYNC_SLOW_CLOSE_GRACE",
+            Self.parseDuration(Default.slowCloseGrace)!, "a duration of more than 0 such as 5, 5s, 500ms") {
+            Self.parseDuration($0).flatMap { $0 > .zero ? $0 : nil }
+        }
+        diagnosticsEcho = try read.switchValue(flags.diagnosticsEcho, "--diagnostics-echo", "TABSYNC_DIAGNOSTICS_ECHO")
     }
 
     /// The server configuration these settings give.
@@ -199,6 +214,8 @@ struct ServerSettings {
         configuration.tlsKeyFile = tlsKeyFile
         configuration.allowedOrigins = allowedOrigins
         configuration.insecureNoAuth = insecureNoAuth
+        configuration.slowCloseGrace = slowCloseGrace
+        configuration.diagnosticsEcho = diagnosticsEcho
         if maxConnectionsPerIP != nil || maxHandshakesPerSecondPerIP != nil {
             // One of them given: the other keeps its non-loopback default.
             let exposed = Server.Configuration.PerIPLimits.exposed
