@@ -12,6 +12,13 @@ import TabsyncProto
 /// `maxSendQueueBytes` 1013. lws itself answers pings, answers and checks close frames, and
 /// checks the UTF-8 of text messages (close 1007). When the flag is off the name is not in lws'
 /// protocol list, and an upgrade asking for it is refused like any unknown subprotocol (400).
+///
+/// One difference from tabsync sessions: an echo session's frames are written only from
+/// `SERVER_WRITEABLE`, never at the end of the loop iteration (``flushQueued()``). lws sends a
+/// pending pong before it raises `SERVER_WRITEABLE`, so a ping that arrived before a message was
+/// complete is answered before the echo (Autobahn 5.6, 5.19, 5.20 check that order). Tabsync
+/// sessions keep the end-of-iteration write, which batches broadcasts; there a pong may follow the
+/// data queued in the same iteration, which RFC 6455 allows ("as soon as practical").
 extension Server.Loop {
     /// The subprotocol's name.
     static let echoSubprotocol = "tabsync.echo"

@@ -46,7 +46,12 @@ extension Server.Loop {
             return 0
 
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-            if let session = session(user), let input, length >= 2 {
+            guard let session = session(user) else { return 0 }
+            // lws answers the close frame; no data frame may follow it (RFC 6455 5.5.1), and what
+            // the peer sends after its close is ignored.
+            session.peerClosed = true
+            session.queue.removeAll()
+            if let input, length >= 2 {
                 let bytes = UnsafeRawBufferPointer(start: input, count: length)
                 session.closeCode = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
                 session.closeReason = "peer: " + String(decoding: bytes.dropFirst(2).prefix(123), as: UTF8.self)
@@ -89,7 +94,7 @@ extension Server.Loop {
 
     /// Reassembles a message across fragments (and lws's rx chunks), bounded by `maxFrameBytes`.
     private func receive(_ session: Session, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
-        if session.closing != nil || session.rxOverflow { return 0 }
+        if session.closing != nil || session.rxOverflow || session.peerClosed { return 0 }
         if session.rx.count + length > limits.maxFrameBytes {
             session.rxOverflow = true
             session.rx = []
@@ -128,12 +133,20 @@ extension Server.Loop {
     /// leave in one send (under load several ops reach each client per wakeup) and no write waits
     /// for a writable round trip through the event loop.
     func send(_ frame: OutFrame, to session: Session) {
-        guard session.closing == nil, !session.gone else { return }
+        guard session.closing == nil, !session.gone, !session.peerClosed else { return }
         if session.queue.bytes + frame.queuedCost > limits.maxSendQueueBytes && !session.queue.isEmpty {
             closeSlowReader(session)
             return
         }
         session.queue.append(frame)
+        if session.diagnosticsEcho {
+            // Only from SERVER_WRITEABLE, where lws sends a pending pong first (Server+DiagnosticsEcho.swift).
+            if !session.awaitingWritable {
+                session.awaitingWritable = true
+                lws_callback_on_writable(session.wsi)
+            }
+            return
+        }
         if !session.flushPending {
             session.flushPending = true
             flushList.append(session)

@@ -30,6 +30,8 @@ final class Session {
     var awaitingWritable = false
     /// `LWS_CALLBACK_CLOSED` came: ``wsi`` is no longer valid.
     var gone = false
+    /// The peer sent a close frame (lws answers it): nothing more is sent or received.
+    var peerClosed = false
     /// The connection carries only this session (not a stream muxed on HTTP/2), so several frames
     /// may go out as one raw write (`BatchedWriter`).
     let ownsConnection: Bool
