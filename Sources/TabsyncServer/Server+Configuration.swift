@@ -29,6 +29,15 @@ extension Server {
         public var eventLoop: EventLoop
         /// Serve the browser page (`GET /`, `/w/{workspace}`, `/web/…`); off: those paths are 404.
         public var serveWeb: Bool
+        /// A connection closed 1013 for reading too slowly gets this long for its close frame to
+        /// leave, behind what lws and the kernel already hold for it; past it the socket is dropped
+        /// (the peer, still not reading, sees no close frame). Counted from the moment its queue
+        /// passed `maxSendQueueBytes`; rounded up to whole seconds (lws' timeouts count seconds).
+        public var slowCloseGrace: Duration = .seconds(5)
+        /// Serve the diagnostics echo subprotocol `tabsync.echo` on `/` (the Autobahn testsuite's
+        /// target): every message is sent back whole with its opcode, nothing else happens on such
+        /// a connection. Off by default.
+        public var diagnosticsEcho: Bool = false
 
         // MARK: transport security (TLS, origins, per-IP limits, the refusal to run open)
 

@@ -96,8 +96,9 @@ extension Server {
             logger = server.logger
             store = server.store
             admission = Server.Admission(configuration: server.configuration, loopbackBind: true)
-            protocols = .allocate(capacity: 1 + WireFormat.allCases.count + 1)
-            protocols.initialize(repeating: lws_protocols(), count: 1 + WireFormat.allCases.count + 1)
+            // http, the wire formats, the diagnostics echo (named only when on), the terminator.
+            protocols = .allocate(capacity: 1 + WireFormat.allCases.count + 2)
+            protocols.initialize(repeating: lws_protocols(), count: 1 + WireFormat.allCases.count + 2)
             retryPolicy = .allocate(capacity: 1)
             retryPolicy.initialize(to: lws_retry_bo_t())
         }
@@ -119,6 +120,7 @@ extension Server {
         /// the loop from here on.
         func createContext(address: ResolvedHost) -> Result<Int, Server.Error> {
             let names = ["http"] + WireFormat.allCases.map(\.subprotocol)
+                + (configuration.diagnosticsEcho ? [Self.echoSubprotocol] : [])
             for (i, name) in names.enumerated() {
                 protocols[i].name = UnsafePointer(cString(name))
                 protocols[i].callback = lwsCallback
@@ -216,6 +218,10 @@ extension Server {
             }
             if protocolId == Self.httpProtocol {
                 return handleHTTP(wsi, reason, user, input, length)
+            }
+            if protocolId == Self.echoProtocol {
+                guard configuration.diagnosticsEcho else { return 0 }
+                return handleWebSocket(wsi, .proto, reason, user, input, length, echo: true)
             }
             guard let format = WireFormat.allCases.dropFirst(protocolId - 1).first else { return 0 }
             return handleWebSocket(wsi, format, reason, user, input, length)

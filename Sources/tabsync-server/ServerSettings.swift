@@ -59,6 +59,10 @@ struct ServerSettings {
     var storeURL: String?
     /// With a shared store: how often loaded workspaces' stored versions are polled (zero: never).
     var storePollInterval: Duration
+    /// Time a connection closed 1013 for reading too slowly has for its close frame to leave.
+    var slowCloseGrace: Duration
+    /// Serve the diagnostics echo subprotocol `tabsync.echo` (for the Autobahn testsuite).
+    var diagnosticsEcho: Bool
 
     /// The defaults, as `--help` shows them.
     enum Default {
@@ -73,6 +77,7 @@ struct ServerSettings {
         static let idleTimeout = 60.0
         static let eventLoop = Server.Configuration.EventLoop.epoll
         static let storePollInterval = "1.5s"
+        static let slowCloseGrace = "5s"
     }
 
     /// The flags as typed (nil: not given).
@@ -106,6 +111,8 @@ struct ServerSettings {
         var authKeyFile: [String] = []
         var store: String? = nil
         var storePollInterval: String? = nil
+        var slowCloseGrace: String? = nil
+        var diagnosticsEcho: Bool = false
     }
 
     /// Resolves every setting from `flags`, then `environment`, then the defaults.
@@ -206,6 +213,14 @@ struct ServerSettings {
             flags.storePollInterval, "--store-poll-interval", "TABSYNC_STORE_POLL_INTERVAL",
             Self.parseDuration(Default.storePollInterval)!, "seconds or a duration such as 1.5s, 500ms; 0: no poll",
             parse: Self.parseDuration)
+
+        // Slow readers and diagnostics.
+        slowCloseGrace = try read.value(
+            flags.slowCloseGrace, "--slow-close-grace", "TABSYNC_SLOW_CLOSE_GRACE",
+            Self.parseDuration(Default.slowCloseGrace)!, "a duration of more than 0 such as 5, 5s, 500ms") {
+            Self.parseDuration($0).flatMap { $0 > .zero ? $0 : nil }
+        }
+        diagnosticsEcho = try read.switchValue(flags.diagnosticsEcho, "--diagnostics-echo", "TABSYNC_DIAGNOSTICS_ECHO")
     }
 
     /// `--store`, else `TABSYNC_STORE`: a `postgres://` or `postgresql://` URL. A bad value is named
@@ -259,6 +274,8 @@ struct ServerSettings {
             configuration.sharedStore = .init(
                 pollInterval: storePollInterval, notifications: .init(url: url, store: PostgresStore.Options()))
         }
+        configuration.slowCloseGrace = slowCloseGrace
+        configuration.diagnosticsEcho = diagnosticsEcho
         if maxConnectionsPerIP != nil || maxHandshakesPerSecondPerIP != nil {
             // One of them given: the other keeps its non-loopback default.
             let exposed = Server.Configuration.PerIPLimits.exposed

@@ -150,6 +150,19 @@ struct TabsyncServerCommand: ParsableCommand {
             + "[env: TABSYNC_STORE_POLL_INTERVAL] (default: \(Default.storePollInterval))", valueName: "duration"))
     var storePollInterval: String?
 
+    // MARK: slow readers and diagnostics
+
+    @Option(help: ArgumentHelp(
+        "Time a connection closed 1013 for reading too slowly has for its close frame to leave before "
+            + "it is dropped: seconds or 5s, 500ms. [env: TABSYNC_SLOW_CLOSE_GRACE] (default: \(Default.slowCloseGrace))",
+        valueName: "duration"))
+    var slowCloseGrace: String?
+
+    @Flag(help: ArgumentHelp(
+        "Serve the diagnostics echo subprotocol tabsync.echo on /: every message is sent back whole "
+            + "(for the Autobahn testsuite, scripts/autobahn); off by default. [env: TABSYNC_DIAGNOSTICS_ECHO=1]"))
+    var diagnosticsEcho = false
+
     private typealias Default = ServerSettings.Default
 
     /// `tabsync-server token …` runs ``TokenCommand`` (not an ArgumentParser subcommand: this
@@ -190,7 +203,8 @@ struct TabsyncServerCommand: ParsableCommand {
             maxConnections: maxConnections, helloTimeout: helloTimeout, idleTimeout: idleTimeout, eventLoop: eventLoop,
             noWeb: noWeb, tlsCert: tlsCert, tlsKey: tlsKey, allowOrigin: allowOrigin, insecureNoAuth: insecureNoAuth,
             maxConnectionsPerIP: maxConnectionsPerIP, maxHandshakesPerSecondPerIP: maxHandshakesPerSecondPerIP,
-            authKeyFile: authKeyFile, store: store, storePollInterval: storePollInterval)
+            authKeyFile: authKeyFile, store: store, storePollInterval: storePollInterval,
+            slowCloseGrace: slowCloseGrace, diagnosticsEcho: diagnosticsEcho)
         do throws(SettingError) {
             return try ServerSettings(flags: flags, environment: ProcessInfo.processInfo.environment)
         } catch {
