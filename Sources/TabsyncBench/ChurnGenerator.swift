@@ -227,6 +227,12 @@ final class ChurnGenerator {
             client.resetTransport()
             serverClosed(client, code: code, now: monotonicNanos())
             return 0
+        case LWS_CALLBACK_WSI_DESTROY:
+            // A connect lws gave up on without CONNECTION_ERROR or CLIENT_CLOSED (seen while the
+            // server restarted): the client would wait forever; it reconnects instead.
+            guard let client = client(of: wsi), client.state == .connecting || client.state == .open else { return 0 }
+            connectFailed(client, reason: "socket destroyed before ready", now: monotonicNanos())
+            return 0
         default:
             return 0
         }
