@@ -19,8 +19,10 @@ struct Bench: ParsableCommand {
     )
 
     @OptionGroup var options: BenchOptions
+    @OptionGroup(title: "Churn (soak) options") var churnOptions: ChurnOptions
 
     func run() throws {
+        if churnOptions.churn { return try runChurn() }
         do {
             let configuration = try options.configuration()
             let interactive = isatty(2) == 1
@@ -36,6 +38,23 @@ struct Bench: ParsableCommand {
             print(result.table, terminator: "")
             try result.writeFiles(configuration)
             if result.report.connect.connected == 0 { throw ExitCode(1) }
+        } catch let error as BenchError {
+            FileHandle.standardError.write(Data("tabsync bench: \(error)\n".utf8))
+            throw ExitCode(error.exitCode)
+        }
+    }
+}
+
+extension Bench {
+    /// `--churn`: connections drop, stall, reconnect and resume; exit 1 when a check failed.
+    func runChurn() throws {
+        do {
+            let configuration = try churnOptions.configuration(base: options.configuration())
+            let result = try ChurnRunner.run(configuration) { line in
+                FileHandle.standardError.write(Data((line + "\n").utf8))
+            }
+            print(result.summary, terminator: "")
+            if !result.passed { throw ExitCode(1) }
         } catch let error as BenchError {
             FileHandle.standardError.write(Data("tabsync bench: \(error)\n".utf8))
             throw ExitCode(error.exitCode)
