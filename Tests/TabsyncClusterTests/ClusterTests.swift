@@ -40,18 +40,22 @@ struct ClusterTests {
         let log = try ClusterLog(store: cluster.store, workspaces: workspaces)
         for workspace in workspaces {
             let problems = log.problemsWithTheLog(of: workspace)
-            #expect(problems.isEmpty, "\(problems.prefix(10))")
+            let count = problems.count
+            #expect(count == 0, "\(problems.prefix(10))")
             let last = log.log(workspace).last?.version ?? 0
             let replay = log.replay(workspace)
             for client in clients where workspaceOf(client) == workspace {
                 let state = try? await client.client.waitUntil(timeout: .seconds(20)) { $0.confirmed.version >= last }
-                #expect(state?.confirmed == replay, "\(client.clientId) via \(client.name) does not hold the replay of the log (v\(state?.confirmed.version ?? 0) of \(last))")
-                let record = client.snapshot
-                #expect(record.gaps.isEmpty, "\(client.clientId): \(record.gaps.prefix(5))")
+                let holdsTheReplay = state?.confirmed == replay
+                #expect(holdsTheReplay, "\(client.clientId) via \(client.name) does not hold the replay of the log (v\(state?.confirmed.version ?? 0) of \(last))")
+                let gaps = client.snapshot.gaps
+                let gapCount = gaps.count
+                #expect(gapCount == 0, "\(client.clientId): \(gaps.prefix(5))")
             }
         }
         let problems = log.problemsWithTheAcks(of: clients, workspaceOf: workspaceOf)
-        #expect(problems.isEmpty, "\(problems.count) problems: \(problems.prefix(10))")
+        let count = problems.count
+        #expect(count == 0, "\(count) problems: \(problems.prefix(10))")
         return log
     }
 
@@ -220,7 +224,8 @@ struct ClusterTests {
         var submitted: [String: [UInt64: Replica.PendingOp]] = [:]
         for client in clients { submitted[client.clientId] = client.snapshot.submitted }
         let (problems, unknown) = log.problemsAgainstOneSequencer(workspace, submitted: submitted)
-        #expect(problems.isEmpty, "\(problems.count) differences from one sequencer: \(problems.prefix(5))")
+        let differences = problems.count
+        #expect(differences == 0, "\(differences) differences from one sequencer: \(problems.prefix(5))")
         let entries = log.log(workspace)
         // Rule 1 as stored: keys unique in every state (the replay checks the invariants), and both
         // nodes really wrote.

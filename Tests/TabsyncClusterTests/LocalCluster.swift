@@ -17,9 +17,11 @@ enum ClusterTestEnvironment {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    /// The directory of the built executables, next to the test bundle.
+    /// The directory of the `tabsync-server` the nodes run: `TABSYNC_CLUSTER_BIN` when set (another
+    /// build), else the one built with the tests, next to the test bundle.
     static var binDirectory: String {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
+        if let bin = ProcessInfo.processInfo.environment["TABSYNC_CLUSTER_BIN"], !bin.isEmpty { return bin }
+        return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
     }
 }
 
