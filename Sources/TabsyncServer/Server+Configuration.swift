@@ -1,4 +1,5 @@
 import TabsyncCore
+import TabsyncStore
 
 extension Server {
     /// Everything a server is started with. The defaults are DESIGN.md's.
@@ -55,6 +56,41 @@ extension Server {
         /// verifier accepts, for that workspace (`Error UNAUTHORIZED` and close 4401, or HTTP 401,
         /// otherwise), and its role decides which ops it may submit. Nil: no access control.
         public var accessTokens: TokenVerifier? = nil
+
+        // MARK: several nodes on one store
+
+        /// Set when other servers write the same store (PostgreSQL): every batch states the stored
+        /// versions it builds on, a node that finds itself behind catches up and re-sequences what it
+        /// has not acknowledged, and other nodes' commits are read as they are announced or polled
+        /// (CommitPipeline.swift, Server+Catchup.swift). Nil: this server is the store's only writer.
+        public var sharedStore: SharedStore? = nil
+
+        /// How a node learns of the commits of the other nodes writing its store.
+        public struct SharedStore: Sendable {
+            /// How often the stored version of every loaded workspace is read, to catch up on a commit
+            /// whose notification was lost; zero: never.
+            public var pollInterval: Duration
+            /// Where other nodes' commits are announced (`LISTEN`); nil: no listener (poll only).
+            public var notifications: Notifications?
+
+            /// A PostgreSQL store's announcements: its URL and options (the schema names the channel).
+            public struct Notifications: Sendable {
+                public var url: String
+                public var store: PostgresStore.Options
+                public var listener: PostgresListener.Options
+
+                public init(url: String, store: PostgresStore.Options, listener: PostgresListener.Options = .init()) {
+                    self.url = url
+                    self.store = store
+                    self.listener = listener
+                }
+            }
+
+            public init(pollInterval: Duration = .milliseconds(1500), notifications: Notifications?) {
+                self.pollInterval = pollInterval
+                self.notifications = notifications
+            }
+        }
 
         /// Which event loop libwebsockets runs on.
         public enum EventLoop: String, Sendable, CaseIterable {

@@ -51,6 +51,10 @@ extension Server {
         /// When ``unloadIdleWorkspaces(now:)`` last scanned `idleSince`.
         var lastIdleScan = ContinuousClock.now
         var commits = CommitPipeline()
+        /// Workspaces whose read back failed, and when to read them again (``retryReloads(now:)``).
+        var reloadRetries: [String: ContinuousClock.Instant] = [:]
+        /// A shared store: catching up on other nodes' commits (Server+Catchup.swift).
+        var catchUps = CatchUpState()
         /// Per-address limits and the origin policy (Server+Admission.swift).
         var admission: Server.Admission
 
@@ -250,6 +254,12 @@ extension Server {
                     commitFinished(batch: batch, result: result, duration: duration)
                 case .loaded(let workspaceId, let result):
                     workspaceLoaded(workspaceId, result: result)
+                case .caughtUp(let workspaceId, let read, let duration):
+                    caughtUp(workspaceId, read, duration: duration)
+                case .polled(let result, let duration):
+                    polled(result, duration: duration)
+                case .storeEvent(let event):
+                    storeEvent(event)
                 case .authenticated(let request, let result):
                     authenticated(request, result)
                 case .reloadCertificates:
@@ -274,6 +284,8 @@ extension Server {
             let now = clock.now
             flushPresence(now: now)
             unloadIdleWorkspaces(now: now)
+            pollStoreIfDue(now: now)
+            retryReloads(now: now)
             if case .draining = shutdown { continueShutdown(now: now) }
             if !finished { tickTimer?.schedule(after: Self.tickInterval) }
         }
