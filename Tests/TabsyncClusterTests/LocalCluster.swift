@@ -120,13 +120,16 @@ final class LocalCluster: @unchecked Sendable {
         return try? String(contentsOfFile: out, encoding: .utf8)
     }
 
-    /// `tabsync_connections` of node `n` (1-based), from its /metrics.
-    func connections(ofNode n: Int) -> Int? {
+    /// The value of an unlabelled metric of node `n` (1-based), from its /metrics.
+    func metric(_ name: String, ofNode n: Int) -> Int? {
         get(port: nodePorts[n - 1], "/metrics")?.split(separator: "\n")
-            .first { $0.hasPrefix("tabsync_connections ") }
+            .first { $0.hasPrefix(name + " ") }
             .flatMap { $0.split(separator: " ").last }
             .flatMap { Double($0) }.map { Int($0) }
     }
+
+    /// `tabsync_connections` of node `n` (1-based).
+    func connections(ofNode n: Int) -> Int? { metric("tabsync_connections", ofNode: n) }
 
     /// A log of the cluster's processes, for a failure message.
     func logTail(lines: Int = 15) -> String {
