@@ -149,6 +149,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Several tabsync-server nodes on one PostgreSQL behind HAProxy, as processes (scripts/cluster);
+        // run by scripts/test with TABSYNC_TEST_CLUSTER=1, skipped otherwise.
+        .testTarget(
+            name: "TabsyncClusterTests",
+            dependencies: ["TabsyncClient", "TabsyncCore", "TabsyncStore", "TabsyncTestSupport"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "TabsyncLoopTests",
             dependencies: ["TabsyncLoop", "CLibwebsockets"],

@@ -7,6 +7,9 @@ fatal() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # System packages the build, tests and tools need (Debian names).
 # openssl and curl: the TLS tests make certificates and speak https:// with them.
 TABSYNC_APT_PACKAGES=(libwebsockets-dev libev-dev libwebsockets-evlib-ev libssl-dev libsqlite3-dev pkg-config tmux openssl curl libpq-dev postgresql)
+# haproxy: the address in front of several nodes (deploy/haproxy.cfg; scripts/cluster and the
+# cluster tests run it).
+TABSYNC_APT_PACKAGES+=(haproxy)
 
 # What the browser tests need (scripts/test): Debian's Chromium and its WebDriver, fonts for emoji
 # and CJK titles (so the screenshots show glyphs, not boxes), node for the key-vector tests.

@@ -30,8 +30,36 @@ public struct BenchConfiguration: Sendable, Equatable {
         case poll
     }
 
-    public var host: String = "127.0.0.1"
-    public var port: Int = 7070
+    /// A server (node) to connect to.
+    public struct Endpoint: Sendable, Equatable, Codable {
+        public var host: String
+        public var port: Int
+
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        /// `ws://host:port` (an IPv6 host in brackets).
+        public var url: String { "ws://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+    }
+
+    /// The servers the connections are spread over, round-robin by connection (connection i goes to
+    /// `servers[i % servers.count]`); never empty. Several are several nodes of one cluster, and the
+    /// report then splits delivery latency into same-node and cross-node.
+    public var servers: [Endpoint] = [Endpoint(host: "127.0.0.1", port: 7070)] {
+        didSet { if servers.isEmpty { servers = oldValue } }
+    }
+    /// The first server's host.
+    public var host: String {
+        get { servers[0].host }
+        set { servers[0].host = newValue }
+    }
+    /// The first server's port.
+    public var port: Int {
+        get { servers[0].port }
+        set { servers[0].port = newValue }
+    }
     public var mode: Mode = .proto
     public var eventLoop: EventLoop = .epoll
     public var workspaces: Int = 1

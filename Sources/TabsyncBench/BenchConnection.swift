@@ -22,6 +22,8 @@ final class BenchConnection {
     /// Its index in the generator's connections (its client id is `c<index>`).
     let index: Int
     let workspace: Int
+    /// The server it connects to: an index into ``BenchConfiguration/servers``.
+    let node: Int
     var state = State.idle
     /// Monotonic nanoseconds when the connect started (connect time is measured from it).
     var connectStart: UInt64 = 0
@@ -59,9 +61,10 @@ final class BenchConnection {
     /// The close code the server sent, if it closed first.
     var peerCloseCode: UInt16?
 
-    init(index: Int, workspace: Int) {
+    init(index: Int, workspace: Int, node: Int = 0) {
         self.index = index
         self.workspace = workspace
+        self.node = node
     }
 
     /// True while the transport holds a socket for it.

@@ -9,8 +9,11 @@ import ArgumentParser
 /// `tabsync` exits 2 on any of them. Numeric options take the next argument whatever it looks like,
 /// so `--warmup -1` is refused as out of range rather than as a missing value.
 public struct BenchOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Server to load: ws://HOST:PORT or HOST:PORT.", valueName: "url|host:port"))
-    var server = "ws://127.0.0.1:7070"
+    @Option(help: ArgumentHelp(
+        "Server to load: ws://HOST:PORT or HOST:PORT (default: ws://127.0.0.1:7070). Repeat it to spread "
+            + "the connections over several nodes, round-robin; the report then splits delivery latency "
+            + "into same-node and cross-node.", valueName: "url|host:port"))
+    var server: [String] = []
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Workspaces (rooms in mirror mode).", valueName: "n"))
     var workspaces = 1
@@ -107,11 +110,15 @@ public struct BenchOptions: ParsableArguments {
             else { throw fail("--workspace-prefix must be 1-40 chars of [A-Za-z0-9._-]") }
         }
         var configuration = BenchConfiguration(workspacePrefix: workspacePrefix, seed: seed)
-        guard let (host, port) = BenchConfiguration.parseServer(server) else {
-            throw fail("--server must be ws://HOST:PORT or HOST:PORT, not '\(server)'")
+        var servers: [BenchConfiguration.Endpoint] = []
+        for text in server.isEmpty ? ["ws://127.0.0.1:7070"] : server {
+            guard let (host, port) = BenchConfiguration.parseServer(text) else {
+                throw fail("--server must be ws://HOST:PORT or HOST:PORT, not '\(text)'")
+            }
+            servers.append(.init(host: host, port: port))
         }
-        configuration.host = host
-        configuration.port = port
+        guard servers.count <= 64 else { throw fail("--server may be given at most 64 times") }
+        configuration.servers = servers
         configuration.workspaces = try whole("--workspaces", workspaces, 1...100_000)
         configuration.clientsPerWorkspace = try whole("--clients", clients, 1...100_000)
         configuration.rate = try number("--rate", rate, 0...10_000_000)

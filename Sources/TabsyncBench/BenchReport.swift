@@ -111,6 +111,12 @@ public struct BenchReport: Codable, Sendable {
     public var ops = Ops()
     public var ack: LatencySummary
     public var delivery: LatencySummary
+    /// With several `--server`s: `delivery` split into receivers on the submitter's server and
+    /// receivers on another one (nil, and absent from the JSON, with one server).
+    public var deliverySameNode: LatencySummary?
+    public var deliveryCrossNode: LatencySummary?
+    /// Every server the connections were spread over (round-robin); `server` is the first.
+    public var servers: [String]?
     /// Connections that ended before the bench closed them, by close code (1006 = dropped without a close).
     public var disconnects: [String: Int] = [:]
     /// `Error` messages from the server by code.

@@ -11,7 +11,8 @@ extension BenchResult {
             counts.isEmpty ? "none" : counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         }
         var rows: [(String, String)] = []
-        rows.append(("server", "\(r.server) (\(r.mode))"))
+        rows.append(("server", "\((r.servers ?? [r.server]).joined(separator: ", ")) (\(r.mode))"
+            + ((r.servers?.count ?? 1) > 1 ? ", connections round-robin" : "")))
         rows.append(("load", "\(r.workspaces) workspaces × \(r.clientsPerWorkspace) clients, \(f(r.rate, 0)) ops/s, \(f(r.window, 1)) s measured"))
         rows.append(("load average", r.loadAverageStart.map { f($0, 2) }.joined(separator: " ")))
         rows.append(("connections", "\(r.connect.connected)/\(r.connect.attempted) in \(f(r.connect.seconds, 2)) s (\(f(r.connect.perSecond, 0))/s)"
@@ -23,7 +24,11 @@ extension BenchResult {
             rows.append(("rejected by code", codes(r.ops.rejectedByCode)))
             rows.append(("ops applied/s", f(r.ops.appliedPerSecond, 0)))
             rows.append(("deliveries", "\(r.ops.deliveries) of \(r.ops.expectedDeliveries) expected, \(f(r.ops.deliveriesPerSecond, 0))/s, \(f(r.ops.bytesPerDelivery, 0)) B each"))
-            for (name, summary) in [("ack latency", r.ack), ("delivery latency", r.delivery)] {
+            var latencies = [("ack latency", r.ack), ("delivery latency", r.delivery)]
+            if let same = r.deliverySameNode, let cross = r.deliveryCrossNode {
+                latencies += [("  same node", same), ("  cross node", cross)]
+            }
+            for (name, summary) in latencies {
                 rows.append((name, "p50 \(f(summary.p50, 2)) ms, p90 \(f(summary.p90, 2)), p99 \(f(summary.p99, 2)), p99.9 \(f(summary.p999, 2)), max \(f(summary.max, 2)) ms"))
             }
         }

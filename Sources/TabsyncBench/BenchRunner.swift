@@ -16,6 +16,7 @@ public enum BenchRunner {
             connections: configuration.connections, rate: configuration.rate, duration: configuration.duration,
             warmup: configuration.warmup, mix: configuration.mix, ramp: configuration.ramp, seed: configuration.seed,
             ack: LatencySummary(generator.measurement.ack), delivery: LatencySummary(generator.measurement.delivery))
+        if configuration.servers.count > 1 { report.servers = configuration.servers.map(\.url) }
         report.loadAverageStart = ProcessSample.loadAverage()
         let pid = configuration.serverPid
         let before = pid.flatMap(ProcessSample.read)
@@ -109,6 +110,9 @@ public enum BenchRunner {
         var ops = BenchReport.Ops()
         var ack: Histogram<UInt64>
         var delivery: Histogram<UInt64>
+        /// With several servers (else nil).
+        var deliverySameNode: Histogram<UInt64>?
+        var deliveryCrossNode: Histogram<UInt64>?
         var sendLagP99Ms: Double
         var generatorCPUPercent: Double
         var serverCPUSeconds: Double?
@@ -137,6 +141,8 @@ public enum BenchRunner {
         if let startServer, let endServer { serverCPU = endServer.cpuSeconds - startServer.cpuSeconds }
         return MeasuredWindow(
             rate: rate, seconds: seconds, ops: ops, ack: figures.ack, delivery: figures.delivery,
+            deliverySameNode: generator.configuration.servers.count > 1 ? figures.deliverySameNode : nil,
+            deliveryCrossNode: generator.configuration.servers.count > 1 ? figures.deliveryCrossNode : nil,
             sendLagP99Ms: Double(figures.sendLag.valueAtPercentile(99)) / 1000,
             generatorCPUPercent: (endCPU - startCPU) / seconds * 100,
             serverCPUSeconds: serverCPU, disconnects: figures.disconnects, serverErrors: figures.serverErrors)
@@ -147,6 +153,8 @@ public enum BenchRunner {
         report.ops = measurement.ops
         report.ack = LatencySummary(measurement.ack)
         report.delivery = LatencySummary(measurement.delivery)
+        report.deliverySameNode = measurement.deliverySameNode.map { LatencySummary($0) }
+        report.deliveryCrossNode = measurement.deliveryCrossNode.map { LatencySummary($0) }
         report.disconnects = measurement.disconnects
         report.serverErrors = measurement.serverErrors
         report.generator.cpuPercent = measurement.generatorCPUPercent

@@ -139,7 +139,9 @@ extension LoadGenerator {
                 measurement.acknowledged(micros: micros, workspace: submitter.workspace)
             }
         } else if flag & BenchConnection.measured != 0 {
-            measurement.delivered(micros: micros, bytes: size)
+            measurement.delivered(
+                micros: micros, bytes: size,
+                sameNode: configuration.servers.count > 1 ? submitter.node == receiver.node : nil)
         }
     }
 

@@ -53,8 +53,9 @@ final class LoadGenerator {
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private let scratch = ScratchWriter(capacity: 64 << 10)
     private var cStrings: [UnsafeMutablePointer<CChar>] = []
-    private var cAddress: UnsafeMutablePointer<CChar>?
-    private var cHost: UnsafeMutablePointer<CChar>?
+    /// Per server (``BenchConfiguration/servers``): the address to connect to and the Host header.
+    private var cAddresses: [UnsafeMutablePointer<CChar>?] = []
+    private var cHosts: [UnsafeMutablePointer<CChar>?] = []
     private var cProtocol: UnsafeMutablePointer<CChar>?
     private var cPaths: [UnsafeMutablePointer<CChar>?] = []
 
@@ -93,14 +94,19 @@ final class LoadGenerator {
             throw .cannotStart("\(error)")
         }
 
-        cAddress = keep(configuration.host)
-        let bracketed = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-        cHost = keep("\(bracketed):\(configuration.port)")
+        for server in configuration.servers {
+            cAddresses.append(keep(server.host))
+            let bracketed = server.host.contains(":") ? "[\(server.host)]" : server.host
+            cHosts.append(keep("\(bracketed):\(server.port)"))
+        }
         cProtocol = keep(configuration.mode.subprotocol)
         cPaths = workspaceNames.map { name in keep(configuration.mode == .mirror ? "/?mirror=\(name)" : "/") }
         for workspace in 0..<configuration.workspaces {
             for _ in 0..<configuration.clientsPerWorkspace {
-                connections.append(BenchConnection(index: connections.count, workspace: workspace))
+                // Round-robin over the servers by connection, so every workspace spans them.
+                let index = connections.count
+                connections.append(BenchConnection(
+                    index: index, workspace: workspace, node: index % configuration.servers.count))
             }
         }
         tickTimer = LoopTimer(on: eventLoop) { [unowned self] in self.tick() }
@@ -145,10 +151,10 @@ final class LoadGenerator {
         connection.connectStart = now
         var info = lws_client_connect_info()
         info.context = eventLoop.context
-        info.address = UnsafePointer(cAddress)
-        info.port = Int32(configuration.port)
+        info.address = UnsafePointer(cAddresses[connection.node])
+        info.port = Int32(configuration.servers[connection.node].port)
         info.path = UnsafePointer(cPaths[connection.workspace])
-        info.host = UnsafePointer(cHost)
+        info.host = UnsafePointer(cHosts[connection.node])
         // No Origin header: this is not a browser page (servers refuse origins they do not allow).
         info.protocol = UnsafePointer(cProtocol)
         info.opaque_user_data = UnsafeMutableRawPointer(bitPattern: connection.index + 1)

@@ -29,6 +29,10 @@ struct Measurement {
     var ack = Self.histogram(digits: .three)
     /// Intended send → the `Applied` at every other client of the workspace.
     var delivery = Self.histogram(digits: .three)
+    /// With several servers: `delivery` split by whether the receiver is on the submitter's server
+    /// (same node) or on another (cross node: the op went through the shared store between nodes).
+    var deliverySameNode = Self.histogram(digits: .three)
+    var deliveryCrossNode = Self.histogram(digits: .three)
     /// Intended send → actually written (the generator's lateness).
     var sendLag = Self.histogram(digits: .two)
     var sent = 0
@@ -51,6 +55,8 @@ struct Measurement {
     mutating func resetWindow(workspaces: Int) {
         ack.reset()
         delivery.reset()
+        deliverySameNode.reset()
+        deliveryCrossNode.reset()
         sendLag.reset()
         sent = 0
         applied = 0
@@ -83,12 +89,18 @@ struct Measurement {
         ack.record(micros)
     }
 
-    /// A measured op's `Applied` reached another client (`bytes`: the message's size).
-    mutating func delivered(micros: UInt64, bytes: Int) {
+    /// A measured op's `Applied` reached another client (`bytes`: the message's size);
+    /// `sameNode`: whether that client is on the submitter's server (nil with one server).
+    mutating func delivered(micros: UInt64, bytes: Int, sameNode: Bool? = nil) {
         deliveries += 1
         deliveryBytes += bytes
         deliveryMessages += 1
         delivery.record(micros)
+        switch sameNode {
+        case true?: deliverySameNode.record(micros)
+        case false?: deliveryCrossNode.record(micros)
+        case nil: break
+        }
     }
 
     mutating func refused(code: String) {
