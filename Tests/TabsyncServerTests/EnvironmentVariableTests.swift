@@ -27,6 +27,7 @@ struct EnvironmentVariableTests {
         ("TABSYNC_INSECURE_NO_AUTH", "maybe"), ("TABSYNC_MAX_CONNECTIONS_PER_IP", "-1"),
         ("TABSYNC_MAX_CONNECTIONS_PER_IP", "lots"), ("TABSYNC_MAX_HANDSHAKES_PER_SECOND_PER_IP", "fast"),
         ("TABSYNC_MAX_HANDSHAKES_PER_SECOND_PER_IP", "-0.5"), ("TABSYNC_AUTH_KEY_FILE", " , "),
+        ("TABSYNC_CHECKPOINT", "sometimes"), ("TABSYNC_WAL_LIMIT", "100K"), ("TABSYNC_WAL_LIMIT", "big"),
     ])
     func serverRefusesABadValueNamingTheVariable(variable: String, value: String) throws {
         // Should the value be taken, nothing is written to the working directory.
@@ -45,6 +46,7 @@ struct EnvironmentVariableTests {
         ["--port", "70000"], ["--event-loop", "select"], ["--max-tabs", "-1"], ["--no-such-flag"],
         ["--tls-cert", "/nowhere/cert.pem"], ["--allow-origin", "tabs.example.com"],
         ["--max-connections-per-ip", "-1"], ["--max-handshakes-per-second-per-ip", "fast"], ["--auth-key-file", " "],
+        ["--checkpoint", "never"], ["--wal-limit", "0"],
     ])
     func serverRefusesABadFlagWithTheSameStatus(arguments: [String]) throws {
         let child = try Child(arguments: ["--memory"] + arguments)
