@@ -229,6 +229,42 @@ public struct Sequencer: Sendable {
         rejectedSinceTrim.removeFirst(drop)
     }
 
+    // MARK: - ops sequenced elsewhere
+
+    /// Takes one op sequenced elsewhere: by another writer of a shared store, or by this server
+    /// into a copy that follows only what is stored. It is applied as it was applied (no rules run
+    /// again), logged, answered again on resubmission, its client's seq consumed, and a rekey is
+    /// recorded for translation (rule 7). Throws when `applied.version` does not follow the
+    /// workspace's version or the op does not fit the state (the caller's copy is then stale).
+    public mutating func adopt(_ applied: AppliedOp) throws(OpError) {
+        var rekey: RekeyRecord?
+        if case .rekey(let keys) = applied.op { rekey = RekeyRecord(version: applied.version, before: workspace, rekey: keys) }
+        try workspace.apply(applied: applied)
+        if let rekey { rekeys.append(rekey) }
+        log.append(applied)
+        if !applied.clientId.isEmpty {
+            answers[ClientSeq(clientId: applied.clientId, seq: applied.seq)] = .applied(applied)
+            if applied.seq > lastSeq(of: applied.clientId) { lastSeqs[applied.clientId] = applied.seq }
+        }
+        trimIfNeeded()
+    }
+
+    /// Takes a refusal decided elsewhere (as an op is, above): its seq is consumed and
+    /// answered again on resubmission. A refusal already known changes nothing.
+    public mutating func adopt(_ rejection: Rejection) {
+        let key = ClientSeq(clientId: rejection.clientId, seq: rejection.seq)
+        if rejection.seq > lastSeq(of: rejection.clientId) { lastSeqs[rejection.clientId] = rejection.seq }
+        guard answers[key] == nil else { return }
+        answers[key] = .rejected(seq: rejection.seq, rejection.error)
+        rejectedSinceTrim.append(key)
+        trimRejectionsIfNeeded()
+    }
+
+    /// Takes a client's last consumed seq as stored elsewhere; never moves it backwards.
+    public mutating func adopt(lastSeq seq: UInt64, of clientId: String) {
+        if seq > lastSeq(of: clientId) { lastSeqs[clientId] = seq }
+    }
+
     // MARK: - op keys
 
     /// The position key an op's place carries, if it is a non-empty key place.

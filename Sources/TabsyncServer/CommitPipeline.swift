@@ -31,9 +31,31 @@ import TabsyncStore
 ///   workspace is read back from the store (``Server/Loop/WorkspaceEntry`` `.reloading`: submits
 ///   are refused `UNAVAILABLE` until the read is in). The batch's effects of other workspaces are
 ///   released: none of their records was in it, so what they show is durable.
-/// - **To come:** a store shared by several servers (PostgreSQL) adds a third outcome, "another
-///   writer got there first" on some workspaces of the batch; it will extend this contract here.
-///   The failure handling is per workspace already.
+/// - **Behind** (a store shared by several servers, ``Server/Configuration/sharedStore``): every
+///   batch states, per workspace, the version this node last knew stored (`baseVersions`: its
+///   hub's `stored` sequencer). When another node committed to some of them first, the store
+///   refuses the whole batch with `behind` and stores nothing of it. Still on the store thread,
+///   the node reads what it missed of each behind workspace (dedup state, then the ops after its
+///   version); back on the loop:
+///   - the batch's records and effects go back to the front of the pending ones, in order;
+///     workspaces that were not behind are sent again unchanged in the next batch;
+///   - each behind workspace takes the other nodes' ops into its `stored` sequencer (they are
+///     durable), broadcasts them as `Applied` to its sessions, takes the stored dedup state (so a
+///     seq another node consumed is answered, never applied twice), and starts its live state
+///     again from there;
+///   - its not-yet-acknowledged entries (in flight and pending, in order) are **re-sequenced**:
+///     each keeps its Submit as received (``SubmitInput``: client, seq, base version, the op as
+///     submitted or the refusal decided outside core) and runs through the sequencer again, so an
+///     op may now be refused, get another key (rule 1), be translated through another node's
+///     rekey (rule 7), or be answered from dedup; its record and effect are made anew. A waiting
+///     `Welcome` is made again from the new live state;
+///   - then the next batch goes out with the new base versions. Nothing was acknowledged before
+///     it is stored; nothing is applied twice.
+///
+///   A behind workspace whose missed ops cannot be read (the store fails, or the log was compacted
+///   past this node's version) takes the failure path above (its entries refused `UNAVAILABLE`,
+///   the workspace read back whole). Other nodes' commits that no batch of this node ran into are
+///   read on their notification or the poll (Server+Catchup.swift).
 struct CommitPipeline {
     /// The store thread: one serial queue, so store calls never overlap.
     static let storeQueue = DispatchQueue(label: "tabsync.store")
@@ -54,30 +76,48 @@ struct CommitPipeline {
             case .broadcast(let id, _, _, _), .reject(let id, _, _, _), .answer(let id, _, _), .welcome(let id, _, _): id
             }
         }
+
+        /// The session the effect answers (the submitter, or the session welcomed).
+        var session: Int {
+            switch self {
+            case .broadcast(_, let session, _, _), .reject(_, let session, _, _), .answer(_, let session, _),
+                .welcome(_, let session, _): session
+            }
+        }
+    }
+
+    /// An effect and, for one a Submit made, that Submit as received (to sequence it again).
+    struct Entry {
+        var effect: Effect
+        var input: SubmitInput?
     }
 
     /// The batch being stored.
     struct InFlight {
         var id: UInt64
         var recordCount: Int
+        /// The batch's records, in server order.
+        var records: [CommitRecord]
         /// Every effect queued before the batch was sent, in order.
-        var effects: [Effect]
+        var entries: [Entry]
         /// Each touched workspace as of the end of this batch (its durable state once the commit
         /// succeeds).
         var workspaces: [String: Workspace]
+
+        var effects: [Effect] { entries.map(\.effect) }
     }
 
     /// Records consumed since the batch in flight was sent, in server order.
     private var pendingRecords: [CommitRecord] = []
     /// Effects queued since then, in order.
-    private var pendingEffects: [Effect] = []
+    private var pendingEntries: [Entry] = []
     /// The workspaces of `pendingRecords`.
     private(set) var pendingWorkspaces: Set<String> = []
     private(set) var inFlight: InFlight?
     private var nextId: UInt64 = 1
 
     /// Nothing pending and nothing being stored.
-    var isIdle: Bool { inFlight == nil && pendingRecords.isEmpty && pendingEffects.isEmpty }
+    var isIdle: Bool { inFlight == nil && pendingRecords.isEmpty && pendingEntries.isEmpty }
 
     var hasPendingRecords: Bool { !pendingRecords.isEmpty }
 
@@ -86,32 +126,39 @@ struct CommitPipeline {
         pendingWorkspaces.contains(workspaceId) || (inFlight?.workspaces[workspaceId] != nil)
     }
 
-    /// Queues an effect behind everything queued so far, with the record of the seq it consumed.
-    mutating func append(_ record: CommitRecord?, _ effect: Effect) {
+    /// Queues an effect behind everything queued so far, with the record of the seq it consumed and
+    /// the Submit it answers (when a Submit made it).
+    mutating func append(_ record: CommitRecord?, _ effect: Effect, input: SubmitInput? = nil) {
         if let record {
             pendingRecords.append(record)
             pendingWorkspaces.insert(record.workspaceId)
         }
-        pendingEffects.append(effect)
+        pendingEntries.append(Entry(effect: effect, input: input))
     }
 
     /// Takes every pending effect (to release now: call only when no record is pending and no
     /// batch is in flight, so none of them waits for the store).
     mutating func takePendingEffects() -> [Effect] {
-        let effects = pendingEffects
-        pendingEffects = []
+        let effects = pendingEntries.map(\.effect)
+        pendingEntries = []
         return effects
     }
 
     /// Moves everything pending into flight as one batch. `workspaces`: each of
-    /// ``pendingWorkspaces`` as it is now. Call only when no batch is in flight.
-    mutating func startBatch(workspaces: [String: Workspace], logRetention: Int) -> (id: UInt64, batch: CommitBatch) {
-        let batch = CommitBatch(records: pendingRecords, workspaces: workspaces, logRetention: logRetention)
+    /// ``pendingWorkspaces`` as it is now; `baseVersions`: the stored version each builds on (a
+    /// shared store), else empty. Call only when no batch is in flight.
+    mutating func startBatch(
+        workspaces: [String: Workspace], logRetention: Int, baseVersions: [String: UInt64] = [:]
+    ) -> (id: UInt64, batch: CommitBatch) {
+        let batch = CommitBatch(
+            records: pendingRecords, workspaces: workspaces, logRetention: logRetention, baseVersions: baseVersions)
         let id = nextId
         nextId += 1
-        inFlight = InFlight(id: id, recordCount: batch.records.count, effects: pendingEffects, workspaces: workspaces)
+        inFlight = InFlight(
+            id: id, recordCount: batch.records.count, records: pendingRecords, entries: pendingEntries,
+            workspaces: workspaces)
         pendingRecords = []
-        pendingEffects = []
+        pendingEntries = []
         pendingWorkspaces = []
         return (id, batch)
     }
@@ -130,15 +177,54 @@ struct CommitPipeline {
         let failed = flight.workspaces
         var refused: [Effect] = []
         var released: [Effect] = []
-        for effect in flight.effects {
-            if failed[effect.workspaceId] != nil { refused.append(effect) } else { released.append(effect) }
+        for entry in flight.entries {
+            if failed[entry.effect.workspaceId] != nil { refused.append(entry.effect) } else { released.append(entry.effect) }
         }
-        refused += pendingEffects.filter { failed[$0.workspaceId] != nil }
-        pendingEffects.removeAll { failed[$0.workspaceId] != nil }
+        refused += pendingEntries.lazy.filter { failed[$0.effect.workspaceId] != nil }.map(\.effect)
+        pendingEntries.removeAll { failed[$0.effect.workspaceId] != nil }
         pendingRecords.removeAll { failed[$0.workspaceId] != nil }
         pendingWorkspaces.subtract(failed.keys)
         return (refused, released)
     }
+
+    /// After the store refused `flight` whole (`behind`): puts its records and entries back in
+    /// front of the pending ones, in order, as if it had never been sent. Call right after
+    /// ``finish(_:)``.
+    mutating func requeue(_ flight: InFlight) {
+        pendingRecords = flight.records + pendingRecords
+        pendingEntries = flight.entries + pendingEntries
+        pendingWorkspaces.formUnion(flight.records.lazy.map(\.workspaceId))
+    }
+
+    /// Removes every pending entry and record of these workspaces (none may be in flight) and
+    /// returns the entries by workspace, in order: to be refused, or sequenced again.
+    mutating func take(workspaces ids: Set<String>) -> [String: [Entry]] {
+        var taken: [String: [Entry]] = [:]
+        for entry in pendingEntries where ids.contains(entry.effect.workspaceId) {
+            taken[entry.effect.workspaceId, default: []].append(entry)
+        }
+        pendingEntries.removeAll { ids.contains($0.effect.workspaceId) }
+        pendingRecords.removeAll { ids.contains($0.workspaceId) }
+        pendingWorkspaces.subtract(ids)
+        return taken
+    }
+}
+
+/// A Submit as received, kept with its effect until it is stored so that it can run through the
+/// sequencer again (re-sequencing, above): the op as submitted (its key and base version
+/// untranslated), or the refusal decided before the sequencer (`RATE_LIMITED`, an op that does not
+/// decode), which consumes the seq the same way again.
+struct SubmitInput {
+    enum Request {
+        case op(TabsyncCore.Operation)
+        case refuse(OpError)
+    }
+
+    var clientId: String
+    var seq: UInt64
+    var baseVersion: UInt64
+    var request: Request
+    var receivedAt: ContinuousClock.Instant
 }
 
 extension Server.Loop {
@@ -158,41 +244,81 @@ extension Server.Loop {
             return
         }
         var snapshots: [String: Workspace] = [:]
+        var baseVersions: [String: UInt64] = [:]
         for id in commits.pendingWorkspaces {
             guard let hub = workspaces[id]?.hub else { continue }
             snapshots[id] = hub.live.workspace
+            if let stored = hub.stored { baseVersions[id] = stored.workspace.version }
         }
-        let (id, batch) = commits.startBatch(workspaces: snapshots, logRetention: limits.logRetention)
+        let (id, batch) = commits.startBatch(
+            workspaces: snapshots, logRetention: limits.logRetention, baseVersions: baseVersions)
         let store = self.store
         onStoreThread {
             let started = ContinuousClock.now
             do throws(StoreError) {
                 try store.commit(batch)
-                return .committed(batch: id, .success(()), duration: ContinuousClock.now - started)
+                return .committed(batch: id, .stored, duration: ContinuousClock.now - started)
             } catch {
-                return .committed(batch: id, .failure(error), duration: ContinuousClock.now - started)
+                let duration = ContinuousClock.now - started
+                guard case .behind(let versions) = error else { return .committed(batch: id, .failed(error), duration: duration) }
+                // Still on the store thread: read what each behind workspace missed.
+                var reads: [String: CatchUpRead] = [:]
+                for workspaceId in versions.keys {
+                    reads[workspaceId] = CatchUpRead.read(
+                        store, workspaceId: workspaceId, after: batch.baseVersions[workspaceId] ?? 0)
+                }
+                return .committed(batch: id, .behind(reads), duration: duration)
             }
         }
     }
 
-    /// The store thread finished batch `batch`: acknowledges it or handles its failure (see
-    /// ``CommitPipeline``), then sends the next one.
-    func commitFinished(batch: UInt64, result: Result<Void, StoreError>, duration: Duration) {
+    /// The store thread finished batch `batch`: acknowledges it or handles its failure or its
+    /// being behind (see ``CommitPipeline``), then sends the next one.
+    func commitFinished(batch: UInt64, result: Server.CommitResult, duration: Duration) {
         guard let flight = commits.finish(batch) else { return }
         metrics.commitBatchOps.observe(Double(flight.recordCount))
-        metrics.commitSeconds.observe(Double(duration.microseconds) / 1_000_000)
+        metrics.commitSeconds.observe(duration.seconds)
+        metrics.storeSeconds.observe(duration.seconds)
         switch result {
-        case .success:
+        case .stored:
             for (id, workspace) in flight.workspaces {
                 if let hub = workspaces[id]?.hub { hub.durable = workspace }
             }
+            adoptStoredRecords(flight)
             for effect in flight.effects { release(effect) }
-        case .failure(let error):
+        case .failed(let error):
             commitFailed(flight, error)
+        case .behind(let reads):
+            commitBehind(flight, reads)
         }
         for id in flight.workspaces.keys { unloadIfIdle(id) }
         startCommitIfIdle()
         if case .draining = shutdown { continueShutdown(now: clock.now) }
+        resumeCatchUps()
+    }
+
+    /// A shared store: the batch's records are stored, so each workspace's `stored` sequencer takes
+    /// them (it follows what is stored, this node's commits and the others').
+    private func adoptStoredRecords(_ flight: CommitPipeline.InFlight) {
+        guard configuration.sharedStore != nil else { return }
+        var broken: Set<String> = []
+        for record in flight.records {
+            guard let hub = workspaces[record.workspaceId]?.hub, hub.stored != nil, !broken.contains(hub.id) else { continue }
+            switch record.outcome {
+            case .applied(let ops):
+                do throws(OpError) {
+                    for op in ops { try hub.stored!.adopt(op) }
+                } catch {
+                    logger.error("stored copy of a workspace refused its own commit", metadata: [
+                        "workspace": "\(hub.id)", "error": "\(error)",
+                    ])
+                    broken.insert(hub.id)
+                }
+            case .rejected(let error):
+                hub.stored!.adopt(Sequencer.Rejection(clientId: record.clientId, seq: record.seq, error: error))
+            }
+        }
+        for id in broken { reload(id) }
     }
 
     /// Nothing of `flight` is stored: refuses everything of its workspaces still in the pipeline,
@@ -207,7 +333,7 @@ extension Server.Loop {
     }
 
     /// Sends what an effect stands for, now that it is durable.
-    private func release(_ effect: CommitPipeline.Effect) {
+    func release(_ effect: CommitPipeline.Effect) {
         switch effect {
         case .broadcast(let workspaceId, _, let ops, let receivedAt):
             metrics.opsApplied += UInt64(ops.count)
@@ -238,7 +364,7 @@ extension Server.Loop {
 
     /// Tells the session an effect was for that it was not stored: `Rejected` `UNAVAILABLE` for
     /// the seq, or, for a `Welcome`, `Error` `UNAVAILABLE` and close 1013.
-    private func refuseUnavailable(_ effect: CommitPipeline.Effect, _ error: StoreError) {
+    func refuseUnavailable(_ effect: CommitPipeline.Effect, _ error: StoreError) {
         let target: (session: Int, seq: UInt64)
         switch effect {
         case .broadcast(_, let submitter, let ops, _):

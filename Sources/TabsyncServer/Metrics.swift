@@ -21,6 +21,24 @@ struct Metrics {
     var commitSeconds = Histogram(bounds: [
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
     ])
+    /// Every store round trip on the store thread, from call to return: commits, catch-up reads,
+    /// polls of stored versions.
+    var storeSeconds = Histogram(bounds: [
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+    ])
+    // A shared store (several nodes): see Server+Catchup.swift and CommitPipeline+Behind.swift.
+    /// Batches the store refused because another node committed to one of their workspaces first.
+    var commitsRetried: UInt64 = 0
+    /// Commit notifications the store's listener delivered (this node's own included).
+    var storeNotifications: UInt64 = 0
+    /// Catch-up reads of other nodes' ops started on a notification or a poll.
+    var catchUpReads: UInt64 = 0
+    /// Other nodes' ops applied and broadcast here.
+    var opsCaughtUp: UInt64 = 0
+    /// Times the listener connected again after losing its connection.
+    var listenerReconnects: UInt64 = 0
+    /// The listener is connected and listening (a gauge: 0 without a shared store).
+    var storeListening = false
     var opLatencySeconds = Histogram(bounds: [
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
     ])
@@ -90,6 +108,21 @@ struct Metrics {
         render(commitSeconds, "tabsync_commit_seconds", "Store time of one group commit (successful or not).", into: &out)
         render(opLatencySeconds, "tabsync_op_latency_seconds",
                "From submit received to broadcast queued.", into: &out)
+        render(storeSeconds, "tabsync_store_round_trip_seconds",
+               "Store time of one call on the store thread: commits, catch-up reads, polls.", into: &out)
+        header("tabsync_commits_retried_total", "counter",
+               "Batches refused whole because another node committed first (caught up, re-sequenced, sent again).")
+        out += "tabsync_commits_retried_total \(commitsRetried)\n"
+        header("tabsync_store_notifications_total", "counter", "Commit notifications received from the store (own included).")
+        out += "tabsync_store_notifications_total \(storeNotifications)\n"
+        header("tabsync_catchup_reads_total", "counter", "Reads of other nodes' ops on a notification or a poll.")
+        out += "tabsync_catchup_reads_total \(catchUpReads)\n"
+        header("tabsync_ops_caught_up_total", "counter", "Other nodes' ops applied and broadcast by this node.")
+        out += "tabsync_ops_caught_up_total \(opsCaughtUp)\n"
+        header("tabsync_store_listener_reconnects_total", "counter", "Reconnections of the store's notification listener.")
+        out += "tabsync_store_listener_reconnects_total \(listenerReconnects)\n"
+        header("tabsync_store_listening", "gauge", "1 while the listener for other nodes' commits is connected.")
+        out += "tabsync_store_listening \(storeListening ? 1 : 0)\n"
         return out
     }
 
@@ -109,5 +142,13 @@ struct Metrics {
     static func format(_ value: Double) -> String {
         if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
         return "\(value)"
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, for histograms.
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

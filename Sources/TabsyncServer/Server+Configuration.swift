@@ -1,4 +1,5 @@
 import TabsyncCore
+import TabsyncStore
 
 extension Server {
     /// Everything a server is started with. The defaults are DESIGN.md's.
@@ -28,6 +29,15 @@ extension Server {
         public var eventLoop: EventLoop
         /// Serve the browser page (`GET /`, `/w/{workspace}`, `/web/…`); off: those paths are 404.
         public var serveWeb: Bool
+        /// A connection closed 1013 for reading too slowly gets this long for its close frame to
+        /// leave, behind what lws and the kernel already hold for it; past it the socket is dropped
+        /// (the peer, still not reading, sees no close frame). Counted from the moment its queue
+        /// passed `maxSendQueueBytes`; rounded up to whole seconds (lws' timeouts count seconds).
+        public var slowCloseGrace: Duration = .seconds(5)
+        /// Serve the diagnostics echo subprotocol `tabsync.echo` on `/` (the Autobahn testsuite's
+        /// target): every message is sent back whole with its opcode, nothing else happens on such
+        /// a connection. Off by default.
+        public var diagnosticsEcho: Bool = false
 
         // MARK: transport security (TLS, origins, per-IP limits, the refusal to run open)
 
@@ -55,6 +65,41 @@ extension Server {
         /// verifier accepts, for that workspace (`Error UNAUTHORIZED` and close 4401, or HTTP 401,
         /// otherwise), and its role decides which ops it may submit. Nil: no access control.
         public var accessTokens: TokenVerifier? = nil
+
+        // MARK: several nodes on one store
+
+        /// Set when other servers write the same store (PostgreSQL): every batch states the stored
+        /// versions it builds on, a node that finds itself behind catches up and re-sequences what it
+        /// has not acknowledged, and other nodes' commits are read as they are announced or polled
+        /// (CommitPipeline.swift, Server+Catchup.swift). Nil: this server is the store's only writer.
+        public var sharedStore: SharedStore? = nil
+
+        /// How a node learns of the commits of the other nodes writing its store.
+        public struct SharedStore: Sendable {
+            /// How often the stored version of every loaded workspace is read, to catch up on a commit
+            /// whose notification was lost; zero: never.
+            public var pollInterval: Duration
+            /// Where other nodes' commits are announced (`LISTEN`); nil: no listener (poll only).
+            public var notifications: Notifications?
+
+            /// A PostgreSQL store's announcements: its URL and options (the schema names the channel).
+            public struct Notifications: Sendable {
+                public var url: String
+                public var store: PostgresStore.Options
+                public var listener: PostgresListener.Options
+
+                public init(url: String, store: PostgresStore.Options, listener: PostgresListener.Options = .init()) {
+                    self.url = url
+                    self.store = store
+                    self.listener = listener
+                }
+            }
+
+            public init(pollInterval: Duration = .milliseconds(1500), notifications: Notifications?) {
+                self.pollInterval = pollInterval
+                self.notifications = notifications
+            }
+        }
 
         /// Which event loop libwebsockets runs on.
         public enum EventLoop: String, Sendable, CaseIterable {

@@ -161,9 +161,10 @@ extension Server.Loop {
             ? String(nulTerminated: buffer).split(separator: ",").map { $0.trimmingCharacters(in: " \t") }
             : []
         // lws binds the first offered name it knows; it must be one of ours (not protocols[0]).
-        let known = Set(["http"] + WireFormat.allCases.map(\.subprotocol))
+        var known = Set(["http"] + WireFormat.allCases.map(\.subprotocol))
+        if configuration.diagnosticsEcho { known.insert(Self.echoSubprotocol) }
         let picked = offered.first(where: { known.contains($0) })
-        guard let picked, WireFormat(subprotocol: picked) != nil else {
+        guard let picked, WireFormat(subprotocol: picked) != nil || picked == Self.echoSubprotocol else {
             logger.info("upgrade refused: subprotocol", metadata: ["offered": "\(offered.joined(separator: ",").prefix(128))"])
             return refuseUpgrade(wsi, HTTPResponse(
                 status: 400,

@@ -51,6 +51,10 @@ extension Server {
         /// When ``unloadIdleWorkspaces(now:)`` last scanned `idleSince`.
         var lastIdleScan = ContinuousClock.now
         var commits = CommitPipeline()
+        /// Workspaces whose read back failed, and when to read them again (``retryReloads(now:)``).
+        var reloadRetries: [String: ContinuousClock.Instant] = [:]
+        /// A shared store: catching up on other nodes' commits (Server+Catchup.swift).
+        var catchUps = CatchUpState()
         /// Per-address limits and the origin policy (Server+Admission.swift).
         var admission: Server.Admission
 
@@ -92,8 +96,9 @@ extension Server {
             logger = server.logger
             store = server.store
             admission = Server.Admission(configuration: server.configuration, loopbackBind: true)
-            protocols = .allocate(capacity: 1 + WireFormat.allCases.count + 1)
-            protocols.initialize(repeating: lws_protocols(), count: 1 + WireFormat.allCases.count + 1)
+            // http, the wire formats, the diagnostics echo (named only when on), the terminator.
+            protocols = .allocate(capacity: 1 + WireFormat.allCases.count + 2)
+            protocols.initialize(repeating: lws_protocols(), count: 1 + WireFormat.allCases.count + 2)
             retryPolicy = .allocate(capacity: 1)
             retryPolicy.initialize(to: lws_retry_bo_t())
         }
@@ -115,6 +120,7 @@ extension Server {
         /// the loop from here on.
         func createContext(address: ResolvedHost) -> Result<Int, Server.Error> {
             let names = ["http"] + WireFormat.allCases.map(\.subprotocol)
+                + (configuration.diagnosticsEcho ? [Self.echoSubprotocol] : [])
             for (i, name) in names.enumerated() {
                 protocols[i].name = UnsafePointer(cString(name))
                 protocols[i].callback = lwsCallback
@@ -213,6 +219,10 @@ extension Server {
             if protocolId == Self.httpProtocol {
                 return handleHTTP(wsi, reason, user, input, length)
             }
+            if protocolId == Self.echoProtocol {
+                guard configuration.diagnosticsEcho else { return 0 }
+                return handleWebSocket(wsi, .proto, reason, user, input, length, echo: true)
+            }
             guard let format = WireFormat.allCases.dropFirst(protocolId - 1).first else { return 0 }
             return handleWebSocket(wsi, format, reason, user, input, length)
         }
@@ -250,6 +260,12 @@ extension Server {
                     commitFinished(batch: batch, result: result, duration: duration)
                 case .loaded(let workspaceId, let result):
                     workspaceLoaded(workspaceId, result: result)
+                case .caughtUp(let workspaceId, let read, let duration):
+                    caughtUp(workspaceId, read, duration: duration)
+                case .polled(let result, let duration):
+                    polled(result, duration: duration)
+                case .storeEvent(let event):
+                    storeEvent(event)
                 case .authenticated(let request, let result):
                     authenticated(request, result)
                 case .reloadCertificates:
@@ -274,6 +290,8 @@ extension Server {
             let now = clock.now
             flushPresence(now: now)
             unloadIdleWorkspaces(now: now)
+            pollStoreIfDue(now: now)
+            retryReloads(now: now)
             if case .draining = shutdown { continueShutdown(now: now) }
             if !finished { tickTimer?.schedule(after: Self.tickInterval) }
         }

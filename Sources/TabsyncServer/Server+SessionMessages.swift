@@ -106,20 +106,28 @@ extension Server.Loop {
         guard case .loading(let hello) = session.phase, !hub.welcoming.contains(session.id) else { return }
         hub.welcoming.insert(session.id)
         idleSince[hub.id] = nil  // no longer idle: the clock starts again when the last session leaves
+        enqueue(nil, effect: .welcome(workspaceId: hub.id, session: session.id, welcome: makeWelcome(session, hello, hub: hub)))
+        // A shared store: a client resuming from a version this node has not read yet (it saw it on
+        // another node) tells of a commit; catch up now rather than at the next poll.
+        if hub.stored != nil, hello.epoch == hub.live.workspace.epoch, hello.lastVersion > hub.live.workspace.version {
+            heard(hub.id, version: hello.lastVersion)
+        }
+    }
+
+    /// The `Welcome` for a session as of the hub's live state: the missed ops when it resumes and
+    /// the log still holds them, else a snapshot.
+    func makeWelcome(_ session: Session, _ hello: Session.Hello, hub: WorkspaceHub) -> Tabsync_V1_Welcome {
         let state = hub.live
         let lastSeq = state.lastSeq(of: hello.clientId)
-        let welcome: Tabsync_V1_Welcome
         if hello.lastVersion > 0, hello.epoch == state.workspace.epoch,
            let missed = state.missed(after: hello.lastVersion), missed.count <= limits.maxResumeOps {
-            welcome = Tabsync_V1_Welcome(
+            return Tabsync_V1_Welcome(
                 sessionId: String(session.id), clientId: hello.clientId, lastSeq: lastSeq, limits: limits,
                 epoch: state.workspace.epoch, missed: missed)
-        } else {
-            welcome = Tabsync_V1_Welcome(
-                sessionId: String(session.id), clientId: hello.clientId, lastSeq: lastSeq, limits: limits,
-                snapshot: state.workspace)
         }
-        enqueue(nil, effect: .welcome(workspaceId: hub.id, session: session.id, welcome: welcome))
+        return Tabsync_V1_Welcome(
+            sessionId: String(session.id), clientId: hello.clientId, lastSeq: lastSeq, limits: limits,
+            snapshot: state.workspace)
     }
 
     /// The Welcome is out: the session receives broadcasts and its early messages are handled.
@@ -164,34 +172,49 @@ extension Server.Loop {
             return
         }
         // RATE_LIMITED and an op that does not decode consume the seq like any refusal (DESIGN.md).
-        let outcome: Sequencer.Outcome
+        let request: SubmitInput.Request
         if !session.takeToken(rate: limits.maxOpsPerSecond, now: now) {
-            outcome = hub.live.refuse(
-                clientId: hello.clientId, seq: submit.seq,
-                error: .rateLimited("over \(limits.maxOpsPerSecond) ops per second"))
+            request = .refuse(.rateLimited("over \(limits.maxOpsPerSecond) ops per second"))
             strike(session, now: now)
         } else {
             do throws(ConversionError) {
                 guard submit.hasOp else { throw .opKindMissing }
-                let op = try Operation(submit.op)
-                outcome = hub.live.submit(
-                    clientId: hello.clientId, seq: submit.seq, baseVersion: submit.baseVersion, op: op)
+                request = .op(try Operation(submit.op))
             } catch {
-                outcome = hub.live.refuse(clientId: hello.clientId, seq: submit.seq, error: error.opError)
+                request = .refuse(error.opError)
             }
         }
-        // The record carries what a restart needs beyond the ops (the rekeys' old keys).
+        let input = SubmitInput(
+            clientId: hello.clientId, seq: submit.seq, baseVersion: submit.baseVersion, request: request, receivedAt: now)
+        sequence(input, from: session.id, hub: hub)
+        startCommitIfIdle()
+    }
+
+    /// Runs a Submit through the workspace's live sequencer and queues what it became in the commit
+    /// pipeline: its record (what a restart needs, the rekeys' old keys included) and its effect,
+    /// with the Submit itself for re-sequencing. Seq 0 is refused at once (nothing consumed). The
+    /// caller starts the batch (``startCommitIfIdle()``).
+    func sequence(_ input: SubmitInput, from sessionId: Int, hub: WorkspaceHub) {
+        let outcome: Sequencer.Outcome
+        switch input.request {
+        case .op(let op):
+            outcome = hub.live.submit(clientId: input.clientId, seq: input.seq, baseVersion: input.baseVersion, op: op)
+        case .refuse(let error):
+            outcome = hub.live.refuse(clientId: input.clientId, seq: input.seq, error: error)
+        }
         let record = CommitRecord(
-            workspaceId: hub.id, clientId: hello.clientId, seq: submit.seq, outcome: outcome, after: hub.live)
+            workspaceId: hub.id, clientId: input.clientId, seq: input.seq, outcome: outcome, after: hub.live)
         switch outcome {
         case .applied(let ops):
-            enqueue(record, effect: .broadcast(workspaceId: hub.id, submitter: session.id, ops: ops, receivedAt: now))
-        case .rejected(let error) where submit.seq == 0:
-            reject(session, seq: submit.seq, code: error.code, message: error.message)
+            commits.append(
+                record, .broadcast(workspaceId: hub.id, submitter: sessionId, ops: ops, receivedAt: input.receivedAt),
+                input: input)
+        case .rejected(let error) where input.seq == 0:
+            if let session = sessions[sessionId] { reject(session, seq: input.seq, code: error.code, message: error.message) }
         case .rejected(let error):
-            enqueue(record, effect: .reject(workspaceId: hub.id, session: session.id, seq: submit.seq, error: error))
+            commits.append(record, .reject(workspaceId: hub.id, session: sessionId, seq: input.seq, error: error), input: input)
         case .answeredAgain(let answer):
-            enqueue(nil, effect: .answer(workspaceId: hub.id, session: session.id, answer: answer))
+            commits.append(nil, .answer(workspaceId: hub.id, session: sessionId, answer: answer), input: input)
         case .ignored:
             break
         }

@@ -5,10 +5,11 @@ import TabsyncLoop
 import TabsyncProto
 
 extension Server.Loop {
-    /// protocols[1...]: one WebSocket session per connection. Event loop thread.
+    /// protocols[1...]: one WebSocket session per connection (`echo`: a diagnostics echo
+    /// session, Server+DiagnosticsEcho.swift). Event loop thread.
     func handleWebSocket(
         _ wsi: OpaquePointer, _ format: WireFormat, _ reason: lws_callback_reasons,
-        _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ length: Int
+        _ user: UnsafeMutableRawPointer?, _ input: UnsafeMutableRawPointer?, _ length: Int, echo: Bool = false
     ) -> Int32 {
         switch reason {
         case LWS_CALLBACK_ESTABLISHED:
@@ -16,11 +17,13 @@ extension Server.Loop {
             let id = makeId()
             user.storeBytes(of: id, as: Int.self)
             let session = Session(
-                id: id, wsi: wsi, format: format, opsPerSecond: limits.maxOpsPerSecond, now: clock.now)
+                id: id, wsi: wsi, format: format, opsPerSecond: limits.maxOpsPerSecond, now: clock.now,
+                diagnosticsEcho: echo)
             sessions[id] = session
-            lws_set_timer_usecs(wsi, configuration.helloTimeout.microseconds)
+            if !echo { lws_set_timer_usecs(wsi, configuration.helloTimeout.microseconds) }
             logger.info("connection open", metadata: [
-                "session": "\(id)", "peer": "\(peerAddress(wsi))", "subprotocol": "\(format.subprotocol)",
+                "session": "\(id)", "peer": "\(peerAddress(wsi))",
+                "subprotocol": "\(echo ? Self.echoSubprotocol : format.subprotocol)",
             ])
             if case .draining = shutdown { close(session, code: 1001, reason: "server shutting down") }
             return 0
@@ -43,7 +46,12 @@ extension Server.Loop {
             return 0
 
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-            if let session = session(user), let input, length >= 2 {
+            guard let session = session(user) else { return 0 }
+            // lws answers the close frame; no data frame may follow it (RFC 6455 5.5.1), and what
+            // the peer sends after its close is ignored.
+            session.peerClosed = true
+            session.queue.removeAll()
+            if let input, length >= 2 {
                 let bytes = UnsafeRawBufferPointer(start: input, count: length)
                 session.closeCode = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
                 session.closeReason = "peer: " + String(decoding: bytes.dropFirst(2).prefix(123), as: UTF8.self)
@@ -86,7 +94,7 @@ extension Server.Loop {
 
     /// Reassembles a message across fragments (and lws's rx chunks), bounded by `maxFrameBytes`.
     private func receive(_ session: Session, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
-        if session.closing != nil || session.rxOverflow { return 0 }
+        if session.closing != nil || session.rxOverflow || session.peerClosed { return 0 }
         if session.rx.count + length > limits.maxFrameBytes {
             session.rxOverflow = true
             session.rx = []
@@ -102,6 +110,10 @@ extension Server.Loop {
         let bytes = session.rx
         session.rx = []
         let binary = lws_frame_is_binary(session.wsi) != 0
+        if session.diagnosticsEcho {
+            echo(session, bytes, binary: binary)
+            return 0
+        }
         guard binary != session.format.usesTextFrames else {
             close(session, code: 1007, reason: binary ? "binary frame on \(session.format.subprotocol)"
                 : "text frame on \(session.format.subprotocol)", flush: false)
@@ -113,24 +125,28 @@ extension Server.Loop {
 
     // MARK: send
 
-    /// Queues a frame; a session whose queue would go over `maxSendQueueBytes` is closed 1013.
+    /// Queues a frame; a session whose queue would go over `maxSendQueueBytes` is closed 1013
+    /// (``closeSlowReader(_:)``).
     ///
     /// Nothing is written here: ``flushQueued()`` writes every session's frames once the loop
     /// iteration that queued them is done, so the frames one wakeup produces for one connection
     /// leave in one send (under load several ops reach each client per wakeup) and no write waits
     /// for a writable round trip through the event loop.
     func send(_ frame: OutFrame, to session: Session) {
-        guard session.closing == nil, !session.gone else { return }
+        guard session.closing == nil, !session.gone, !session.peerClosed else { return }
         if session.queue.bytes + frame.queuedCost > limits.maxSendQueueBytes && !session.queue.isEmpty {
-            metrics.slowConsumerCloses += 1
-            logger.warning("slow consumer closed", metadata: [
-                "session": "\(session.id)", "client": "\(session.hello?.clientId ?? "")",
-                "queued_bytes": "\(session.queue.bytes)",
-            ])
-            close(session, code: 1013, reason: "reading too slowly", flush: false)
+            closeSlowReader(session)
             return
         }
         session.queue.append(frame)
+        if session.diagnosticsEcho {
+            // Only from SERVER_WRITEABLE, where lws sends a pending pong first (Server+DiagnosticsEcho.swift).
+            if !session.awaitingWritable {
+                session.awaitingWritable = true
+                lws_callback_on_writable(session.wsi)
+            }
+            return
+        }
         if !session.flushPending {
             session.flushPending = true
             flushList.append(session)
@@ -177,16 +193,41 @@ extension Server.Loop {
 
     /// Closes a session with `code`: after its queued frames when `flush`, else at once (the queue
     /// is dropped). The close frame goes out from `SERVER_WRITEABLE`; a peer that never lets it out
-    /// is dropped after 5 s.
-    func close(_ session: Session, code: UInt16, reason: String, flush: Bool = true) {
+    /// is dropped after `grace` (rounded up to whole seconds, at least 1).
+    func close(_ session: Session, code: UInt16, reason: String, flush: Bool = true, grace: Duration = .seconds(5)) {
         guard session.closing == nil else { return }
         session.closing = Session.Close(code: code, reason: String(reason.utf8.prefix(120)) ?? "")
         session.closeCode = code
         session.closeReason = reason
         if !flush { session.queue.removeAll() }
-        lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, 5)
+        // lws 4.1.6 counts these timeouts in whole seconds (lws_set_timeout_us is not exported).
+        let seconds = min(Int64(Int32.max), max(1, (grace.microseconds + 999_999) / 1_000_000))
+        lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, Int32(seconds))
         session.awaitingWritable = true
         lws_callback_on_writable(session.wsi)
+    }
+
+    /// A session whose queue would pass `maxSendQueueBytes`: closed 1013, its close frame alone.
+    ///
+    /// - Its queued frames are dropped and nothing more is queued to it (`closing` is set), so what
+    ///   the server holds for it is at most what lws already holds: the unsent tail of one write.
+    /// - It leaves its workspace at once (no more broadcasts; presence drops it) rather than when
+    ///   the connection ends.
+    /// - The close frame is never spliced into a frame: frames are written whole and only while lws
+    ///   holds nothing back (``BatchedWriter``); lws sends the unsent tail of a write before
+    ///   anything else and raises `SERVER_WRITEABLE` only once it is gone, so the frame in progress
+    ///   is finished first and the close frame, which lws writes after `SERVER_WRITEABLE` returns
+    ///   -1 with the reason set, starts on a frame boundary.
+    /// - The peer has `slowCloseGrace` to read that far; a peer that does not is dropped without a
+    ///   close frame (it could not have read one).
+    func closeSlowReader(_ session: Session) {
+        metrics.slowConsumerCloses += 1
+        logger.warning("slow consumer closed", metadata: [
+            "session": "\(session.id)", "client": "\(session.hello?.clientId ?? "")",
+            "queued_bytes": "\(session.queue.bytes)",
+        ])
+        close(session, code: 1013, reason: "reading too slowly", flush: false, grace: configuration.slowCloseGrace)
+        sessionLeft(session)
     }
 
     /// Sends `Error{code, message}`, then closes 4400 (a protocol violation or a refused Hello).

@@ -10,7 +10,9 @@ extension Server.Loop {
     ///     (none) ─Hello or HTTP─▶ loading ─read─▶ loaded ─commit failed─▶ reloading ─read─▶ loaded
     ///
     /// A failed first read drops the entry (its waiters get `UNAVAILABLE` and close 1013, HTTP 503);
-    /// a failed read back is tried again; an idle loaded workspace is dropped (idle unload below).
+    /// a failed read back is tried again after ``reloadRetryPause`` (a store that is down is not
+    /// asked in a loop); an idle loaded workspace is dropped (idle unload below). A shared store's
+    /// hub also keeps its `stored` sequencer: set at the read, taken back at a read back.
     ///
     /// A store read of the workspace is under way exactly while it is `loading` or `reloading`, and
     /// at most one. Sessions whose Hello comes meanwhile wait in the entry itself (`waiters`: session
@@ -93,7 +95,7 @@ extension Server.Loop {
     func workspaceLoaded(_ id: String, result: Result<StoredWorkspace?, StoreError>) {
         switch (workspaces[id], result) {
         case (.loading(let waiters)?, .success(let stored)):
-            let hub = WorkspaceHub(id: id, sequencer: sequencer(id, from: stored))
+            let hub = WorkspaceHub(id: id, sequencer: sequencer(id, from: stored), shared: configuration.sharedStore != nil)
             workspaces[id] = .loaded(hub)
             for session in stillWaiting(waiters, for: id) { join(session, to: hub) }
             answerPendingHTTP(for: id, failed: false)
@@ -112,12 +114,28 @@ extension Server.Loop {
             logger.info("workspace reloaded after a failed commit", metadata: ["workspace": "\(id)", "version": "\(hub.durable.version)"])
             for session in stillWaiting(waiters, for: id) { join(session, to: hub) }
             unloadIfIdle(id)
-        case (.reloading(let hub, let waiters)?, .failure):
-            // The store cannot even read: read again (the waiters keep waiting).
+        case (.reloading(let hub, let waiters)?, .failure(let error)):
+            // The store cannot even read: read again after a pause (the waiters keep waiting), so a
+            // store that refuses at once (PostgreSQL down) is not asked in a loop.
             workspaces[id] = .reloading(hub, waiters: stillWaiting(waiters, for: id).map(\.id))
-            readFromStore(id)
+            if reloadRetries[id] == nil {
+                logger.warning("store read failed; trying again", metadata: ["workspace": "\(id)", "error": "\(error)"])
+            }
+            reloadRetries[id] = clock.now + Self.reloadRetryPause
         case (.loaded?, _), (nil, _):
             break  // no read of it was under way
+        }
+    }
+
+    /// Pause between two reads back of a workspace whose read failed.
+    static var reloadRetryPause: Duration { .milliseconds(250) }
+
+    /// Reads back, once their pause is over, the workspaces whose read back failed (every tick).
+    func retryReloads(now: ContinuousClock.Instant) {
+        guard !reloadRetries.isEmpty else { return }
+        for (id, at) in reloadRetries where at <= now {
+            reloadRetries[id] = nil
+            if case .reloading? = workspaces[id] { readFromStore(id) }
         }
     }
 

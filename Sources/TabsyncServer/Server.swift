@@ -144,10 +144,12 @@ public final class Server: Sendable {
         }
         started.value.withLock { $0 = .success(port) }
         logger.info("listening", metadata: ["host": "\(configuration.host)", "port": "\(port)"])
+        let listener = startStoreListener()
         ready.signal()
 
         withExtendedLifetime(loop) {
             loop.run()
+            listener?.stop()  // the loop has stopped: no event is wanted any more
             loop.destroyContext()
         }
         logger.info("stopped")
@@ -156,6 +158,20 @@ public final class Server: Sendable {
     }
 
     // MARK: start-up helpers
+
+    /// A shared store with notifications: the listener of other nodes' commits, on its own thread;
+    /// its events go to the loop through the inbox (Server+Catchup.swift).
+    private func startStoreListener() -> PostgresListener? {
+        guard let notifications = configuration.sharedStore?.notifications else { return nil }
+        let inbox = self.inbox
+        let listener = PostgresListener(
+            url: notifications.url, store: notifications.store, options: notifications.listener
+        ) { event in
+            inbox.post(.storeEvent(event))
+        }
+        listener.start()
+        return listener
+    }
 
     /// What the loop thread reports back to `start()`.
     private final class StartResult: Sendable {
@@ -201,12 +217,29 @@ extension Server {
         /// Stop gracefully (see ``Server/shutdown()``).
         case shutdown
         /// The store thread finished a commit, which took `duration` there.
-        case committed(batch: UInt64, Result<Void, StoreError>, duration: Duration)
+        case committed(batch: UInt64, CommitResult, duration: Duration)
         /// The store thread finished loading a workspace.
         case loaded(workspaceId: String, Result<StoredWorkspace?, StoreError>)
+        /// A shared store: the store thread read what a workspace missed of other nodes' commits.
+        case caughtUp(workspaceId: String, CatchUpRead, duration: Duration)
+        /// A shared store: the store thread read the stored versions of the loaded workspaces.
+        case polled(Result<[String: UInt64], StoreError>, duration: Duration)
+        /// A shared store: the listener heard a commit, (re)connected or lost its connection.
+        case storeEvent(PostgresListener.Event)
         /// A token check finished: for a session's Hello, or an HTTP request (by their ids).
         case authenticated(AuthRequest, Result<AccessGrant, AuthError>)
         /// Read the TLS certificate and key files again (``Server/reloadCertificates()``).
         case reloadCertificates
+    }
+
+    /// How a group commit ended (see ``CommitPipeline``).
+    enum CommitResult: Sendable {
+        /// Durable: acknowledge it.
+        case stored
+        /// Nothing stored: refuse and reload its workspaces.
+        case failed(StoreError)
+        /// Nothing stored: other nodes committed to these workspaces first; what each missed, as
+        /// read right after on the store thread.
+        case behind([String: CatchUpRead])
     }
 }

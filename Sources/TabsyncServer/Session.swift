@@ -11,8 +11,11 @@ final class Session {
     let id: Int
     /// The lws connection. Valid until `LWS_CALLBACK_CLOSED` for this session.
     let wsi: OpaquePointer
-    /// The subprotocol picked at the handshake.
+    /// The subprotocol picked at the handshake (unused by a diagnostics echo session).
     let format: WireFormat
+    /// A diagnostics echo session (`tabsync.echo`, Server+DiagnosticsEcho.swift): it never says
+    /// Hello nor joins a workspace; each message it sends is sent back.
+    let diagnosticsEcho: Bool
     let openedAt: ContinuousClock.Instant
 
     var phase: Phase = .awaitingHello
@@ -27,6 +30,8 @@ final class Session {
     var awaitingWritable = false
     /// `LWS_CALLBACK_CLOSED` came: ``wsi`` is no longer valid.
     var gone = false
+    /// The peer sent a close frame (lws answers it): nothing more is sent or received.
+    var peerClosed = false
     /// The connection carries only this session (not a stream muxed on HTTP/2), so several frames
     /// may go out as one raw write (`BatchedWriter`).
     let ownsConnection: Bool
@@ -73,10 +78,14 @@ final class Session {
         var reason: String
     }
 
-    init(id: Int, wsi: OpaquePointer, format: WireFormat, opsPerSecond: Int, now: ContinuousClock.Instant) {
+    init(
+        id: Int, wsi: OpaquePointer, format: WireFormat, opsPerSecond: Int, now: ContinuousClock.Instant,
+        diagnosticsEcho: Bool = false
+    ) {
         self.id = id
         self.wsi = wsi
         self.format = format
+        self.diagnosticsEcho = diagnosticsEcho
         self.openedAt = now
         ownsConnection = BatchedWriter.ownsConnection(wsi)
         tokens = Double(opsPerSecond)

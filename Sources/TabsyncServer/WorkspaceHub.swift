@@ -16,6 +16,11 @@ final class WorkspaceHub {
     var live: Sequencer
     /// The workspace as of its last successful commit (what HTTP shows).
     var durable: Workspace
+    /// A shared store only (nil otherwise): the sequencer as stored, this node's commits and other
+    /// nodes' alike; its workspace is `durable`. Live starts again from it when this node finds
+    /// itself behind (re-sequencing, CommitPipeline.swift), and its version is the base version of
+    /// this workspace's next batch.
+    var stored: Sequencer?
     /// Sessions whose `Welcome` went out, by id: they receive every broadcast from then on. Held
     /// here (not looked up in the loop's table per delivery); removed when the session leaves.
     var sessions: [Int: Session] = [:]
@@ -26,10 +31,12 @@ final class WorkspaceHub {
     var presenceDirty = false
     var lastPresenceAt: ContinuousClock.Instant?
 
-    init(id: String, sequencer: Sequencer) {
+    /// `shared`: the store has other writers (keep ``stored``).
+    init(id: String, sequencer: Sequencer, shared: Bool = false) {
         self.id = id
         live = sequencer
         durable = sequencer.workspace
+        stored = shared ? sequencer : nil
     }
 
     /// Takes the state the store holds as both the live and the durable state (after a failed
@@ -37,6 +44,7 @@ final class WorkspaceHub {
     func restore(_ sequencer: Sequencer) {
         live = sequencer
         durable = sequencer.workspace
+        if stored != nil { stored = sequencer }
     }
 }
 

@@ -144,6 +144,19 @@ public final class PostgresStore: WorkspaceStore {
         }
     }
 
+    /// One query for all of them (workspace ids hold no comma).
+    public func storedVersions(workspaceIds: [String]) throws(StoreError) -> [String: UInt64] {
+        guard !workspaceIds.isEmpty else { return [:] }
+        return try withConnection(failure: StoreError.readFailed) { db throws(PGError) in
+            let rows = try db.execute(
+                "SELECT workspace, version FROM tabsync_workspaces WHERE workspace = ANY(string_to_array($1, ','))",
+                [.text(workspaceIds.joined(separator: ","))])
+            var versions: [String: UInt64] = [:]
+            for row in 0..<rows.rowCount { versions[rows.text(row, 0)] = UInt64(bitPattern: try rows.int64(row, 1) ?? 0) }
+            return versions
+        }
+    }
+
     // MARK: - connection
 
     /// Runs `body` on the connection, opening one first when there is none (PostgreSQL restarted).

@@ -42,6 +42,10 @@ public protocol WorkspaceStore: Sendable {
     /// stored). Together with ``ops(workspaceId:after:limit:)`` it brings a loaded ``Sequencer`` up
     /// to date after another writer's commits.
     func dedupState(workspaceId: String) throws(StoreError) -> DedupState?
+
+    /// The stored version of each of these workspaces (absent: never stored): how a writer polls
+    /// for another's commits without reading them.
+    func storedVersions(workspaceIds: [String]) throws(StoreError) -> [String: UInt64]
 }
 
 extension WorkspaceStore {
@@ -51,6 +55,15 @@ extension WorkspaceStore {
         let after = stored.log.filter { $0.version > version }
         if let first = after.first, first.version != version + 1 { return nil }
         return Array(after.prefix(max(limit, 0)))
+    }
+
+    /// Default: one ``dedupState(workspaceId:)`` per workspace (a store may answer in one query).
+    public func storedVersions(workspaceIds: [String]) throws(StoreError) -> [String: UInt64] {
+        var versions: [String: UInt64] = [:]
+        for id in workspaceIds {
+            if let state = try dedupState(workspaceId: id) { versions[id] = state.version }
+        }
+        return versions
     }
 
     /// Default: read through ``load(workspaceId:)``.

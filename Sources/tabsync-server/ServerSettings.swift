@@ -58,6 +58,15 @@ struct ServerSettings {
     var checkpoint: SQLiteStore.Options.Checkpoint
     var walLimitBytes: Int64
     var storeTrace: String?
+    /// A PostgreSQL store shared with other nodes (`postgres://…` or `postgresql://…`); nil: the
+    /// embedded store (`dataDir`, or memory). It wins over `dataDir`; with `memory` it is refused.
+    var storeURL: String?
+    /// With a shared store: how often loaded workspaces' stored versions are polled (zero: never).
+    var storePollInterval: Duration
+    /// Time a connection closed 1013 for reading too slowly has for its close frame to leave.
+    var slowCloseGrace: Duration
+    /// Serve the diagnostics echo subprotocol `tabsync.echo` (for the Autobahn testsuite).
+    var diagnosticsEcho: Bool
 
     /// The defaults, as `--help` shows them.
     enum Default {
@@ -73,6 +82,8 @@ struct ServerSettings {
         static let eventLoop = Server.Configuration.EventLoop.epoll
         static let checkpoint = SQLiteStore.Options.Checkpoint.background
         static let walLimit = "64M"
+        static let storePollInterval = "1.5s"
+        static let slowCloseGrace = "5s"
     }
 
     /// The flags as typed (nil: not given).
@@ -107,6 +118,10 @@ struct ServerSettings {
         var checkpoint: String? = nil
         var walLimit: String? = nil
         var storeTrace: String? = nil
+        var store: String? = nil
+        var storePollInterval: String? = nil
+        var slowCloseGrace: String? = nil
+        var diagnosticsEcho: Bool = false
     }
 
     /// Resolves every setting from `flags`, then `environment`, then the defaults.
@@ -196,6 +211,26 @@ struct ServerSettings {
             !$0.trimmingCharacters(in: .whitespaces).isEmpty
         }
 
+        // Several nodes on one PostgreSQL.
+        storeURL = try Self.storeURL(flags.store, environment: environment)
+        if let url = storeURL, memory {
+            throw SettingError(
+                source: flags.store == nil ? "TABSYNC_STORE" : "--store", value: Self.redacted(url),
+                expected: "either --store or --memory (TABSYNC_MEMORY), not both")
+        }
+        storePollInterval = try read.value(
+            flags.storePollInterval, "--store-poll-interval", "TABSYNC_STORE_POLL_INTERVAL",
+            Self.parseDuration(Default.storePollInterval)!, "seconds or a duration such as 1.5s, 500ms; 0: no poll",
+            parse: Self.parseDuration)
+
+        // Slow readers and diagnostics.
+        slowCloseGrace = try read.value(
+            flags.slowCloseGrace, "--slow-close-grace", "TABSYNC_SLOW_CLOSE_GRACE",
+            Self.parseDuration(Default.slowCloseGrace)!, "a duration of more than 0 such as 5, 5s, 500ms") {
+            Self.parseDuration($0).flatMap { $0 > .zero ? $0 : nil }
+        }
+        diagnosticsEcho = try read.switchValue(flags.diagnosticsEcho, "--diagnostics-echo", "TABSYNC_DIAGNOSTICS_ECHO")
+
         // The SQLite store's checkpoints.
         checkpoint = try read.value(
             flags.checkpoint, "--checkpoint", "TABSYNC_CHECKPOINT", Default.checkpoint, "background or inline") {
@@ -228,6 +263,41 @@ struct ServerSettings {
         return value * scale
     }
 
+    /// `--store`, else `TABSYNC_STORE`: a `postgres://` or `postgresql://` URL. A bad value is named
+    /// without what could be a password (see ``redacted(_:)``).
+    static func storeURL(_ flag: String?, environment: [String: String]) throws(SettingError) -> String? {
+        let (given, source): (String?, String) =
+            flag != nil ? (flag, "--store") : (environment["TABSYNC_STORE"].flatMap { $0.isEmpty ? nil : $0 }, "TABSYNC_STORE")
+        guard let given else { return nil }
+        let lower = given.lowercased()
+        let scheme = ["postgres://", "postgresql://"].first { lower.hasPrefix($0) }
+        guard let scheme, given.count > scheme.count else {
+            throw SettingError(
+                source: source, value: redacted(given),
+                expected: "a PostgreSQL URL, postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAMETERS]")
+        }
+        return given
+    }
+
+    /// A store URL safe to print: the scheme, user, host, port and database, never a password (in
+    /// the user part or a parameter) nor the parameters. A value that is not a URL shows as its
+    /// scheme (or `…`).
+    static func redacted(_ url: String) -> String {
+        guard let schemeEnd = url.range(of: "://") else {
+            // Not a URL: shown unless it could hold a password (`password=…`, `user:secret@host`).
+            return url.contains("=") || url.contains("@") || url.contains(":") ? "…" : url
+        }
+        let scheme = url[..<schemeEnd.lowerBound]
+        var rest = url[schemeEnd.upperBound...]
+        if let query = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = rest[..<query] }
+        var user = ""
+        if let at = rest.lastIndex(of: "@") {
+            user = String(rest[..<at].prefix(while: { $0 != ":" })) + "@"
+            rest = rest[rest.index(after: at)...]
+        }
+        return "\(scheme)://\(user)\(rest)"
+    }
+
     /// The server configuration these settings give.
     var configuration: Server.Configuration {
         var configuration = Server.Configuration(
@@ -239,6 +309,13 @@ struct ServerSettings {
         configuration.tlsKeyFile = tlsKeyFile
         configuration.allowedOrigins = allowedOrigins
         configuration.insecureNoAuth = insecureNoAuth
+        if let url = storeURL {
+            // The listener uses the store's options (they name the channel) and the same URL.
+            configuration.sharedStore = .init(
+                pollInterval: storePollInterval, notifications: .init(url: url, store: PostgresStore.Options()))
+        }
+        configuration.slowCloseGrace = slowCloseGrace
+        configuration.diagnosticsEcho = diagnosticsEcho
         if maxConnectionsPerIP != nil || maxHandshakesPerSecondPerIP != nil {
             // One of them given: the other keeps its non-loopback default.
             let exposed = Server.Configuration.PerIPLimits.exposed

@@ -26,6 +26,7 @@ struct TabsyncServerCommand: ParsableCommand {
             name and value on stderr, exit 2.
 
             `tabsync-server token --help`: mint an access token (see --auth-key-file).
+            `tabsync-server migrate --store URL`: create or migrate a PostgreSQL store's schema and exit.
             """
     )
 
@@ -154,6 +155,34 @@ struct TabsyncServerCommand: ParsableCommand {
             + "frames), for measurements. [env: TABSYNC_STORE_TRACE] (default: none)", valueName: "file"))
     var storeTrace: String?
 
+    // MARK: several nodes on one PostgreSQL
+
+    @Option(help: ArgumentHelp(
+        "A PostgreSQL store shared with other nodes instead of the embedded one: "
+            + "postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAMETERS] (libpq's URL). Wins over "
+            + "--data-dir; refused with --memory. The schema is created or migrated at start. The URL is never "
+            + "printed whole. [env: TABSYNC_STORE]", valueName: "url"))
+    var store: String?
+
+    @Option(help: ArgumentHelp(
+        "With --store: how often the stored version of every loaded workspace is checked, in case a commit "
+            + "notification was lost: seconds or a duration such as 1.5s, 500ms; 0: never. "
+            + "[env: TABSYNC_STORE_POLL_INTERVAL] (default: \(Default.storePollInterval))", valueName: "duration"))
+    var storePollInterval: String?
+
+    // MARK: slow readers and diagnostics
+
+    @Option(help: ArgumentHelp(
+        "Time a connection closed 1013 for reading too slowly has for its close frame to leave before "
+            + "it is dropped: seconds or 5s, 500ms. [env: TABSYNC_SLOW_CLOSE_GRACE] (default: \(Default.slowCloseGrace))",
+        valueName: "duration"))
+    var slowCloseGrace: String?
+
+    @Flag(help: ArgumentHelp(
+        "Serve the diagnostics echo subprotocol tabsync.echo on /: every message is sent back whole "
+            + "(for the Autobahn testsuite, scripts/autobahn); off by default. [env: TABSYNC_DIAGNOSTICS_ECHO=1]"))
+    var diagnosticsEcho = false
+
     private typealias Default = ServerSettings.Default
 
     /// `tabsync-server token …` runs ``TokenCommand`` (not an ArgumentParser subcommand: this
@@ -162,6 +191,8 @@ struct TabsyncServerCommand: ParsableCommand {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.first == "token" {
             run(TokenCommand.self, Array(arguments.dropFirst()))
+        } else if arguments.first == "migrate" {
+            run(MigrateCommand.self, Array(arguments.dropFirst()))
         } else {
             run(Self.self, arguments)
         }
@@ -192,7 +223,8 @@ struct TabsyncServerCommand: ParsableCommand {
             maxConnections: maxConnections, helloTimeout: helloTimeout, idleTimeout: idleTimeout, eventLoop: eventLoop,
             noWeb: noWeb, tlsCert: tlsCert, tlsKey: tlsKey, allowOrigin: allowOrigin, insecureNoAuth: insecureNoAuth,
             maxConnectionsPerIP: maxConnectionsPerIP, maxHandshakesPerSecondPerIP: maxHandshakesPerSecondPerIP,
-            authKeyFile: authKeyFile)
+            authKeyFile: authKeyFile, store: store, storePollInterval: storePollInterval,
+            slowCloseGrace: slowCloseGrace, diagnosticsEcho: diagnosticsEcho)
         flags.checkpoint = checkpoint
         flags.walLimit = walLimit
         flags.storeTrace = storeTrace
@@ -210,6 +242,23 @@ struct TabsyncServerCommand: ParsableCommand {
     /// The store the flags ask for; an unusable data file ends the process (its path named, the
     /// file untouched), exit status 1.
     private func openStore(_ settings: ServerSettings, logger: Logger) throws -> (any WorkspaceStore, SQLiteStore?) {
+        if let url = settings.storeURL {
+            do throws(PostgresStore.OpenError) {
+                let store = try PostgresStore(url: url)
+                logger.info("store: postgresql, shared with other nodes", metadata: [
+                    "url": "\(ServerSettings.redacted(url))", "epoch": "\(store.epoch)",
+                    "poll": "\(settings.storePollInterval)",
+                ])
+                if dataDir != nil || !(ProcessInfo.processInfo.environment["TABSYNC_DATA_DIR"] ?? "").isEmpty {
+                    logger.notice("--data-dir is not used with --store")
+                }
+                return (store, nil)
+            } catch {
+                let line = Array("tabsync-server: \(error.description)\n".utf8)
+                line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
+                throw ExitCode(1)
+            }
+        }
         if settings.memory {
             logger.info("store: memory (nothing survives a restart)")
             return (MemoryStore(), nil)

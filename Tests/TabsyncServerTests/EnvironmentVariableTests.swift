@@ -28,6 +28,7 @@ struct EnvironmentVariableTests {
         ("TABSYNC_MAX_CONNECTIONS_PER_IP", "lots"), ("TABSYNC_MAX_HANDSHAKES_PER_SECOND_PER_IP", "fast"),
         ("TABSYNC_MAX_HANDSHAKES_PER_SECOND_PER_IP", "-0.5"), ("TABSYNC_AUTH_KEY_FILE", " , "),
         ("TABSYNC_CHECKPOINT", "sometimes"), ("TABSYNC_WAL_LIMIT", "100K"), ("TABSYNC_WAL_LIMIT", "big"),
+        ("TABSYNC_SLOW_CLOSE_GRACE", "0"), ("TABSYNC_SLOW_CLOSE_GRACE", "soon"), ("TABSYNC_DIAGNOSTICS_ECHO", "maybe"),
     ])
     func serverRefusesABadValueNamingTheVariable(variable: String, value: String) throws {
         // Should the value be taken, nothing is written to the working directory.
