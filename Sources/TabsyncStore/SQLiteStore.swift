@@ -17,6 +17,9 @@ import TabsyncCore
 ///   can always be deleted: ``load(workspaceId:)`` replays the log after the snapshot.
 /// - The store-wide ``epoch`` is made when the file is created; a wiped store gets a new one.
 /// - A file that is not a tabsync store is refused at open (``OpenError``) and never written.
+/// - With ``Options/Checkpoint/background`` (the default) no WAL checkpoint runs inside a commit:
+///   ``WALCheckpointer`` runs them on its own thread and connection, and the WAL file stays under
+///   about ``Options/walLimitBytes``.
 ///
 /// Thread-safe: one `Mutex` serializes every call on the single connection. The server calls it
 /// from its store thread only.
@@ -33,20 +36,41 @@ public final class SQLiteStore: WorkspaceStore {
         }
 
         public var sync: Sync
+        /// Where WAL checkpoints run (``Checkpoint``).
+        public var checkpoint: Checkpoint
+        /// With background checkpoints, the WAL size past which commits pause for a RESTART
+        /// checkpoint (``WALCheckpointer``).
+        public var walLimitBytes: Int64
+        /// A file to append one line per commit and per checkpoint to (``StoreTrace``); nil: none.
+        public var tracePath: String?
+        /// WAL frames that start a checkpoint (SQLite's auto-checkpoint default).
+        var checkpointStartFrames: Int32 = 1000
+        /// Time without a commit after which the WAL is truncated.
+        var idleCheckpointInterval: Duration = .seconds(1)
         /// Ops between snapshots of a workspace (at most the log retention is used).
         var snapshotInterval = 256
         /// How long a call waits for another connection's lock before failing.
         var busyTimeoutMilliseconds: Int32 = 5_000
         /// Runs `PRAGMA quick_check` on an existing file at open (time grows with the file's size).
         var verifyAtOpen = true
+        /// A registered SQLite VFS to open the file with (tests); nil: the default.
+        var vfs: String?
 
-        public init(sync: Sync = .normal) {
+        public init(
+            sync: Sync = .normal, checkpoint: Checkpoint = .background, walLimitBytes: Int64 = SQLiteStore.Options.defaultWALLimitBytes,
+            tracePath: String? = nil
+        ) {
             self.sync = sync
+            self.checkpoint = checkpoint
+            self.walLimitBytes = walLimitBytes
+            self.tracePath = tracePath
         }
 
         /// Options with the knobs tests turn (a short snapshot interval).
         init(sync: Sync = .normal, snapshotInterval: Int, busyTimeoutMilliseconds: Int32 = 5_000, verifyAtOpen: Bool = true) {
             self.sync = sync
+            self.checkpoint = .background
+            self.walLimitBytes = Self.defaultWALLimitBytes
             self.snapshotInterval = snapshotInterval
             self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
             self.verifyAtOpen = verifyAtOpen
@@ -62,6 +86,11 @@ public final class SQLiteStore: WorkspaceStore {
     public let options: Options
     /// nil once closed.
     private let connection: Mutex<SQLiteConnection?>
+    /// The writing connection's WAL hook (kept alive here: SQLite holds it unretained).
+    private let walHook: WALHook
+    /// The background checkpoints (nil with ``Options/Checkpoint/inline``).
+    private let checkpointer: WALCheckpointer?
+    private let trace: StoreTrace?
 
     /// Opens the store in `dataDirectory` (created when missing), file ``fileName``.
     public convenience init(dataDirectory: String = "data", options: Options = Options()) throws(OpenError) {
@@ -78,7 +107,20 @@ public final class SQLiteStore: WorkspaceStore {
     public init(path: String, options: Options = Options()) throws(OpenError) {
         self.path = path
         self.options = options
-        let db = try Self.openConnection(path: path, options: options)
+        let trace = options.tracePath.flatMap { StoreTrace(path: $0) }
+        let checkpointer = options.checkpoint == .background
+            ? WALCheckpointer(
+                path: path, vfs: options.vfs, synchronous: Self.synchronous(options.sync),
+                settings: .init(
+                    startFrames: options.checkpointStartFrames, limitBytes: options.walLimitBytes,
+                    idleInterval: options.idleCheckpointInterval),
+                trace: trace)
+            : nil
+        let walHook = WALHook(checkpointer: checkpointer, inlineStartFrames: options.checkpointStartFrames)
+        self.trace = trace
+        self.checkpointer = checkpointer
+        self.walHook = walHook
+        let db = try Self.openConnection(path: path, options: options, walHook: walHook)
         do throws(SQLiteError) {
             guard let stored = try db.scalarText("SELECT value FROM meta WHERE key = 'epoch'") else {
                 throw SQLiteError(code: SQLITE_CORRUPT, message: "no epoch in meta", context: "read epoch")
@@ -88,13 +130,25 @@ public final class SQLiteStore: WorkspaceStore {
             throw error.isCorrupt ? .corrupt(path: path, reason: error.message) : .cannotOpen(path: path, reason: error.description)
         }
         connection = Mutex(db)
+        // Restart and truncate checkpoints run while this store's lock is held: no commit then.
+        checkpointer?.start { [weak self] checkpoint in
+            guard let self else { return }
+            self.connection.withLock { _ in checkpoint() }
+        }
     }
 
+    deinit {
+        checkpointer?.stop()
+    }
+
+    /// SQLite's `synchronous` value for a sync mode.
+    static func synchronous(_ sync: Options.Sync) -> String { sync == .full ? "FULL" : "NORMAL" }
+
     /// Opens, checks, migrates and configures one connection to `path`.
-    private static func openConnection(path: String, options: Options) throws(OpenError) -> SQLiteConnection {
+    private static func openConnection(path: String, options: Options, walHook: WALHook) throws(OpenError) -> SQLiteConnection {
         let db: SQLiteConnection
         do {
-            db = try SQLiteConnection(path: path, busyTimeoutMilliseconds: options.busyTimeoutMilliseconds)
+            db = try SQLiteConnection(path: path, busyTimeoutMilliseconds: options.busyTimeoutMilliseconds, vfs: options.vfs)
         } catch {
             throw .cannotOpen(path: path, reason: error.description)
         }
@@ -118,7 +172,9 @@ public final class SQLiteStore: WorkspaceStore {
                     code: SQLITE_READONLY, message: "schema \(version) needs a migration and the file is read-only",
                     context: "migrate")
             }
-            try db.execute("PRAGMA synchronous = \(options.sync == .full ? "FULL" : "NORMAL")")
+            try db.execute("PRAGMA synchronous = \(synchronous(options.sync))")
+            // Replaces SQLite's auto-checkpoint: no checkpoint inside a commit (unless `inline`).
+            walHook.install(on: db)
         } catch {
             if error.isReadOnly { throw .readOnly(path: path) }
             throw .cannotOpen(path: path, reason: error.description)
@@ -134,6 +190,8 @@ public final class SQLiteStore: WorkspaceStore {
 
     /// Closes the connection (a clean close checkpoints the WAL into the file). Later calls throw.
     public func close() {
+        // First: the checkpointer may be waiting for this lock.
+        checkpointer?.stop()
         connection.withLock { db in
             db?.close()
             db = nil
@@ -160,14 +218,32 @@ public final class SQLiteStore: WorkspaceStore {
                 current.close()
                 var reopen = options
                 reopen.verifyAtOpen = false
-                db = try? Self.openConnection(path: path, options: reopen)
+                db = try? Self.openConnection(path: path, options: reopen, walHook: walHook)
             }
             guard let writable = db, !writable.isReadOnly else {
                 throw StoreError.writeFailed("store \(path) is read-only")
             }
+            guard let trace else { return try self.commit(batch, writable) }
+            walHook.commitStarts()
+            let started = ContinuousClock.now
+            defer {
+                let ms = StoreTrace.milliseconds(ContinuousClock.now - started)
+                let ops = batch.records.reduce(0) { count, record in
+                    if case .applied(let ops) = record.outcome { return count + ops.count }
+                    return count
+                }
+                trace.record(
+                    "commit records=\(batch.records.count) ops=\(ops) ms=\(StoreTrace.format(ms)) "
+                        + "checkpoint_ms=\(StoreTrace.format(StoreTrace.milliseconds(walHook.inlineCheckpoint))) "
+                        + "wal_frames=\(walHook.walFrames)")
+            }
             try self.commit(batch, writable)
         }
     }
+
+    /// Checkpoints the background checkpointer ran so far (passive, restart, truncate); nil with
+    /// inline checkpoints.
+    var checkpointRuns: (passive: Int, restart: Int, truncate: Int)? { checkpointer?.runs }
 
     // MARK: - beyond the protocol
 

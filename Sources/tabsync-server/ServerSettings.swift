@@ -54,6 +54,10 @@ struct ServerSettings {
     /// Key files access tokens are checked with (empty: no access control). Read when the server
     /// starts (``AuthKey/load(file:)``), not here.
     var authKeyFiles: [String]
+    /// Where the SQLite store's WAL checkpoints run, the WAL bound, and its trace file.
+    var checkpoint: SQLiteStore.Options.Checkpoint
+    var walLimitBytes: Int64
+    var storeTrace: String?
     /// A PostgreSQL store shared with other nodes (`postgres://…` or `postgresql://…`); nil: the
     /// embedded store (`dataDir`, or memory). It wins over `dataDir`; with `memory` it is refused.
     var storeURL: String?
@@ -76,6 +80,8 @@ struct ServerSettings {
         static let helloTimeout = 10.0
         static let idleTimeout = 60.0
         static let eventLoop = Server.Configuration.EventLoop.epoll
+        static let checkpoint = SQLiteStore.Options.Checkpoint.background
+        static let walLimit = "64M"
         static let storePollInterval = "1.5s"
         static let slowCloseGrace = "5s"
     }
@@ -109,6 +115,9 @@ struct ServerSettings {
         var maxHandshakesPerSecondPerIP: String? = nil
         /// Every `--auth-key-file` given, in order (empty: not given).
         var authKeyFile: [String] = []
+        var checkpoint: String? = nil
+        var walLimit: String? = nil
+        var storeTrace: String? = nil
         var store: String? = nil
         var storePollInterval: String? = nil
         var slowCloseGrace: String? = nil
@@ -221,6 +230,37 @@ struct ServerSettings {
             Self.parseDuration($0).flatMap { $0 > .zero ? $0 : nil }
         }
         diagnosticsEcho = try read.switchValue(flags.diagnosticsEcho, "--diagnostics-echo", "TABSYNC_DIAGNOSTICS_ECHO")
+
+        // The SQLite store's checkpoints.
+        checkpoint = try read.value(
+            flags.checkpoint, "--checkpoint", "TABSYNC_CHECKPOINT", Default.checkpoint, "background or inline") {
+            SQLiteStore.Options.Checkpoint(rawValue: $0.lowercased())
+        }
+        walLimitBytes = try read.value(
+            flags.walLimit, "--wal-limit", "TABSYNC_WAL_LIMIT", Self.parseSize(Default.walLimit)!,
+            "bytes, or a size such as 64M, 512K, 1G; at least 1M") { Self.parseSize($0).flatMap { $0 >= 1 << 20 ? $0 : nil } }
+        storeTrace = try read.optionalValue(flags.storeTrace, "--store-trace", "TABSYNC_STORE_TRACE", "a file path", parse: path)
+    }
+
+    /// The SQLite store's options these settings give.
+    var sqliteOptions: SQLiteStore.Options {
+        SQLiteStore.Options(sync: sync, checkpoint: checkpoint, walLimitBytes: walLimitBytes, tracePath: storeTrace)
+    }
+
+    /// A size from plain bytes (`1048576`) or a number with a binary unit (`K`, `M`, `G`, or `KiB`,
+    /// `MiB`, `GiB`; any case).
+    static func parseSize(_ text: String) -> Int64? {
+        var trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        if trimmed.hasSuffix("ib") { trimmed.removeLast(2) }
+        let units: [(String, Int64)] = [("k", 1 << 10), ("m", 1 << 20), ("g", 1 << 30)]
+        var scale: Int64 = 1
+        for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
+            trimmed.removeLast()
+            scale = factor
+            break
+        }
+        guard let value = Int64(trimmed), value >= 0, value <= Int64.max / scale else { return nil }
+        return value * scale
     }
 
     /// `--store`, else `TABSYNC_STORE`: a `postgres://` or `postgresql://` URL. A bad value is named

@@ -135,6 +135,26 @@ struct TabsyncServerCommand: ParsableCommand {
         valueName: "file"))
     var authKeyFile: [String] = []
 
+    // MARK: the SQLite store's checkpoints
+
+    @Option(help: ArgumentHelp(
+        "Where SQLite's WAL checkpoints run. background: on a thread of their own, never inside a "
+            + "commit (commits pause only to restart a WAL past --wal-limit); inline: SQLite's default, inside "
+            + "the commit that takes the WAL past 1000 pages. [env: TABSYNC_CHECKPOINT] "
+            + "(default: \(Default.checkpoint.rawValue))", valueName: "background|inline"))
+    var checkpoint: String?
+
+    @Option(help: ArgumentHelp(
+        "With background checkpoints, the WAL file size past which commits pause for a RESTART "
+            + "checkpoint: bytes, or with K, M, G (KiB, MiB, GiB); 1M or more. [env: TABSYNC_WAL_LIMIT] "
+            + "(default: \(Default.walLimit))", valueName: "size"))
+    var walLimit: String?
+
+    @Option(help: ArgumentHelp(
+        "Append one line per SQLite commit and per checkpoint to this file (durations, batch sizes, WAL "
+            + "frames), for measurements. [env: TABSYNC_STORE_TRACE] (default: none)", valueName: "file"))
+    var storeTrace: String?
+
     // MARK: several nodes on one PostgreSQL
 
     @Option(help: ArgumentHelp(
@@ -196,7 +216,7 @@ struct TabsyncServerCommand: ParsableCommand {
 
     /// The flags, the environment and the defaults resolved into one set of settings.
     func resolvedSettings() throws -> ServerSettings {
-        let flags = ServerSettings.Flags(
+        var flags = ServerSettings.Flags(
             host: host, port: port, dataDir: dataDir, memory: memory, sync: sync, idleUnload: idleUnload,
             logLevel: logLevel, maxTabs: maxTabs, maxFrameBytes: maxFrameBytes, maxOpsPerSecond: maxOpsPerSecond,
             maxResumeOps: maxResumeOps, logRetention: logRetention, maxSendQueueBytes: maxSendQueueBytes,
@@ -205,6 +225,9 @@ struct TabsyncServerCommand: ParsableCommand {
             maxConnectionsPerIP: maxConnectionsPerIP, maxHandshakesPerSecondPerIP: maxHandshakesPerSecondPerIP,
             authKeyFile: authKeyFile, store: store, storePollInterval: storePollInterval,
             slowCloseGrace: slowCloseGrace, diagnosticsEcho: diagnosticsEcho)
+        flags.checkpoint = checkpoint
+        flags.walLimit = walLimit
+        flags.storeTrace = storeTrace
         do throws(SettingError) {
             return try ServerSettings(flags: flags, environment: ProcessInfo.processInfo.environment)
         } catch {
@@ -242,8 +265,11 @@ struct TabsyncServerCommand: ParsableCommand {
         }
         let mode = settings.sync
         do throws(SQLiteStore.OpenError) {
-            let store = try SQLiteStore(dataDirectory: settings.dataDir, options: .init(sync: mode))
-            logger.info("store: sqlite", metadata: ["path": "\(store.path)", "sync": "\(mode.rawValue)", "epoch": "\(store.epoch)"])
+            let store = try SQLiteStore(dataDirectory: settings.dataDir, options: settings.sqliteOptions)
+            logger.info("store: sqlite", metadata: [
+                "path": "\(store.path)", "sync": "\(mode.rawValue)", "epoch": "\(store.epoch)",
+                "checkpoint": "\(settings.checkpoint.rawValue)",
+            ])
             return (store, store)
         } catch {
             let line = Array("tabsync-server: \(error.description)\n".utf8)

@@ -27,6 +27,7 @@ struct EnvironmentVariableTests {
         ("TABSYNC_INSECURE_NO_AUTH", "maybe"), ("TABSYNC_MAX_CONNECTIONS_PER_IP", "-1"),
         ("TABSYNC_MAX_CONNECTIONS_PER_IP", "lots"), ("TABSYNC_MAX_HANDSHAKES_PER_SECOND_PER_IP", "fast"),
         ("TABSYNC_MAX_HANDSHAKES_PER_SECOND_PER_IP", "-0.5"), ("TABSYNC_AUTH_KEY_FILE", " , "),
+        ("TABSYNC_CHECKPOINT", "sometimes"), ("TABSYNC_WAL_LIMIT", "100K"), ("TABSYNC_WAL_LIMIT", "big"),
         ("TABSYNC_SLOW_CLOSE_GRACE", "0"), ("TABSYNC_SLOW_CLOSE_GRACE", "soon"), ("TABSYNC_DIAGNOSTICS_ECHO", "maybe"),
     ])
     func serverRefusesABadValueNamingTheVariable(variable: String, value: String) throws {
@@ -46,6 +47,7 @@ struct EnvironmentVariableTests {
         ["--port", "70000"], ["--event-loop", "select"], ["--max-tabs", "-1"], ["--no-such-flag"],
         ["--tls-cert", "/nowhere/cert.pem"], ["--allow-origin", "tabs.example.com"],
         ["--max-connections-per-ip", "-1"], ["--max-handshakes-per-second-per-ip", "fast"], ["--auth-key-file", " "],
+        ["--checkpoint", "never"], ["--wal-limit", "0"],
     ])
     func serverRefusesABadFlagWithTheSameStatus(arguments: [String]) throws {
         let child = try Child(arguments: ["--memory"] + arguments)

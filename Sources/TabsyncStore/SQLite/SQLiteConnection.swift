@@ -18,12 +18,13 @@ final class SQLiteConnection {
     /// not a database fails at the first statement, not here.
     ///
     /// A file the process cannot write opens read-only (see ``isReadOnly``).
-    init(path: String, create: Bool = true, busyTimeoutMilliseconds: Int32 = 5_000) throws(SQLiteError) {
+    /// `vfs`: a registered SQLite VFS by name (tests count syncs with one); nil: the default.
+    init(path: String, create: Bool = true, busyTimeoutMilliseconds: Int32 = 5_000, vfs: String? = nil) throws(SQLiteError) {
         self.path = path
         var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
         if create { flags |= SQLITE_OPEN_CREATE }
         var handle: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        let rc = sqlite3_open_v2(path, &handle, flags, vfs)
         guard rc == SQLITE_OK, let handle else {
             let error = SQLiteError.make(rc, handle, "open \(path)")
             sqlite3_close_v2(handle)
@@ -39,10 +40,20 @@ final class SQLiteConnection {
     /// Checkpoints a WAL database (when writable), finalizes the cached statements and closes the
     /// connection. Idempotent.
     func close() {
+        close(checkpoint: true)
+    }
+
+    /// Closes the connection without a checkpoint of its own (a second connection to a file whose
+    /// writer checkpoints at its close). Idempotent.
+    func closeWithoutCheckpoint() {
+        close(checkpoint: false)
+    }
+
+    private func close(checkpoint: Bool) {
         for statement in cache.values { statement.finalize() }
         cache = [:]
         // Leave an empty -wal behind (it persists, see persistWAL): everything is in the main file.
-        if let db, !isReadOnly { sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil) }
+        if checkpoint, let db, !isReadOnly { sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil) }
         if let db { sqlite3_close_v2(db) }
         db = nil
     }
@@ -55,6 +66,29 @@ final class SQLiteConnection {
     func persistWAL() {
         var on: Int32 = 1
         sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
+    }
+
+    /// The raw handle, for SQLite calls this wrapper does not cover (the WAL hook); nil once closed.
+    var handle: OpaquePointer? { db }
+
+    /// What one `sqlite3_wal_checkpoint_v2` call did.
+    struct CheckpointResult: Sendable, Equatable {
+        /// SQLite's result code (`SQLITE_OK`, `SQLITE_BUSY`, an I/O error …).
+        var code: Int32
+        /// Frames in the WAL (-1 when the call failed before looking).
+        var walFrames: Int32
+        /// Frames of it now copied into the database file.
+        var checkpointedFrames: Int32
+    }
+
+    /// Runs a checkpoint of `mode` (`SQLITE_CHECKPOINT_PASSIVE`, `_RESTART`, `_TRUNCATE`) on this
+    /// connection. Never throws: the result says what happened.
+    func checkpoint(_ mode: Int32) -> CheckpointResult {
+        guard let db else { return CheckpointResult(code: SQLITE_MISUSE, walFrames: -1, checkpointedFrames: -1) }
+        var log: Int32 = -1
+        var done: Int32 = -1
+        let rc = sqlite3_wal_checkpoint_v2(db, "main", mode, &log, &done)
+        return CheckpointResult(code: rc, walFrames: log, checkpointedFrames: done)
     }
 
     /// True when the main database was opened read-only (the file or its directory is not writable).
