@@ -4,6 +4,7 @@ import TabsyncCore
 import TabsyncProto
 import Synchronization
 import TabsyncTestServer
+import TabsyncTestSupport
 
 /// The client library against the real server over real sockets.
 @Suite(.serialized) struct ClientServerTests {
@@ -35,10 +36,10 @@ import TabsyncTestServer
             }
         }
 
-        for client in clients { try await client.waitUntil(timeout: .seconds(30)) { $0.pending.isEmpty } }
+        for client in clients { try await client.waitUntil(timeout: scaled(.seconds(30))) { $0.pending.isEmpty } }
         let target = clients.map { $0.state.confirmed.version }.max() ?? 0
         for client in clients {
-            try await client.waitUntil(timeout: .seconds(30)) { $0.confirmed.version == target }
+            try await client.waitUntil(timeout: scaled(.seconds(30))) { $0.confirmed.version == target }
         }
         let reference = clients[0].state.confirmed
         #expect(reference.version > 0)
@@ -83,11 +84,11 @@ import TabsyncTestServer
             clients.append(client)
         }
         for (index, client) in clients.enumerated() {
-            try await client.waitUntil(timeout: .seconds(30)) { $0.connection == .ready }
+            try await client.waitUntil(timeout: scaled(.seconds(30))) { $0.connection == .ready }
             client.submit(.add(tab: Tab(id: "tab\(index)"), place: .end, activate: false))
         }
         for client in clients {
-            let state = try await client.waitUntil(timeout: .seconds(60)) { $0.confirmed.version == UInt64(count) }
+            let state = try await client.waitUntil(timeout: scaled(.seconds(60))) { $0.confirmed.version == UInt64(count) }
             #expect(state.confirmed.tabs.count == count)
             #expect(state.pending.isEmpty)
         }
@@ -117,12 +118,12 @@ import TabsyncTestServer
             if index % 50 == 25 { writer.dropConnection() }
             if index % 10 == 0 { try await Task.sleep(for: .milliseconds(2)) }
         }
-        let final = try await writer.waitUntil(timeout: .seconds(30)) { $0.isSettled && $0.confirmed.tabs.count == total }
+        let final = try await writer.waitUntil(timeout: scaled(.seconds(30))) { $0.isSettled && $0.confirmed.tabs.count == total }
         #expect(final.welcomes > 1, "the connection was dropped and resumed")
         #expect(final.rejections.isEmpty)
         #expect(final.confirmed.version == UInt64(total), "every op applied exactly once")
         #expect(final.confirmed.tabs.map(\.id) == (0..<total).map { "t\($0)" })
-        let watched = try await watcher.waitUntil(timeout: .seconds(30)) { $0.confirmed.version == UInt64(total) }
+        let watched = try await watcher.waitUntil(timeout: scaled(.seconds(30))) { $0.confirmed.version == UInt64(total) }
         #expect(watched.confirmed == final.confirmed)
         #expect(seen.withLock { $0 } == Array(1...UInt64(total)), "the watcher saw each seq once, in order")
         writer.close()
@@ -147,12 +148,12 @@ import TabsyncTestServer
             if index % 10 == 0 { try await Task.sleep(for: .milliseconds(1)) }
         }
         defer { server.stop() }
-        let final = try await writer.waitUntil(timeout: .seconds(30)) { $0.isSettled && $0.confirmed.tabs.count == total }
+        let final = try await writer.waitUntil(timeout: scaled(.seconds(30))) { $0.isSettled && $0.confirmed.tabs.count == total }
         #expect(final.welcomes >= 2)
         #expect(final.rejections.isEmpty)
         #expect(final.confirmed.version == UInt64(total))
         #expect(final.confirmed.tabs.map(\.id) == (0..<total).map { "t\($0)" })
-        let watched = try await watcher.waitUntil(timeout: .seconds(30)) { $0.confirmed.version == UInt64(total) }
+        let watched = try await watcher.waitUntil(timeout: scaled(.seconds(30))) { $0.confirmed.version == UInt64(total) }
         #expect(watched.confirmed == final.confirmed)
         writer.close()
         watcher.close()
@@ -203,11 +204,11 @@ import TabsyncTestServer
 
         try server.restart()
         defer { server.stop() }
-        let settled = try await editor.waitUntil(timeout: .seconds(20)) { $0.isSettled }
+        let settled = try await editor.waitUntil(timeout: scaled(.seconds(20))) { $0.isSettled }
         #expect(settled.confirmed.tabs.map(\.id) == ["offline-2", "before", "offline-1"])
         #expect(settled.confirmed.tabs.first { $0.id == "before" }?.title == "edited offline")
         #expect(settled.confirmed.version == 4)
-        let viewed = try await viewer.waitUntil(timeout: .seconds(20)) { $0.confirmed.version == 4 }
+        let viewed = try await viewer.waitUntil(timeout: scaled(.seconds(20))) { $0.confirmed.version == 4 }
         #expect(viewed.confirmed == settled.confirmed)
         editor.close()
         viewer.close()

@@ -5,14 +5,14 @@ import Foundation
 /// instead of sleeping for a guessed time.
 ///
 /// Returns true as soon as the condition holds (it is checked first, so a condition already true
-/// costs no wait), false once `deadline` has passed without it; the condition is checked once more
+/// costs no wait), false once `deadline` (stretched by ``testTimeScale``) has passed without it; the condition is checked once more
 /// at the deadline. An error thrown by `condition` ends the wait and is rethrown. Blocks the calling
 /// thread; from async code the async overload is picked instead.
 package func waitUntil(
     deadline: Duration = .seconds(5), interval: Duration = .milliseconds(10), _ condition: () throws -> Bool
 ) rethrows -> Bool {
     let clock = ContinuousClock()
-    let end = clock.now + deadline
+    let end = clock.now + scaled(deadline)
     while true {
         if try condition() { return true }
         let remaining = end - clock.now
@@ -27,7 +27,7 @@ package func waitUntil(
     deadline: Duration = .seconds(5), interval: Duration = .milliseconds(10), _ condition: () throws -> Bool
 ) async rethrows -> Bool {
     let clock = ContinuousClock()
-    let end = clock.now + deadline
+    let end = clock.now + scaled(deadline)
     while true {
         if try condition() { return true }
         let remaining = end - clock.now

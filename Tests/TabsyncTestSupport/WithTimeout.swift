@@ -13,7 +13,7 @@ package enum TimeoutError: Error, Equatable, CustomStringConvertible {
 }
 
 /// Runs `operation` and returns its result, or throws ``TimeoutError/timedOut(after:)`` once
-/// `timeout` has passed, whichever comes first: a test awaiting something that may never finish
+/// `timeout` (stretched by ``testTimeScale``) has passed, whichever comes first: a test awaiting something that may never finish
 /// fails in bounded time instead of hanging the suite.
 ///
 /// Guarantees the caller resumes within about `timeout` even if `operation` ignores cancellation:
@@ -30,8 +30,8 @@ package func withTimeout<T: Sendable>(
                 do { race.finish(.success(try await operation())) } catch { race.finish(.failure(error)) }
             }
             let timer = Task {
-                try? await Task.sleep(for: timeout)
-                if !Task.isCancelled { race.finish(.failure(TimeoutError.timedOut(after: timeout))) }
+                try? await Task.sleep(for: scaled(timeout))
+                if !Task.isCancelled { race.finish(.failure(TimeoutError.timedOut(after: scaled(timeout)))) }
             }
             race.hold(work: work, timer: timer)
         }

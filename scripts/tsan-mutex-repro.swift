@@ -1,0 +1,15 @@
+// ThreadSanitizer cannot see Synchronization.Mutex on Linux (Swift 6.3): this program reports a
+// "Swift access race" inside withLock although every access holds the lock; the same program with
+// NSLock reports nothing. Run: swiftc -sanitize=thread -O scripts/tsan-mutex-repro.swift -o /tmp/m && /tmp/m
+import Synchronization
+import Foundation
+final class Box: Sendable { let m = Mutex<[String: Int]>([:]) }
+let box = Box()
+let group = DispatchGroup()
+for t in 0..<4 {
+    DispatchQueue.global().async(group: group) {
+        for i in 0..<20000 { box.m.withLock { $0["k\(i % 10)", default: 0] += t } }
+    }
+}
+group.wait()
+print(box.m.withLock { $0.count })
