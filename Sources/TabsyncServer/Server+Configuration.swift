@@ -28,6 +28,9 @@ extension Server {
         public var eventLoop: EventLoop
         /// Serve the browser page (`GET /`, `/w/{workspace}`, `/web/…`); off: those paths are 404.
         public var serveWeb: Bool
+        /// Peers a presence list names at most; the workspace's other sessions are counted in
+        /// `Presence.othersCount` (proto/README.md#presence).
+        public var maxPresencePeers: Int = 256
 
         // MARK: transport security (TLS, origins, per-IP limits, the refusal to run open)
 

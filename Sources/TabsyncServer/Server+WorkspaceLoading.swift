@@ -93,7 +93,8 @@ extension Server.Loop {
     func workspaceLoaded(_ id: String, result: Result<StoredWorkspace?, StoreError>) {
         switch (workspaces[id], result) {
         case (.loading(let waiters)?, .success(let stored)):
-            let hub = WorkspaceHub(id: id, sequencer: sequencer(id, from: stored))
+            let hub = WorkspaceHub(
+                id: id, sequencer: sequencer(id, from: stored), maxPresencePeers: configuration.maxPresencePeers)
             workspaces[id] = .loaded(hub)
             for session in stillWaiting(waiters, for: id) { join(session, to: hub) }
             answerPendingHTTP(for: id, failed: false)

@@ -54,6 +54,8 @@ struct ServerSettings {
     /// Key files access tokens are checked with (empty: no access control). Read when the server
     /// starts (``AuthKey/load(file:)``), not here.
     var authKeyFiles: [String]
+    /// Peers a presence list names at most (the rest are counted).
+    var maxPresencePeers: Int
 
     /// The defaults, as `--help` shows them.
     enum Default {
@@ -67,6 +69,7 @@ struct ServerSettings {
         static let helloTimeout = 10.0
         static let idleTimeout = 60.0
         static let eventLoop = Server.Configuration.EventLoop.epoll
+        static let maxPresencePeers = 256
     }
 
     /// The flags as typed (nil: not given).
@@ -98,6 +101,7 @@ struct ServerSettings {
         var maxHandshakesPerSecondPerIP: String? = nil
         /// Every `--auth-key-file` given, in order (empty: not given).
         var authKeyFile: [String] = []
+        var maxPresencePeers: String? = nil
     }
 
     /// Resolves every setting from `flags`, then `environment`, then the defaults.
@@ -186,6 +190,11 @@ struct ServerSettings {
         authKeyFiles = try read.list(flags.authKeyFile, "--auth-key-file", "TABSYNC_AUTH_KEY_FILE", "a file path") {
             !$0.trimmingCharacters(in: .whitespaces).isEmpty
         }
+
+        // Presence.
+        maxPresencePeers = try read.value(
+            flags.maxPresencePeers, "--max-presence-peers", "TABSYNC_MAX_PRESENCE_PEERS", Default.maxPresencePeers,
+            positive, parse: count)
     }
 
     /// The server configuration these settings give.
@@ -199,6 +208,7 @@ struct ServerSettings {
         configuration.tlsKeyFile = tlsKeyFile
         configuration.allowedOrigins = allowedOrigins
         configuration.insecureNoAuth = insecureNoAuth
+        configuration.maxPresencePeers = maxPresencePeers
         if maxConnectionsPerIP != nil || maxHandshakesPerSecondPerIP != nil {
             // One of them given: the other keeps its non-loopback default.
             let exposed = Server.Configuration.PerIPLimits.exposed

@@ -134,6 +134,12 @@ struct TabsyncServerCommand: ParsableCommand {
         valueName: "file"))
     var authKeyFile: [String] = []
 
+    @Option(help: ArgumentHelp(
+        "Peers a presence list names at most; the other sessions of the workspace are only counted "
+            + "(Presence.othersCount). [env: TABSYNC_MAX_PRESENCE_PEERS] (default: \(Default.maxPresencePeers))",
+        valueName: "n"))
+    var maxPresencePeers: String?
+
     private typealias Default = ServerSettings.Default
 
     /// `tabsync-server token …` runs ``TokenCommand`` (not an ArgumentParser subcommand: this
@@ -172,7 +178,7 @@ struct TabsyncServerCommand: ParsableCommand {
             maxConnections: maxConnections, helloTimeout: helloTimeout, idleTimeout: idleTimeout, eventLoop: eventLoop,
             noWeb: noWeb, tlsCert: tlsCert, tlsKey: tlsKey, allowOrigin: allowOrigin, insecureNoAuth: insecureNoAuth,
             maxConnectionsPerIP: maxConnectionsPerIP, maxHandshakesPerSecondPerIP: maxHandshakesPerSecondPerIP,
-            authKeyFile: authKeyFile)
+            authKeyFile: authKeyFile, maxPresencePeers: maxPresencePeers)
         do throws(SettingError) {
             return try ServerSettings(flags: flags, environment: ProcessInfo.processInfo.environment)
         } catch {
