@@ -30,7 +30,7 @@ extension Server {
         public var serveWeb: Bool
         /// Peers a presence list names at most; the workspace's other sessions are counted in
         /// `Presence.othersCount` (proto/README.md#presence).
-        public var maxPresencePeers: Int = 256
+        public var maxPresencePeers: Int = 128
 
         // MARK: transport security (TLS, origins, per-IP limits, the refusal to run open)
 

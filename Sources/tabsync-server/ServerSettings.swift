@@ -69,7 +69,7 @@ struct ServerSettings {
         static let helloTimeout = 10.0
         static let idleTimeout = 60.0
         static let eventLoop = Server.Configuration.EventLoop.epoll
-        static let maxPresencePeers = 256
+        static let maxPresencePeers = 128
     }
 
     /// The flags as typed (nil: not given).
