@@ -87,6 +87,10 @@ public struct BenchConfiguration: Sendable, Equatable {
     /// Seconds the whole run may take before it stops itself (connect + every phase + drain).
     public var timeLimit: Double?
     public var seed: UInt64
+    /// Keep each connection's peer view and check it after connecting (``LoadGenerator/checkPresence(timeout:)``).
+    public var checkPresence = false
+    /// Ask for presence deltas (`Hello.presenceDeltas`); false: whole lists at every change.
+    public var presenceDeltas = true
 
     public init(workspacePrefix: String? = nil, seed: UInt64? = nil) {
         let seed = seed ?? UInt64.random(in: 1...UInt64.max)

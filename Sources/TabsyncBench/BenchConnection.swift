@@ -61,6 +61,14 @@ final class BenchConnection {
     /// The close code the server sent, if it closed first.
     var peerCloseCode: UInt16?
 
+    // MARK: presence (--check-presence only)
+
+    /// The session id the server's Welcome gave.
+    var sessionId: UInt64 = 0
+    /// Session ids this connection's peer view names; nil until its full list came.
+    var namedPeers: Set<UInt64>?
+    var othersCount = 0
+
     init(index: Int, workspace: Int, node: Int = 0) {
         self.index = index
         self.workspace = workspace

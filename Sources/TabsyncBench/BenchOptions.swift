@@ -76,6 +76,16 @@ public struct BenchOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Workspace names start with this (unique per run by default).", valueName: "p"))
     var workspacePrefix: String?
 
+    @Flag(help: ArgumentHelp(
+        "After connecting, keep every connection's peer view (full list + deltas) and check that each "
+            + "one matches the connected sessions (tabsync subprotocols; reported under presenceCheck)."))
+    var checkPresence = false
+
+    @Flag(help: ArgumentHelp(
+        "Do not ask for presence deltas: every presence change brings the whole list, as clients "
+            + "written before Hello.presenceDeltas get it (for before/after measurements)."))
+    var wholePresenceLists = false
+
     public init() {}
 
     /// Refuses values out of range and flags that do not go together, naming the flag.
@@ -150,6 +160,9 @@ public struct BenchOptions: ParsableArguments {
         configuration.hgrmPath = hgrm
         configuration.plotPath = plot
         if let timeLimit { configuration.timeLimit = try number("--time-limit", timeLimit, 1...86_400 * 7) }
+        configuration.checkPresence = checkPresence
+        configuration.presenceDeltas = !wholePresenceLists
+        if checkPresence && configuration.mode == .mirror { throw fail("--check-presence needs a tabsync subprotocol") }
 
         if configuration.mode == .mirror && configuration.workspaces > 3 {
             // lws' test server serves at most 3 mirror rooms.

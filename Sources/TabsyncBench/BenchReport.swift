@@ -127,8 +127,27 @@ public struct BenchReport: Codable, Sendable {
     public var trials: [Trial]?
     public var maxRate: Double?
     public var p99Bound: Double?
+    /// `--check-presence`: how the connections' peer views compared with the connected sessions.
+    public var presenceCheck: PresenceCheck?
     /// Plain sentences about the run (what limited it, what was not measured).
     public var notes: [String] = []
+}
+
+extension BenchReport {
+    /// Each connected client's peer view after connecting, against the sessions actually connected.
+    public struct PresenceCheck: Codable, Sendable, Equatable {
+        /// Connections whose view was checked (every connected one).
+        public var checked = 0
+        /// Views equal to their workspace's: named peers all connected, the same named set at every
+        /// connection of the workspace, and named + othersCount = the workspace's connections.
+        public var correct = 0
+        /// Most peers one view named (the server's cap, when the workspace is larger).
+        public var namedMax = 0
+        /// Seconds from the last connection's Welcome until every view was correct (or the timeout).
+        public var seconds = 0.0
+        /// Presence messages received by all connections while connecting and checking.
+        public var messages = 0
+    }
 }
 
 /// A finished run: the report and its two latency histograms (microseconds).

@@ -32,6 +32,10 @@ extension BenchResult {
                 rows.append((name, "p50 \(f(summary.p50, 2)) ms, p90 \(f(summary.p90, 2)), p99 \(f(summary.p99, 2)), p99.9 \(f(summary.p999, 2)), max \(f(summary.max, 2)) ms"))
             }
         }
+        if let check = r.presenceCheck {
+            rows.append(("presence views", "\(check.correct) of \(check.checked) correct after \(f(check.seconds, 2)) s "
+                + "(at most \(check.namedMax) named; \(check.messages) presence messages)"))
+        }
         rows.append(("disconnects", codes(r.disconnects)))
         if !r.serverErrors.isEmpty { rows.append(("server errors", codes(r.serverErrors))) }
         if let server = r.serverProcess, server.readable {

@@ -38,6 +38,13 @@ public enum BenchRunner {
         report.connect.seconds = connectSeconds
         report.connect.perSecond = connectSeconds > 0 ? Double(connectedCount) / connectSeconds : 0
         report.connect.time = LatencySummary(generator.measurement.connectTimes)
+        if configuration.checkPresence && connectedCount > 0 {
+            let check = generator.checkPresence(timeout: 30)
+            report.presenceCheck = check
+            if check.correct < check.checked {
+                report.notes.append("\(check.checked - check.correct) of \(check.checked) peer views were not correct after \(Int(check.seconds)) s")
+            }
+        }
         let connected = pid.flatMap(ProcessSample.read)
         if let before, let connected {
             report.serverProcess?.rssBeforeBytes = before.rssBytes

@@ -16,7 +16,8 @@ extension LoadGenerator {
         }
         connection.state = .open
         let hello = Tabsync_V1_ClientMessage(hello: Tabsync_V1_Hello(
-            workspace: workspaceNames[connection.workspace], clientId: "c\(connection.index)", clientName: "bench"))
+            workspace: workspaceNames[connection.workspace], clientId: "c\(connection.index)", clientName: "bench",
+            presenceDeltas: configuration.presenceDeltas))
         return format.encode(hello)
     }
 
@@ -95,13 +96,15 @@ extension LoadGenerator {
         case .applied(let client, let seq):
             applied(at: connection, from: client, seq: seq, size: bytes.count)
         case .presence:
-            break
+            measurement.presenceMessages += 1
+            if configuration.checkPresence { receivedPresence(connection, bytes) }
         case .other:
             guard let format, let message = try? format.decodeServerMessage(Array(bytes)) else { return }
             switch message.message {
             case .welcome(let welcome)?:
                 guard connection.state == .open else { return }
                 connection.seq = max(connection.seq, welcome.lastSeq)
+                connection.sessionId = UInt64(welcome.sessionID) ?? 0
                 becameReady(connection)
             case .rejected(let rejected):
                 rejectedAnswer(at: connection, seq: rejected.seq, code: rejected.code)

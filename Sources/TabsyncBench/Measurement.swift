@@ -14,6 +14,8 @@ struct Measurement {
     var connectTimes = Self.histogram(digits: .three)
     /// Connections ready now.
     var connected = 0
+    /// Presence messages received (every connection, every phase).
+    var presenceMessages = 0
     /// Connections that never became ready, by reason.
     var connectFailures: [String: Int] = [:]
     /// Ready connections the server closed or dropped, by close code.

@@ -58,8 +58,11 @@ public enum ClientEvent: Sendable, Equatable {
     case applied(AppliedOp)
     /// The server refused one of this client's ops.
     case rejected(Rejection)
-    /// The peer list changed.
+    /// The peer list changed (sorted by session id; past the server's `--max-presence-peers` it
+    /// names that many sessions).
     case presence([Peer])
+    /// The number of the workspace's sessions the peer list does not name changed.
+    case othersCount(Int)
     /// The server sent an `Error` (it closes the connection after it).
     case serverError(code: ErrorCode?, message: String)
     /// The stream broke (a version gap, an epoch change, an op that does not fit): the client
@@ -79,6 +82,9 @@ public struct ClientState: Sendable, Equatable {
     public var pending: [Replica.PendingOp] = []
     public var unsequenced: Int = 0
     public var peers: [Peer] = []
+    /// Sessions of the workspace that `peers` does not name (past the server's
+    /// `--max-presence-peers`); `peers.count + othersCount` sessions are connected.
+    public var othersCount: Int = 0
     /// The session id of the current (or last) welcome.
     public var sessionId: String = ""
     /// The limits the server announced.

@@ -26,6 +26,8 @@ struct Session {
     /// Ops submitted before the first `Welcome`: they get seqs once the server told the last one.
     private var unsequenced: [Operation] = []
     private var focusTabId: String?
+    /// Presence as the full list and deltas of the current connection tell it.
+    private var peerView = PeerView()
     private var welcomedOnce = false
     /// Ask for a snapshot (not a resume) at the next `Hello`.
     private var wantSnapshot = false
@@ -168,7 +170,9 @@ struct Session {
         phase = .awaitingWelcome
         clearOutbox()
         setConnection(.awaitingWelcome)
-        var hello = Tabsync_V1_Hello(workspace: workspaceId, clientId: clientId, clientName: clientName, token: token)
+        var hello = Tabsync_V1_Hello(
+            workspace: workspaceId, clientId: clientId, clientName: clientName, token: token, presenceDeltas: true)
+        peerView.reset()
         if welcomedOnce && !wantSnapshot && replica.confirmed.version > 0 {
             hello.lastVersion = replica.confirmed.version
             hello.epoch = replica.confirmed.epoch
@@ -204,11 +208,15 @@ struct Session {
             syncReplica()
             return nil
         case .presence(let presence):
-            let peers = presence.peers.map {
-                Peer(sessionId: $0.sessionID, clientId: $0.clientID, name: $0.name, focusTabId: $0.focusTabID)
+            guard peerView.apply(presence) else { return nil }
+            if !presence.delta || state.peers != peerView.peers {
+                state.peers = peerView.peers
+                emit(.presence(peerView.peers))
             }
-            state.peers = peers
-            emit(.presence(peers))
+            if state.othersCount != peerView.othersCount {
+                state.othersCount = peerView.othersCount
+                emit(.othersCount(peerView.othersCount))
+            }
             return nil
         case .error(let error):
             let code = ErrorCode(error.code)

@@ -7,9 +7,10 @@ import TabsyncCore
 extension Tabsync_V1_Hello {
     public init(
         workspace: String, clientId: String, clientName: String = "", token: String = "",
-        lastVersion: UInt64 = 0, epoch: String = ""
+        lastVersion: UInt64 = 0, epoch: String = "", presenceDeltas: Bool = false
     ) {
         self.init()
+        self.presenceDeltas = presenceDeltas
         self.workspace = workspace
         self.clientID = clientId
         self.clientName = clientName
@@ -128,5 +129,10 @@ extension Tabsync_V1_ServerMessage {
     public init(error: Tabsync_V1_Error) {
         self.init()
         message = .error(error)
+    }
+
+    public init(presence: Tabsync_V1_Presence) {
+        self.init()
+        message = .presence(presence)
     }
 }

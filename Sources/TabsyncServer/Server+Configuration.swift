@@ -38,6 +38,9 @@ extension Server {
         /// target): every message is sent back whole with its opcode, nothing else happens on such
         /// a connection. Off by default.
         public var diagnosticsEcho: Bool = false
+        /// Peers a presence list names at most; the workspace's other sessions are counted in
+        /// `Presence.othersCount` (proto/README.md#presence).
+        public var maxPresencePeers: Int = 128
 
         // MARK: transport security (TLS, origins, per-IP limits, the refusal to run open)
 

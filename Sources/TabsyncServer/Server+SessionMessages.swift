@@ -44,7 +44,10 @@ extension Server.Loop {
             guard focus.tabID.isEmpty || Validation.isValidTabId(focus.tabID), focus.tabID != hello.focusTabId else { return }
             hello.focusTabId = focus.tabID
             session.phase = .joined(hello)
-            if let hub = workspaces[hello.workspaceId]?.hub { markPresenceDirty(hub) }
+            if let hub = workspaces[hello.workspaceId]?.hub {
+                hub.presence.refocused(session.id)
+                markPresenceDirty(hub)
+            }
         }
     }
 
@@ -59,7 +62,7 @@ extension Server.Loop {
         lws_set_timer_usecs(session.wsi, -1)  // the Hello came in time: cancel the hello timer
         let hello = Session.Hello(
             workspaceId: message.workspace, clientId: message.clientID, clientName: message.clientName,
-            lastVersion: message.lastVersion, epoch: message.epoch)
+            lastVersion: message.lastVersion, epoch: message.epoch, presenceDeltas: message.presenceDeltas)
         if configuration.accessTokens != nil {
             authenticate(session, hello: hello, token: message.token)  // enters once the token checks out
         } else {
@@ -137,6 +140,7 @@ extension Server.Loop {
         session.phase = .joined(hello)
         send(Tabsync_V1_ServerMessage(welcome: welcome), to: session)
         hub.sessions[session.id] = session
+        hub.presence.join(session.id)
         markPresenceDirty(hub)
         let deferred = session.deferred
         session.deferred = []
@@ -146,9 +150,11 @@ extension Server.Loop {
     /// A session went away: leave its workspace (presence changes).
     func sessionLeft(_ session: Session) {
         guard let id = session.workspaceId, let hub = workspaces[id]?.hub else { return }
-        hub.sessions.removeValue(forKey: session.id)
+        if hub.sessions.removeValue(forKey: session.id) != nil {
+            hub.presence.leave(session.id)
+            markPresenceDirty(hub)
+        }
         hub.welcoming.remove(session.id)
-        markPresenceDirty(hub)
         unloadIfIdle(hub.id)
     }
 

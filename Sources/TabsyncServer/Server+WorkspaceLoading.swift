@@ -95,7 +95,9 @@ extension Server.Loop {
     func workspaceLoaded(_ id: String, result: Result<StoredWorkspace?, StoreError>) {
         switch (workspaces[id], result) {
         case (.loading(let waiters)?, .success(let stored)):
-            let hub = WorkspaceHub(id: id, sequencer: sequencer(id, from: stored), shared: configuration.sharedStore != nil)
+            let hub = WorkspaceHub(
+                id: id, sequencer: sequencer(id, from: stored), maxPresencePeers: configuration.maxPresencePeers,
+                shared: configuration.sharedStore != nil)
             workspaces[id] = .loaded(hub)
             for session in stillWaiting(waiters, for: id) { join(session, to: hub) }
             answerPendingHTTP(for: id, failed: false)

@@ -71,6 +71,8 @@ final class Session {
         var lastVersion: UInt64
         var epoch: String
         var focusTabId = ""
+        /// The full peer list once, then only changes (`Hello.presenceDeltas`).
+        var presenceDeltas = false
     }
 
     struct Close {

@@ -27,13 +27,15 @@ final class WorkspaceHub {
     /// Sessions whose `Welcome` waits in the commit pipeline; removed when it goes out, is refused
     /// or the session leaves. The hub is not idle while one is waiting.
     var welcoming: Set<Int> = []
-    /// The peer list changed since the last presence broadcast (Server+Presence.swift).
-    var presenceDirty = false
+    /// Who presence names and what changed since its last flush (Server+Presence.swift); holds
+    /// exactly the ids of `sessions`.
+    var presence: PresenceRoster
     var lastPresenceAt: ContinuousClock.Instant?
 
     /// `shared`: the store has other writers (keep ``stored``).
-    init(id: String, sequencer: Sequencer, shared: Bool = false) {
+    init(id: String, sequencer: Sequencer, maxPresencePeers: Int, shared: Bool = false) {
         self.id = id
+        presence = PresenceRoster(cap: maxPresencePeers)
         live = sequencer
         durable = sequencer.workspace
         stored = shared ? sequencer : nil

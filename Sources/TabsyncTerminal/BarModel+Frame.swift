@@ -149,9 +149,11 @@ extension BarModel {
         let others = height - lines.count
         // Presence takes at most half of what is left; the log gets the rest.
         let presenceRoom = max(1, others / 2)
-        lines.append(Line("Connected (\(peers.count))", .bold))
+        lines.append(Line("Connected (\(peers.count + othersCount))", .bold))
+        // Past the server's cap, the last line counts the sessions the list does not name.
+        let listRoom = othersCount > 0 ? max(1, presenceRoom - 1) : presenceRoom
         for (n, peer) in peers.enumerated() {
-            if n >= presenceRoom - 1 && peers.count > presenceRoom - 1 && n > 0 {
+            if n >= listRoom - 1 && peers.count > listRoom - 1 && n > 0 {
                 lines.append(Line("  … \(peers.count - n) more"))
                 break
             }
@@ -163,6 +165,7 @@ extension BarModel {
             }
             lines.append(line)
         }
+        if othersCount > 0 { lines.append(Line("  +\(othersCount) others")) }
         lines.append(Line())
         lines.append(Line("Recent", .bold))
         let room = max(0, height - lines.count)

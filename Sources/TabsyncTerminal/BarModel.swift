@@ -27,6 +27,8 @@ public enum BarEvent: Sendable, Equatable {
     /// a removed tab's title can still be named.
     case applied(AppliedOp)
     case presence([Peer])
+    /// Connected sessions the peer list does not name (past the server's `--max-presence-peers`).
+    case othersCount(Int)
     case key(Key)
     case resize(rows: Int, cols: Int)
     case link(LinkState)
@@ -115,6 +117,8 @@ public struct BarModel: Sendable {
     private(set) var mode: Mode = .follow
     private(set) var overlay: Overlay = .none
     private(set) var peers: [Peer] = []
+    /// Connected sessions `peers` does not name: shown as "+N others".
+    private(set) var othersCount = 0
     private(set) var link: LinkState = .connecting
     private(set) var rttMillis: Int?
     private(set) var pendingOps = 0
@@ -166,6 +170,8 @@ public struct BarModel: Sendable {
             record(applied)
         case .presence(let list):
             peers = list
+        case .othersCount(let count):
+            othersCount = max(0, count)
         case .key(let key):
             actions += handleKey(key)
         case .resize(let newRows, let newCols):

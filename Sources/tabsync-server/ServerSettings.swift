@@ -67,6 +67,8 @@ struct ServerSettings {
     var slowCloseGrace: Duration
     /// Serve the diagnostics echo subprotocol `tabsync.echo` (for the Autobahn testsuite).
     var diagnosticsEcho: Bool
+    /// Peers a presence list names at most (the rest are counted).
+    var maxPresencePeers: Int
 
     /// The defaults, as `--help` shows them.
     enum Default {
@@ -84,6 +86,7 @@ struct ServerSettings {
         static let walLimit = "64M"
         static let storePollInterval = "1.5s"
         static let slowCloseGrace = "5s"
+        static let maxPresencePeers = 128
     }
 
     /// The flags as typed (nil: not given).
@@ -122,6 +125,7 @@ struct ServerSettings {
         var storePollInterval: String? = nil
         var slowCloseGrace: String? = nil
         var diagnosticsEcho: Bool = false
+        var maxPresencePeers: String? = nil
     }
 
     /// Resolves every setting from `flags`, then `environment`, then the defaults.
@@ -231,6 +235,11 @@ struct ServerSettings {
         }
         diagnosticsEcho = try read.switchValue(flags.diagnosticsEcho, "--diagnostics-echo", "TABSYNC_DIAGNOSTICS_ECHO")
 
+        // Presence.
+        maxPresencePeers = try read.value(
+            flags.maxPresencePeers, "--max-presence-peers", "TABSYNC_MAX_PRESENCE_PEERS", Default.maxPresencePeers,
+            positive, parse: count)
+
         // The SQLite store's checkpoints.
         checkpoint = try read.value(
             flags.checkpoint, "--checkpoint", "TABSYNC_CHECKPOINT", Default.checkpoint, "background or inline") {
@@ -316,6 +325,7 @@ struct ServerSettings {
         }
         configuration.slowCloseGrace = slowCloseGrace
         configuration.diagnosticsEcho = diagnosticsEcho
+        configuration.maxPresencePeers = maxPresencePeers
         if maxConnectionsPerIP != nil || maxHandshakesPerSecondPerIP != nil {
             // One of them given: the other keeps its non-loopback default.
             let exposed = Server.Configuration.PerIPLimits.exposed

@@ -183,6 +183,12 @@ struct TabsyncServerCommand: ParsableCommand {
             + "(for the Autobahn testsuite, scripts/autobahn); off by default. [env: TABSYNC_DIAGNOSTICS_ECHO=1]"))
     var diagnosticsEcho = false
 
+    @Option(help: ArgumentHelp(
+        "Peers a presence list names at most; the other sessions of the workspace are only counted "
+            + "(Presence.othersCount). [env: TABSYNC_MAX_PRESENCE_PEERS] (default: \(Default.maxPresencePeers))",
+        valueName: "n"))
+    var maxPresencePeers: String?
+
     private typealias Default = ServerSettings.Default
 
     /// `tabsync-server token …` runs ``TokenCommand`` (not an ArgumentParser subcommand: this
@@ -224,7 +230,7 @@ struct TabsyncServerCommand: ParsableCommand {
             noWeb: noWeb, tlsCert: tlsCert, tlsKey: tlsKey, allowOrigin: allowOrigin, insecureNoAuth: insecureNoAuth,
             maxConnectionsPerIP: maxConnectionsPerIP, maxHandshakesPerSecondPerIP: maxHandshakesPerSecondPerIP,
             authKeyFile: authKeyFile, store: store, storePollInterval: storePollInterval,
-            slowCloseGrace: slowCloseGrace, diagnosticsEcho: diagnosticsEcho)
+            slowCloseGrace: slowCloseGrace, diagnosticsEcho: diagnosticsEcho, maxPresencePeers: maxPresencePeers)
         flags.checkpoint = checkpoint
         flags.walLimit = walLimit
         flags.storeTrace = storeTrace

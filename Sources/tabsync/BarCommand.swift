@@ -55,6 +55,7 @@ struct BarCommand: AsyncParsableCommand {
             idPrefix: ClientIdentity.randomId(prefix: "t-", count: 8))
         _ = model.handle(.link(BarCommand.link(state.connection)))
         _ = model.handle(.presence(state.peers))
+        _ = model.handle(.othersCount(state.othersCount))
         c.client.focus(model.viewedTabId)
 
         do {
@@ -126,6 +127,8 @@ struct BarCommand: AsyncParsableCommand {
             return [.rejected(code: rejection.code, message: rejection.message)]
         case .presence(let peers):
             return [.presence(peers)]
+        case .othersCount(let count):
+            return [.othersCount(count)]
         case .serverError(let code, let message):
             return [.notice("server error: " + (code.map { $0.wireName + ": " } ?? "") + message)]
         case .resync(let reason):

@@ -48,6 +48,24 @@ struct BenchSmokeTests {
         #expect(decoded.ops.sent == report.ops.sent)
     }
 
+    @Test("--check-presence: every connection's view (full list + deltas) matches the sessions, past the cap too",
+          arguments: ["proto", "json"])
+    func presenceViewsAreChecked(subprotocol: String) async throws {
+        let server = try TestServer { $0.maxPresencePeers = 7 }
+        defer { server.stop() }
+        let configuration = try configuration(port: server.port, [
+            "--workspaces", "2", "--clients", "15", "--rate", "0", "--duration", "0.2", "--warmup", "0",
+            "--subprotocol", subprotocol, "--check-presence",
+        ])
+        let report = try await withTimeout(.seconds(60)) { try await BenchRunner.runDetached(configuration) }.report
+        #expect(report.connect.connected == 30)
+        let check = try #require(report.presenceCheck)
+        #expect(check.checked == 30)
+        #expect(check.correct == 30)
+        #expect(check.namedMax == 7)
+        #expect(check.messages >= 30)
+    }
+
     @Test("idle connections: rate 0 holds them and sends nothing")
     func idleConnections() async throws {
         let server = try TestServer()

@@ -45,11 +45,12 @@ final class TestClient {
     /// Connects (from the local address `source` when given), says Hello and returns the Welcome.
     static func joined(
         port: Int, workspace: String, clientId: String, name: String = "", format: WireFormat = .json,
-        lastVersion: UInt64 = 0, epoch: String = "", source: String? = nil
+        lastVersion: UInt64 = 0, epoch: String = "", source: String? = nil, presenceDeltas: Bool = false
     ) throws -> (TestClient, Tabsync_V1_Welcome) {
         let client = try TestClient(port: port, format: format, source: source)
         try client.send(Tabsync_V1_ClientMessage(hello: Tabsync_V1_Hello(
-            workspace: workspace, clientId: clientId, clientName: name, lastVersion: lastVersion, epoch: epoch)))
+            workspace: workspace, clientId: clientId, clientName: name, lastVersion: lastVersion, epoch: epoch,
+            presenceDeltas: presenceDeltas)))
         let welcome = try client.next { if case .welcome(let w) = $0 { return w } else { return nil } }
         return (client, welcome)
     }

@@ -211,6 +211,21 @@ struct Harness {
         #expect(text.contains("  v2 alice: closed “B”"))
     }
 
+    @Test func presencePastTheServersCapShowsHowManyOthers() {
+        var h = Harness(workspace(["A", "B"]), rows: 24)
+        h.send(.presence([Peer(sessionId: "1", clientId: "c-alice", name: "alice", focusTabId: "t2"),
+                          Peer(sessionId: "2", clientId: "me", name: "bob", focusTabId: "t1")]))
+        h.send(.othersCount(40))
+        var text = h.model.frame().plainText
+        #expect(text.contains("Connected (42)"))
+        #expect(text.contains("  alice → B"))
+        #expect(text.contains("  +40 others"))
+        h.send(.othersCount(0))
+        text = h.model.frame().plainText
+        #expect(text.contains("Connected (2)"))
+        #expect(!text.contains("others"))
+    }
+
     @Test func logKeepsOnlyTheNewestEntries() {
         var h = Harness(workspace(["A"]))
         for v in 1...(BarModel.logCapacity + 10) {

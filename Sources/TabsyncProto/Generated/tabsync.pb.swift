@@ -230,6 +230,9 @@ public nonisolated struct Tabsync_V1_Hello: Sendable {
   /// epoch of last_version
   public var epoch: String = String()
 
+  /// true: one full Presence, then only changes (Presence.delta)
+  public var presenceDeltas: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -371,12 +374,24 @@ public nonisolated struct Tabsync_V1_Rejected: Sendable {
   public init() {}
 }
 
+/// A full list (delta false): every peer the list names, replacing what the client held.
+/// A delta (delta true, only to sessions whose Hello set presence_deltas, after their full list):
+/// `peers` joined the list or changed focus since the last Presence, `left` left it.
+/// Either way, others_count is the number of the workspace's sessions the list does not name
+/// (past the server's --max-presence-peers); 0 when it names them all. proto/README.md#presence.
 public nonisolated struct Tabsync_V1_Presence: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   public var peers: [Tabsync_V1_Peer] = []
+
+  /// session ids; only in a delta
+  public var left: [String] = []
+
+  public var delta: Bool = false
+
+  public var othersCount: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1077,7 +1092,7 @@ nonisolated extension Tabsync_V1_ServerMessage: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Tabsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Hello"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}workspace\0\u{3}client_id\0\u{3}client_name\0\u{1}token\0\u{3}last_version\0\u{1}epoch\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}workspace\0\u{3}client_id\0\u{3}client_name\0\u{1}token\0\u{3}last_version\0\u{1}epoch\0\u{3}presence_deltas\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1091,6 +1106,7 @@ nonisolated extension Tabsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
       case 4: try { try decoder.decodeSingularStringField(value: &self.token) }()
       case 5: try { try decoder.decodeSingularUInt64Field(value: &self.lastVersion) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.epoch) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.presenceDeltas) }()
       default: break
       }
     }
@@ -1115,6 +1131,9 @@ nonisolated extension Tabsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
     if !self.epoch.isEmpty {
       try visitor.visitSingularStringField(value: self.epoch, fieldNumber: 6)
     }
+    if self.presenceDeltas != false {
+      try visitor.visitSingularBoolField(value: self.presenceDeltas, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1125,6 +1144,7 @@ nonisolated extension Tabsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._Me
     if lhs.token != rhs.token {return false}
     if lhs.lastVersion != rhs.lastVersion {return false}
     if lhs.epoch != rhs.epoch {return false}
+    if lhs.presenceDeltas != rhs.presenceDeltas {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1369,7 +1389,7 @@ nonisolated extension Tabsync_V1_Rejected: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Tabsync_V1_Presence: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Presence"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}peers\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}peers\0\u{1}left\0\u{1}delta\0\u{3}others_count\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1378,6 +1398,9 @@ nonisolated extension Tabsync_V1_Presence: SwiftProtobuf.Message, SwiftProtobuf.
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.peers) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.left) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.delta) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.othersCount) }()
       default: break
       }
     }
@@ -1387,11 +1410,23 @@ nonisolated extension Tabsync_V1_Presence: SwiftProtobuf.Message, SwiftProtobuf.
     if !self.peers.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.peers, fieldNumber: 1)
     }
+    if !self.left.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.left, fieldNumber: 2)
+    }
+    if self.delta != false {
+      try visitor.visitSingularBoolField(value: self.delta, fieldNumber: 3)
+    }
+    if self.othersCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.othersCount, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Tabsync_V1_Presence, rhs: Tabsync_V1_Presence) -> Bool {
     if lhs.peers != rhs.peers {return false}
+    if lhs.left != rhs.left {return false}
+    if lhs.delta != rhs.delta {return false}
+    if lhs.othersCount != rhs.othersCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
