@@ -106,7 +106,7 @@ let package = Package(
         .target(
             name: "TabsyncTestServer",
             dependencies: [
-                "TabsyncTestSupport", "TabsyncServer", "TabsyncStore",
+                "TabsyncTestSupport", "TabsyncServer", "TabsyncStore", "TabsyncCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ],
@@ -153,7 +153,7 @@ let package = Package(
         // run by scripts/test with TABSYNC_TEST_CLUSTER=1, skipped otherwise.
         .testTarget(
             name: "TabsyncClusterTests",
-            dependencies: ["TabsyncClient", "TabsyncCore", "TabsyncStore", "TabsyncTestSupport"],
+            dependencies: ["TabsyncClient", "TabsyncCore", "TabsyncStore", "TabsyncTestSupport", "TabsyncTestServer"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TabsyncClient
 import TabsyncCore
+import TabsyncTestServer
 import TabsyncTestSupport
 
 /// One test client on a cluster: a real ``TabsyncClient`` (hello and resume by `lastVersion` +

@@ -1,18 +1,19 @@
 import TabsyncCore
 import TabsyncTestSupport
 
-/// A seeded random op against what a client sees, covering every op kind a client may submit.
-struct OpGenerator {
-    var generator: SplitMix64
-    let prefix: String
-    var counter = 0
+/// A seeded random op against what a client sees, covering every op kind a client may submit (the
+/// client tests' and the cluster tests' one generator).
+package struct OpGenerator {
+    package var generator: SplitMix64
+    package let prefix: String
+    package var counter = 0
 
-    init(seed: UInt64, prefix: String) {
+    package init(seed: UInt64, prefix: String) {
         generator = SplitMix64(seed: seed)
         self.prefix = prefix
     }
 
-    mutating func place(in workspace: Workspace) -> Place {
+    package mutating func place(in workspace: Workspace) -> Place {
         let tabs = workspace.tabs
         switch Int.random(in: 0..<3, using: &generator) {
         case 0: return .end
@@ -25,12 +26,12 @@ struct OpGenerator {
         }
     }
 
-    mutating func newTab() -> Tab {
+    package mutating func newTab() -> Tab {
         counter += 1
         return Tab(id: "\(prefix)-\(counter)", title: "Tab \(counter)", url: "https://example.com/\(prefix)/\(counter)")
     }
 
-    mutating func next(for workspace: Workspace) -> Operation {
+    package mutating func next(for workspace: Workspace) -> Operation {
         let tabs = workspace.tabs
         let existing = tabs.randomElement(using: &generator)
         let roll = Int.random(in: 0..<100, using: &generator)
