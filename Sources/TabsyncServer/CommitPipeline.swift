@@ -171,20 +171,21 @@ struct CommitPipeline {
     }
 
     /// After `flight` failed: removes from the pipeline everything of the workspaces it touched.
-    /// Returns their effects, in flight then pending, in order (`refused`), and the batch's effects
-    /// of other workspaces (`released`: no record of theirs was in it).
-    mutating func removeFailed(_ flight: InFlight) -> (refused: [Effect], released: [Effect]) {
+    /// Returns their effects in order: those of the batch (`sent`) and those queued after it
+    /// (`pending`: never sent to the store); and the batch's effects of other workspaces
+    /// (`released`: no record of theirs was in it).
+    mutating func removeFailed(_ flight: InFlight) -> (sent: [Effect], pending: [Effect], released: [Effect]) {
         let failed = flight.workspaces
-        var refused: [Effect] = []
+        var sent: [Effect] = []
         var released: [Effect] = []
         for entry in flight.entries {
-            if failed[entry.effect.workspaceId] != nil { refused.append(entry.effect) } else { released.append(entry.effect) }
+            if failed[entry.effect.workspaceId] != nil { sent.append(entry.effect) } else { released.append(entry.effect) }
         }
-        refused += pendingEntries.lazy.filter { failed[$0.effect.workspaceId] != nil }.map(\.effect)
+        let pending = pendingEntries.filter { failed[$0.effect.workspaceId] != nil }.map(\.effect)
         pendingEntries.removeAll { failed[$0.effect.workspaceId] != nil }
         pendingRecords.removeAll { failed[$0.workspaceId] != nil }
         pendingWorkspaces.subtract(failed.keys)
-        return (refused, released)
+        return (sent, pending, released)
     }
 
     /// After the store refused `flight` whole (`behind`): puts its records and entries back in
@@ -321,15 +322,33 @@ extension Server.Loop {
         for id in broken { reload(id) }
     }
 
-    /// Nothing of `flight` is stored: refuses everything of its workspaces still in the pipeline,
-    /// reads them back from the store, and releases the rest of its effects.
+    /// `flight` failed: refuses everything of its workspaces still in the pipeline, reads them back
+    /// from the store, and releases the rest of its effects. Nothing of it is stored, except after
+    /// `outcomeUnknown`: then the batch may be stored, so its submitters are told neither "applied"
+    /// nor "refused": their sessions are closed 1013 and they learn what became of their seqs when
+    /// they resume (`Welcome.lastSeq`, the missed ops). The read back broadcasts whatever of the
+    /// batch was stored to the sessions that stay (``workspaceLoaded(_:result:)``).
     private func commitFailed(_ flight: CommitPipeline.InFlight, _ error: StoreError) {
         logger.error("store commit failed", metadata: ["error": "\(error)", "records": "\(flight.recordCount)"])
-        let (refused, released) = commits.removeFailed(flight)
+        let (sent, pending, released) = commits.removeFailed(flight)
         // Reloading first: a Submit handled while the effects go out is refused at once.
         for id in flight.workspaces.keys { reload(id) }
-        for effect in refused { refuseUnavailable(effect, error) }
+        if case .outcomeUnknown = error {
+            metrics.commitsOutcomeUnknown += 1
+            for effect in sent { closeUnanswerable(effect, error) }
+        } else {
+            for effect in sent { refuseUnavailable(effect, error) }
+        }
+        for effect in pending { refuseUnavailable(effect, error) }
         for effect in released { release(effect) }
+    }
+
+    /// The store cannot tell whether the record behind `effect` is stored: its session is closed
+    /// 1013 (the client resumes and learns it), and a waiting `Welcome` is refused as usual.
+    private func closeUnanswerable(_ effect: CommitPipeline.Effect, _ error: StoreError) {
+        if case .welcome = effect { return refuseUnavailable(effect, error) }
+        guard let session = sessions[effect.session], session.closing == nil else { return }
+        close(session, code: 1013, reason: "store commit outcome unknown: resume")
     }
 
     /// Sends what an effect stands for, now that it is durable.

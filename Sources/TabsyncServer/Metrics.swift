@@ -29,6 +29,11 @@ struct Metrics {
     // A shared store (several nodes): see Server+Catchup.swift and CommitPipeline+Behind.swift.
     /// Batches the store refused because another node committed to one of their workspaces first.
     var commitsRetried: UInt64 = 0
+    /// Batches whose `COMMIT` lost its answer and whose outcome the store could not learn (their
+    /// submitters were closed 1013 to resume).
+    var commitsOutcomeUnknown: UInt64 = 0
+    /// Ops another node stored while this one read a workspace back, broadcast when the read came in.
+    var opsReadBack: UInt64 = 0
     /// Commit notifications the store's listener delivered (this node's own included).
     var storeNotifications: UInt64 = 0
     /// Catch-up reads of other nodes' ops started on a notification or a poll.
@@ -113,6 +118,12 @@ struct Metrics {
         header("tabsync_commits_retried_total", "counter",
                "Batches refused whole because another node committed first (caught up, re-sequenced, sent again).")
         out += "tabsync_commits_retried_total \(commitsRetried)\n"
+        header("tabsync_commits_outcome_unknown_total", "counter",
+               "Batches whose COMMIT lost its answer and whose outcome could not be learned (submitters closed 1013 to resume).")
+        out += "tabsync_commits_outcome_unknown_total \(commitsOutcomeUnknown)\n"
+        header("tabsync_ops_read_back_total", "counter",
+               "Ops found stored when a workspace was read back after a failed commit, broadcast to its sessions.")
+        out += "tabsync_ops_read_back_total \(opsReadBack)\n"
         header("tabsync_store_notifications_total", "counter", "Commit notifications received from the store (own included).")
         out += "tabsync_store_notifications_total \(storeNotifications)\n"
         header("tabsync_catchup_reads_total", "counter", "Reads of other nodes' ops on a notification or a poll.")

@@ -111,9 +111,11 @@ extension Server.Loop {
             }
             answerPendingHTTP(for: id, failed: true)
         case (.reloading(let hub, let waiters)?, .success(let stored)):
+            let before = hub.durable
             hub.restore(sequencer(id, from: stored))
             workspaces[id] = .loaded(hub)
             logger.info("workspace reloaded after a failed commit", metadata: ["workspace": "\(id)", "version": "\(hub.durable.version)"])
+            catchUpReadBack(hub, sessionsSaw: before, log: stored?.log ?? [])
             for session in stillWaiting(waiters, for: id) { join(session, to: hub) }
             unloadIfIdle(id)
         case (.reloading(let hub, let waiters)?, .failure(let error)):
@@ -127,6 +129,29 @@ extension Server.Loop {
         case (.loaded?, _), (nil, _):
             break  // no read of it was under way
         }
+    }
+
+    /// After a read back: the hub's sessions saw `before` (its durable state), and the store may hold
+    /// more, stored while this node could not commit (another node's ops, or a batch of this node
+    /// whose `COMMIT` lost its answer but took effect). Those ops go out from the log just read, in
+    /// order, so versions stay contiguous at every session. When the log no longer holds them, or
+    /// the store holds another history (an epoch change, a version behind), the sessions are closed
+    /// 1013: they resume by `lastVersion` + `epoch`, or get a snapshot.
+    private func catchUpReadBack(_ hub: WorkspaceHub, sessionsSaw before: Workspace, log: [AppliedOp]) {
+        let now = hub.durable
+        guard now.epoch != before.epoch || now.version != before.version else { return }
+        let missed = log.drop { $0.version <= before.version }
+        guard now.epoch == before.epoch, now.version > before.version,
+              missed.first?.version == before.version + 1, missed.last?.version == now.version
+        else {
+            logger.warning("workspace read back at another history; its sessions resume", metadata: [
+                "workspace": "\(hub.id)", "from": "\(before.version)", "to": "\(now.version)",
+            ])
+            for session in hub.sessions.values { close(session, code: 1013, reason: "the store changed: resume") }
+            return
+        }
+        metrics.opsReadBack += UInt64(missed.count)
+        for op in missed { broadcast(Tabsync_V1_ServerMessage(applied: op), to: hub) }
     }
 
     /// Pause between two reads back of a workspace whose read failed.

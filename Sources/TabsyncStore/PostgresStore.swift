@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import TabsyncCore
 
@@ -5,10 +6,13 @@ import TabsyncCore
 ///
 /// Guarantees:
 /// - ``commit(_:)`` is one transaction: after it returns the batch is durable (as PostgreSQL's
-///   `synchronous_commit` makes it); when it throws, none of the batch is stored, except when the
-///   connection broke during `COMMIT` itself (then the batch may be stored: a writer that retries
-///   with base versions gets ``StoreError/behind(storedVersions:)`` and finds its own ops, whose
-///   clientId and seq dedup recognises).
+///   `synchronous_commit` makes it); when it throws `writeFailed` or `behind`, none of the batch is
+///   stored. When the connection breaks during `COMMIT` itself the outcome is not known from the
+///   answer: the store asks PostgreSQL on a new connection whether the batch's transaction
+///   committed (`pg_xact_status` of the id it noted inside the transaction), for at most
+///   ``Options/commitResolveTimeoutSeconds``. Committed: `commit` returns (the batch is stored);
+///   rolled back: `writeFailed`; no answer in time: ``StoreError/outcomeUnknown(_:)``, the one
+///   error after which the batch may or may not be stored.
 /// - Ordering between writers: each commit first locks and moves the workspace's version row
 ///   (in workspace order, so two nodes never deadlock); a batch whose base version is not the
 ///   stored one is refused whole with `behind`. Every committed batch sends one
@@ -35,15 +39,19 @@ public final class PostgresStore: WorkspaceStore {
         public var schema: String?
         /// The `application_name` the connections show in `pg_stat_activity`.
         public var applicationName: String
+        /// How long a commit whose `COMMIT` lost its answer keeps asking PostgreSQL whether it took
+        /// effect (reconnecting meanwhile) before it gives up with `outcomeUnknown`.
+        public var commitResolveTimeoutSeconds: Double
 
         public init(
             snapshotInterval: Int = 256, connectTimeoutSeconds: Int = 3, schema: String? = nil,
-            applicationName: String = "tabsync-server"
+            applicationName: String = "tabsync-server", commitResolveTimeoutSeconds: Double = 15
         ) {
             self.snapshotInterval = snapshotInterval
             self.connectTimeoutSeconds = connectTimeoutSeconds
             self.schema = schema
             self.applicationName = applicationName
+            self.commitResolveTimeoutSeconds = commitResolveTimeoutSeconds
         }
 
         /// The NOTIFY channel commits announce on: `tabsync`, or `tabsync.<schema>`.
@@ -119,7 +127,16 @@ public final class PostgresStore: WorkspaceStore {
     }
 
     public func commit(_ batch: CommitBatch) throws(StoreError) {
-        try withConnection(failure: StoreError.writeFailed) { db throws(PGError) in try self.commit(batch, db) }
+        // Set when the connection broke during COMMIT: the id of the transaction whose fate is unknown.
+        var lostCommit: String?
+        do throws(StoreError) {
+            try withConnection(failure: StoreError.writeFailed) { db throws(PGError) in
+                try self.commit(batch, db, lostCommit: &lostCommit)
+            }
+        } catch {
+            guard let xid = lostCommit else { throw error }
+            try resolveLostCommit(xid: xid, lost: error)
+        }
     }
 
     public func ops(workspaceId: String, after version: UInt64, limit: Int) throws(StoreError) -> [AppliedOp]? {
@@ -154,6 +171,43 @@ public final class PostgresStore: WorkspaceStore {
             var versions: [String: UInt64] = [:]
             for row in 0..<rows.rowCount { versions[rows.text(row, 0)] = UInt64(bitPattern: try rows.int64(row, 1) ?? 0) }
             return versions
+        }
+    }
+
+    /// The connection broke while `COMMIT` of transaction `xid` was under way: asks PostgreSQL on a
+    /// new connection whether it committed, until ``Options/commitResolveTimeoutSeconds`` has
+    /// passed. Returns when it committed; throws `writeFailed` when it was rolled back,
+    /// `outcomeUnknown` when no answer came in time (or the id is too old to look up).
+    private func resolveLostCommit(xid: String, lost: StoreError) throws(StoreError) {
+        let deadline = ContinuousClock.now + .milliseconds(Int(options.commitResolveTimeoutSeconds * 1000))
+        var why = "\(lost)"
+        while true {
+            let status: Result<String?, StoreError>
+            do throws(StoreError) {
+                status = .success(try withConnection(failure: StoreError.readFailed) { db throws(PGError) in
+                    let row = try db.execute("SELECT pg_xact_status($1::xid8)", [.text(xid)])
+                    return row.rowCount == 1 && !row.isNull(0, 0) ? row.text(0, 0) : nil
+                })
+            } catch {
+                status = .failure(error)
+            }
+            switch status {
+            case .success("committed"?):
+                return
+            case .success("aborted"?):
+                throw .writeFailed("the connection broke during COMMIT and PostgreSQL rolled the transaction back")
+            case .success(nil):
+                throw .outcomeUnknown("the connection broke during COMMIT and transaction \(xid) can no longer be looked up")
+            case .success(let other?):
+                why = "transaction \(xid) is still \(other)"
+            case .failure(let error):
+                why = "\(error)"
+            }
+            if ContinuousClock.now >= deadline {
+                throw .outcomeUnknown("the connection broke during COMMIT and PostgreSQL could not be asked how it ended: \(why)")
+            }
+            // A pause between two tries on the store thread (PostgreSQL restarting refuses at once).
+            Thread.sleep(forTimeInterval: 0.2)
         }
     }
 
@@ -214,6 +268,7 @@ public final class PostgresStore: WorkspaceStore {
             .unexpectedResult(StoreError.marker + "behind:" + versions.map { "\($0.key)\u{1}\($0.value)" }.joined(separator: "\u{2}"))
         case .readFailed(let why): .unexpectedResult(StoreError.marker + "read:" + why)
         case .writeFailed(let why): .unexpectedResult(StoreError.marker + "write:" + why)
+        case .outcomeUnknown(let why): .unexpectedResult(StoreError.marker + "unknown:" + why)
         }
     }
 
@@ -229,6 +284,7 @@ public final class PostgresStore: WorkspaceStore {
         }
         if body.hasPrefix("read:") { return .readFailed(String(body.dropFirst(5))) }
         if body.hasPrefix("write:") { return .writeFailed(String(body.dropFirst(6))) }
+        if body.hasPrefix("unknown:") { return .outcomeUnknown(String(body.dropFirst(8))) }
         return failure(String(body))
     }
 
@@ -337,8 +393,9 @@ public final class PostgresStore: WorkspaceStore {
 
     // MARK: - commit
 
-    /// The batch in one transaction; rolled back whole on any failure.
-    private func commit(_ batch: CommitBatch, _ db: PGConnection) throws(PGError) {
+    /// The batch in one transaction; rolled back whole on any failure. When the connection breaks
+    /// during `COMMIT`, `lostCommit` is the transaction's id (its outcome is unknown here).
+    private func commit(_ batch: CommitBatch, _ db: PGConnection, lostCommit: inout String?) throws(PGError) {
         var byWorkspace: [String: [CommitRecord]] = [:]
         for record in batch.records { byWorkspace[record.workspaceId, default: []].append(record) }
         let touched = Set(byWorkspace.keys).union(batch.workspaces.keys).union(batch.baseVersions.keys).sorted()
@@ -346,14 +403,16 @@ public final class PostgresStore: WorkspaceStore {
         var rolledBack = false
         do throws(PGError) {
             var stale: [String: UInt64] = [:]
+            var xid: String?
             for id in touched {
                 let records = byWorkspace[id] ?? []
-                guard let snapshotVersion = try lockVersionRow(id, records, batch, db) else {
+                guard let locked = try lockVersionRow(id, records, batch, db) else {
                     stale[id] = 0
                     continue
                 }
+                xid = xid ?? locked.transaction
                 guard stale.isEmpty else { continue }
-                try write(id, records, batch, snapshotVersion: snapshotVersion, db)
+                try write(id, records, batch, snapshotVersion: locked.snapshotVersion, db)
             }
             guard stale.isEmpty else {
                 try db.execute("ROLLBACK")
@@ -366,7 +425,13 @@ public final class PostgresStore: WorkspaceStore {
                 }
                 throw Self.carry(.behind(storedVersions: stale))
             }
-            try db.execute("COMMIT")
+            do throws(PGError) {
+                try db.execute("COMMIT")
+            } catch {
+                if error.isConnectionLost || !db.isUsable { lostCommit = xid }
+                rolledBack = true  // nothing to roll back: the transaction ended or the connection did
+                throw error
+            }
         } catch {
             if db.isUsable && !rolledBack { _ = try? db.execute("ROLLBACK") }
             throw error
@@ -375,9 +440,12 @@ public final class PostgresStore: WorkspaceStore {
 
     /// Locks the workspace's version row and moves it to the batch's version, checking the base
     /// version when the batch gives one; also announces the commit (`pg_notify` is sent only if the
-    /// transaction commits). Returns the workspace's snapshot version (-1: none), or nil when the
-    /// stored version is not the base (another writer got there first).
-    private func lockVersionRow(_ id: String, _ records: [CommitRecord], _ batch: CommitBatch, _ db: PGConnection) throws(PGError) -> Int64? {
+    /// transaction commits). Returns the workspace's snapshot version (-1: none) and the
+    /// transaction's id (for `pg_xact_status` should the answer to `COMMIT` be lost), or nil when
+    /// the stored version is not the base (another writer got there first).
+    private func lockVersionRow(
+        _ id: String, _ records: [CommitRecord], _ batch: CommitBatch, _ db: PGConnection
+    ) throws(PGError) -> (snapshotVersion: Int64, transaction: String)? {
         let base = batch.baseVersions[id]
         var newVersion = batch.workspaces[id]?.version ?? base ?? 0
         for record in records {
@@ -385,7 +453,7 @@ public final class PostgresStore: WorkspaceStore {
         }
         let announce = """
             RETURNING coalesce((SELECT s.version FROM tabsync_snapshots s WHERE s.workspace = $1), -1),
-                      pg_notify($3, $1 || ':' || w.version)
+                      pg_notify($3, $1 || ':' || w.version), pg_current_xact_id()::text
             """
         var parameters: [PGValue] = [.text(id), .int64(Int64(bitPattern: newVersion)), .text(options.channel)]
         let sql: String
@@ -406,7 +474,7 @@ public final class PostgresStore: WorkspaceStore {
         }
         let row = try db.execute(sql + "\n" + announce, parameters)
         guard row.rowCount == 1 else { return nil }
-        return try row.int64(0, 0) ?? -1
+        return (try row.int64(0, 0) ?? -1, row.text(0, 2))
     }
 
     /// Writes one workspace's records: dedup rows, ops, refusals, rekeys, then snapshot and compaction.

@@ -212,6 +212,11 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Another writer committed to these workspaces since the batch's base versions (given here
     /// with the versions now stored): nothing of the batch was stored. Catch up and retry.
     case behind(storedVersions: [String: UInt64])
+    /// The batch's `COMMIT` was sent but its answer was lost (the connection broke), and the store
+    /// could not find out afterwards whether it took effect: the batch may or may not be stored.
+    /// Its submitters must not be told "refused" (it may be in the log) nor "applied": they resume
+    /// and learn it from `Welcome.lastSeq` and the missed ops.
+    case outcomeUnknown(String)
 
     /// The wire code ops refused for this reason carry.
     public var code: ErrorCode { .unavailable }
@@ -220,6 +225,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .writeFailed(let why): "store write failed: \(why)"
         case .readFailed(let why): "store read failed: \(why)"
+        case .outcomeUnknown(let why): "store commit outcome unknown: \(why)"
         case .behind(let versions):
             "another writer committed first: "
                 + versions.sorted { $0.key < $1.key }.map { "\($0.key) is at version \($0.value)" }.joined(separator: ", ")

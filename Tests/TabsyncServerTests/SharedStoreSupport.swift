@@ -82,15 +82,19 @@ final class SharedStoreNodes: @unchecked Sendable {
         PostgresStore.Options(connectTimeoutSeconds: 2, schema: schema, applicationName: "tabsync-node-test")
     }
 
+    /// Starts a node; `wrap` puts a wrapper of the test's (a ``FaultyStore``) between it and its store.
     @discardableResult
-    func addNode(_ hearing: Hearing, configure: (inout Server.Configuration) -> Void = { _ in }) throws -> TestServer {
+    func addNode(
+        _ hearing: Hearing, wrap: (PostgresStore) -> any WorkspaceStore = { $0 },
+        configure: (inout Server.Configuration) -> Void = { _ in }
+    ) throws -> TestServer {
         let store = try PostgresStore(url: url, options: storeOptions)
         stores.append(store)
         let notifications = hearing.listener
             ? Server.Configuration.SharedStore.Notifications(
                 url: url, store: storeOptions, listener: .init(keepaliveSeconds: 1, keepaliveTimeoutSeconds: 2, maxBackoffSeconds: 0.5))
             : nil
-        let server = try TestServer(store: store) { configuration in
+        let server = try TestServer(store: wrap(store)) { configuration in
             configuration.sharedStore = .init(pollInterval: hearing.pollInterval, notifications: notifications)
             configuration.limits.maxOpsPerSecond = 10_000
             configure(&configuration)
