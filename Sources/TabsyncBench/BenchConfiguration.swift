@@ -75,7 +75,10 @@ public struct BenchConfiguration: Sendable, Equatable {
     public var searchMax = false
     /// Milliseconds.
     public var p99Bound: Double = 50
-    public var serverPid: Int32?
+    /// The server processes whose CPU and RSS are read from /proc (summed: the nodes of a cluster).
+    public var serverPids: [Int32] = []
+    /// The store's processes (a database's server processes), whose CPU is read beside the server's.
+    public var storePids: [Int32] = []
     public var jsonPath: String?
     public var hgrmPath: String?
     public var plotPath: String?

@@ -55,8 +55,13 @@ public struct BenchOptions: ParsableArguments {
             help: ArgumentHelp("Bound for --max, in milliseconds.", valueName: "ms"))
     var p99Bound: Double = 50
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("Read the server's CPU and RSS from /proc/PID.", valueName: "pid"))
-    var serverPid: Int?
+    @Option(parsing: .unconditionalSingleValue, help: ArgumentHelp(
+        "Read the server's CPU and RSS from /proc/PID (repeat it for several nodes: summed).", valueName: "pid"))
+    var serverPid: [Int] = []
+
+    @Option(parsing: .unconditionalSingleValue, help: ArgumentHelp(
+        "Read a store process's CPU from /proc/PID (repeat it for each of a database's processes: summed).", valueName: "pid"))
+    var storePid: [Int] = []
 
     @Option(help: ArgumentHelp("Write every figure as JSON.", valueName: "file"))
     var json: String?
@@ -155,7 +160,10 @@ public struct BenchOptions: ParsableArguments {
         configuration.eventLoop = loop
         configuration.searchMax = searchMax
         configuration.p99Bound = try number("--p99-bound", p99Bound, 0.01...600_000)
-        if let serverPid { configuration.serverPid = Int32(try whole("--server-pid", serverPid, 1...Int(Int32.max))) }
+        configuration.serverPids = []
+        for pid in serverPid { configuration.serverPids.append(Int32(try whole("--server-pid", pid, 1...Int(Int32.max)))) }
+        configuration.storePids = []
+        for pid in storePid { configuration.storePids.append(Int32(try whole("--store-pid", pid, 1...Int(Int32.max)))) }
         configuration.jsonPath = json
         configuration.hgrmPath = hgrm
         configuration.plotPath = plot

@@ -60,7 +60,10 @@ public struct BenchReport: Codable, Sendable {
     }
 
     public struct Server: Codable, Sendable {
+        /// The first of ``pids``.
         public var pid: Int32
+        /// Every server process measured (several nodes: their CPU and RSS are summed).
+        public var pids: [Int32]
         public var readable = true
         public var rssBeforeBytes = 0
         public var rssConnectedBytes = 0
@@ -122,6 +125,16 @@ public struct BenchReport: Codable, Sendable {
     /// `Error` messages from the server by code.
     public var serverErrors: [String: Int] = [:]
     public var serverProcess: Server?
+    /// The store's processes (`--store-pid`), during the measured window.
+    public var storeProcesses: Store?
+
+    public struct Store: Codable, Sendable {
+        public var pids: [Int32]
+        /// CPU seconds of the processes readable at both ends of the window, and that as % of one core.
+        public var cpuSeconds = 0.0
+        public var cpuPercent = 0.0
+        public var cpuMicrosPerOp: Double?
+    }
     public var generator = Generator()
     /// `--max`: every trial, and the highest rate that passed.
     public var trials: [Trial]?

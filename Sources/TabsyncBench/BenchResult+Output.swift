@@ -43,7 +43,12 @@ extension BenchResult {
             var cpu = "\(f(server.cpuPercent, 1))% of a core"
             if let perDelivery = server.cpuMicrosPerDelivery { cpu += ", \(f(perDelivery, 2)) µs per delivery" }
             if let perOp = server.cpuMicrosPerOp { cpu += ", \(f(perOp, 1)) µs per op" }
-            rows.append(("server CPU", cpu))
+            rows.append((server.pids.count > 1 ? "server CPU (\(server.pids.count) processes)" : "server CPU", cpu))
+        }
+        if let store = r.storeProcesses {
+            var cpu = "\(f(store.cpuPercent, 1))% of a core (\(store.pids.count) processes)"
+            if let perOp = store.cpuMicrosPerOp { cpu += ", \(f(perOp, 1)) µs per op" }
+            rows.append(("store CPU", cpu))
         }
         rows.append(("generator CPU", "\(f(r.generator.cpuPercent, 1))% of a core, send lag p99 \(f(r.generator.sendLagP99Ms, 2)) ms"
             + (r.generator.bottleneck ? " (BOTTLENECK)" : "")))

@@ -18,15 +18,17 @@ public enum BenchRunner {
             ack: LatencySummary(generator.measurement.ack), delivery: LatencySummary(generator.measurement.delivery))
         if configuration.servers.count > 1 { report.servers = configuration.servers.map(\.url) }
         report.loadAverageStart = ProcessSample.loadAverage()
-        let pid = configuration.serverPid
-        let before = pid.flatMap(ProcessSample.read)
-        if let pid {
-            report.serverProcess = BenchReport.Server(pid: pid)
-            if before == nil {
+        let pids = configuration.serverPids
+        let before = ProcessSample.read(pids: pids)
+        if let first = pids.first {
+            report.serverProcess = BenchReport.Server(pid: first, pids: pids)
+            let unreadable = pids.filter { before[$0] == nil }
+            if !unreadable.isEmpty {
                 report.serverProcess?.readable = false
-                report.notes.append("server pid \(pid) is not readable in /proc: no server CPU or RSS")
+                report.notes.append("server pid \(unreadable.map(String.init).joined(separator: ", ")) not readable in /proc: no server CPU or RSS")
             }
         }
+        if !configuration.storePids.isEmpty { report.storeProcesses = BenchReport.Store(pids: configuration.storePids) }
 
         generator.connectAll()
         let connectSeconds = generator.schedule.connectSeconds
@@ -45,13 +47,13 @@ public enum BenchRunner {
                 report.notes.append("\(check.checked - check.correct) of \(check.checked) peer views were not correct after \(Int(check.seconds)) s")
             }
         }
-        let connected = pid.flatMap(ProcessSample.read)
-        if let before, let connected {
-            report.serverProcess?.rssBeforeBytes = before.rssBytes
-            report.serverProcess?.rssConnectedBytes = connected.rssBytes
+        let connected = ProcessSample.read(pids: pids)
+        if !pids.isEmpty, report.serverProcess?.readable == true, connected.count == pids.count {
+            report.serverProcess?.rssBeforeBytes = ProcessSample.rssBytes(before)
+            report.serverProcess?.rssConnectedBytes = ProcessSample.rssBytes(connected)
             if connectedCount > 0 {
                 report.serverProcess?.rssPerConnectionBytes =
-                    Double(connected.rssBytes - before.rssBytes) / Double(connectedCount)
+                    Double(ProcessSample.rssBytes(connected) - ProcessSample.rssBytes(before)) / Double(connectedCount)
             }
         }
         if connectedCount == 0 {
@@ -83,11 +85,12 @@ public enum BenchRunner {
         }
 
         let measurement = measure(generator, rate: configuration.rate, warmup: configuration.warmup,
-                                  duration: configuration.duration, pid: pid)
+                                  duration: configuration.duration, pids: configuration)
         fill(&report, from: measurement)
         if generator.schedule.timeUp { report.notes.append("stopped by --time-limit") }
         generator.closeAll()
-        if let pid, let end = ProcessSample.read(pid: pid) { report.serverProcess?.rssEndBytes = end.rssBytes }
+        let end = ProcessSample.read(pids: pids)
+        if !pids.isEmpty, end.count == pids.count { report.serverProcess?.rssEndBytes = ProcessSample.rssBytes(end) }
         report.loadAverageEnd = ProcessSample.loadAverage()
         return BenchResult(report: report, ack: measurement.ack, delivery: measurement.delivery)
     }
@@ -123,36 +126,49 @@ public enum BenchRunner {
         var sendLagP99Ms: Double
         var generatorCPUPercent: Double
         var serverCPUSeconds: Double?
+        var storeCPUSeconds: Double?
         var disconnects: [String: Int]
         var serverErrors: [String: Int]
     }
 
-    static func measure(_ generator: LoadGenerator, rate: Double, warmup: Double, duration: Double, pid: Int32?) -> MeasuredWindow {
-        var startServer: ProcessSample?
-        var endServer: ProcessSample?
+    /// One open-loop window at `rate`; the CPU of `pids`' server and store processes is read at
+    /// its start and end.
+    static func measure(
+        _ generator: LoadGenerator, rate: Double, warmup: Double, duration: Double, pids: BenchConfiguration
+    ) -> MeasuredWindow {
+        let serverPids = pids.serverPids
+        let storePids = pids.storePids
+        var startServer: [Int32: ProcessSample] = [:]
+        var endServer: [Int32: ProcessSample] = [:]
+        var startStore: [Int32: ProcessSample] = [:]
+        var endStore: [Int32: ProcessSample] = [:]
         var startCPU = 0.0
         var endCPU = 0.0
         generator.measureStartHook = {
             startCPU = ProcessSample.ownCPUSeconds()
-            startServer = pid.flatMap(ProcessSample.read)
+            startServer = ProcessSample.read(pids: serverPids)
+            startStore = ProcessSample.read(pids: storePids)
         }
         generator.measureEndHook = {
             endCPU = ProcessSample.ownCPUSeconds()
-            endServer = pid.flatMap(ProcessSample.read)
+            endServer = ProcessSample.read(pids: serverPids)
+            endStore = ProcessSample.read(pids: storePids)
         }
         generator.load(rate: rate, warmup: warmup, duration: duration)
         let seconds = generator.measuredSeconds
         let figures = generator.measurement
         let ops = figures.ops(seconds: seconds, expectedDeliveries: generator.expectedDeliveries)
-        var serverCPU: Double?
-        if let startServer, let endServer { serverCPU = endServer.cpuSeconds - startServer.cpuSeconds }
+        // Every server process at both ends, or no figure (a node that died would hide its CPU).
+        let serverCPU = !serverPids.isEmpty && startServer.count == serverPids.count && endServer.count == serverPids.count
+            ? ProcessSample.cpuSeconds(from: startServer, to: endServer) : nil
+        let storeCPU = storePids.isEmpty ? nil : ProcessSample.cpuSeconds(from: startStore, to: endStore)
         return MeasuredWindow(
             rate: rate, seconds: seconds, ops: ops, ack: figures.ack, delivery: figures.delivery,
             deliverySameNode: generator.configuration.servers.count > 1 ? figures.deliverySameNode : nil,
             deliveryCrossNode: generator.configuration.servers.count > 1 ? figures.deliveryCrossNode : nil,
             sendLagP99Ms: Double(figures.sendLag.valueAtPercentile(99)) / 1000,
             generatorCPUPercent: (endCPU - startCPU) / seconds * 100,
-            serverCPUSeconds: serverCPU, disconnects: figures.disconnects, serverErrors: figures.serverErrors)
+            serverCPUSeconds: serverCPU, storeCPUSeconds: storeCPU, disconnects: figures.disconnects, serverErrors: figures.serverErrors)
     }
 
     static func fill(_ report: inout BenchReport, from measurement: MeasuredWindow) {
@@ -175,6 +191,11 @@ public enum BenchRunner {
             if measurement.ops.applied > 0 {
                 report.serverProcess?.cpuMicrosPerOp = cpu * 1e6 / Double(measurement.ops.applied)
             }
+        }
+        if let cpu = measurement.storeCPUSeconds, report.storeProcesses != nil {
+            report.storeProcesses?.cpuSeconds = cpu
+            report.storeProcesses?.cpuPercent = cpu / measurement.seconds * 100
+            if measurement.ops.applied > 0 { report.storeProcesses?.cpuMicrosPerOp = cpu * 1e6 / Double(measurement.ops.applied) }
         }
         // One thread runs the whole load: near a full core, it (not the server) sets the pace.
         let behind = measurement.rate > 0 && measurement.sendLagP99Ms > 20
@@ -211,7 +232,7 @@ public enum BenchRunner {
         for _ in 0..<Schedule.RateSearch.maxTrials {
             let rate = rates.rate
             let measurement = measure(generator, rate: rate, warmup: configuration.warmup,
-                                      duration: configuration.duration, pid: configuration.serverPid)
+                                      duration: configuration.duration, pids: configuration)
             search.last = measurement
             let p99 = configuration.clientsPerWorkspace > 1
                 ? Double(measurement.delivery.valueAtPercentile(99)) / 1000

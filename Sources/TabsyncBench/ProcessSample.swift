@@ -24,6 +24,21 @@ struct ProcessSample: Sendable {
         return ProcessSample(cpuSeconds: (user + system) / ticks, rssBytes: rss)
     }
 
+    /// Several processes at once, by pid (those that cannot be read are absent).
+    static func read(pids: [Int32]) -> [Int32: ProcessSample] {
+        var samples: [Int32: ProcessSample] = [:]
+        for pid in pids { samples[pid] = read(pid: pid) }
+        return samples
+    }
+
+    /// CPU seconds used from `start` to `end` by the processes sampled at both.
+    static func cpuSeconds(from start: [Int32: ProcessSample], to end: [Int32: ProcessSample]) -> Double {
+        start.reduce(0) { sum, entry in sum + (end[entry.key].map { $0.cpuSeconds - entry.value.cpuSeconds } ?? 0) }
+    }
+
+    /// Summed RSS.
+    static func rssBytes(_ samples: [Int32: ProcessSample]) -> Int { samples.values.reduce(0) { $0 + $1.rssBytes } }
+
     /// This process's CPU seconds (every thread).
     static func ownCPUSeconds() -> Double {
         var usage = rusage()

@@ -21,7 +21,7 @@ struct BenchConfigurationTests {
         #expect(configuration.rate == 5000 && configuration.duration == 20 && configuration.warmup == 3)
         #expect(configuration.mix == Mix(add: 30, move: 20, activate: 20, update: 20, remove: 10))
         #expect(configuration.ramp == 500 && configuration.mode == .json && configuration.searchMax)
-        #expect(configuration.p99Bound == 25 && configuration.serverPid == 42)
+        #expect(configuration.p99Bound == 25 && configuration.serverPids == [42])
         #expect(configuration.jsonPath == "r.json" && configuration.hgrmPath == "r.hgrm" && configuration.plotPath == "r.svg")
         #expect(configuration.seed == 9 && configuration.workspacePrefix == "x")
     }
@@ -65,7 +65,7 @@ struct BenchConfigurationTests {
         #expect(configuration.rate == 100 && configuration.duration == 10 && configuration.warmup == 2)
         #expect(configuration.mix == .default && configuration.ramp == 1000 && configuration.messageBytes == 160)
         #expect(!configuration.searchMax && configuration.p99Bound == 50)
-        #expect(configuration.serverPid == nil && configuration.timeLimit == nil)
+        #expect(configuration.serverPids.isEmpty && configuration.timeLimit == nil)
         #expect(configuration.jsonPath == nil && configuration.hgrmPath == nil && configuration.plotPath == nil)
     }
 
@@ -103,7 +103,7 @@ struct BenchConfigurationTests {
     ])
     func acceptsTheLoadtestFlags(arguments: [String]) throws {
         let configuration = try BenchConfiguration.parse(arguments)
-        #expect(configuration.port == 7070 && configuration.serverPid == 42 && configuration.jsonPath == "r.json")
+        #expect(configuration.port == 7070 && configuration.serverPids == [42] && configuration.jsonPath == "r.json")
         #expect(configuration.timeLimit != nil)
     }
 

@@ -48,6 +48,30 @@ struct BenchSmokeTests {
         #expect(decoded.ops.sent == report.ops.sent)
     }
 
+    @Test("several --server-pid are read as one server (CPU and RSS summed), --store-pid as the store's CPU")
+    func severalServerPidsAndStorePids() async throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        // This process (the server and the load generator run in it) and its parent (the test runner).
+        let configuration = try configuration(port: server.port, [
+            "--workspaces", "1", "--clients", "2", "--rate", "200", "--duration", "1", "--warmup", "0.2",
+            "--server-pid", "\(getpid())", "--server-pid", "\(getppid())", "--store-pid", "\(getpid())",
+        ])
+        #expect(configuration.serverPids == [getpid(), getppid()] && configuration.storePids == [getpid()])
+        let result = try await withTimeout(.seconds(60)) { try await BenchRunner.runDetached(configuration) }
+        let report = result.report
+        let process = try #require(report.serverProcess)
+        #expect(process.pids == [getpid(), getppid()] && process.pid == getpid() && process.readable)
+        #expect(process.rssConnectedBytes > 0)
+        let store = try #require(report.storeProcesses)
+        #expect(store.pids == [getpid()])
+        // The store pid is this busy process: it used CPU in the window, and no more than the
+        // server pids (this process among them) together.
+        #expect(store.cpuSeconds > 0 && store.cpuSeconds <= process.cpuSeconds + 0.01)
+        #expect((store.cpuMicrosPerOp ?? 0) > 0)
+        #expect(result.table.contains("store CPU") && result.table.contains("server CPU (2 processes)"))
+    }
+
     @Test("--check-presence: every connection's view (full list + deltas) matches the sessions, past the cap too",
           arguments: ["proto", "json"])
     func presenceViewsAreChecked(subprotocol: String) async throws {

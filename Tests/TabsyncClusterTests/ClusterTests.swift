@@ -201,7 +201,10 @@ struct ClusterTests {
         let workspaceMap = workspaceOf
         let log = try await Self.checkEverything(clients, workspaces: workspaces, cluster: cluster) { workspaceMap[$0.clientId]! }
         let total = workspaces.map { log.log($0).count }.reduce(0, +)
-        print("ClusterTests.database: \(unavailable()) refused UNAVAILABLE, \(total) ops in the log, \(Self.totalAcks(clients)) acks, seed \(seed)")
+        let readBack = (1...3).compactMap { cluster.metric("tabsync_ops_read_back_total", ofNode: $0) }.reduce(0, +)
+        let unknown = (1...3).compactMap { cluster.metric("tabsync_commits_outcome_unknown_total", ofNode: $0) }.reduce(0, +)
+        print("ClusterTests.database: \(unavailable()) refused UNAVAILABLE, \(total) ops in the log, \(Self.totalAcks(clients)) acks, "
+            + "\(readBack) ops found stored at a read back, \(unknown) commits of unknown outcome, seed \(seed)")
     }
 
     // MARK: (d)
