@@ -15,6 +15,8 @@ extension PostgresStore {
     ///   that seq was refused (NULL code: it was applied, and its answer is in `tabsync_ops`).
     /// - `tabsync_rejections`: the recent refusals per workspace in order (`n` counts up).
     /// - `tabsync_rekeys`: per server-made rekey still inside the op log, every tab's old and new key.
+    ///
+    /// Version 2: `tabsync_rejections.at_version`, the workspace's version when the refusal was made.
     static let migrations: [String] = [
         """
         CREATE TABLE tabsync_workspaces (
@@ -59,7 +61,13 @@ extension PostgresStore {
             new_keys text NOT NULL,
             PRIMARY KEY (workspace, version)
         );
+        """,
+        // Version 2: each refusal's workspace version when it was made, so a node catching up on
+        // other nodes' commits reads only the refusals since its own version (not all retained).
         """
+        ALTER TABLE tabsync_rejections ADD COLUMN at_version bigint NOT NULL DEFAULT 0;
+        CREATE INDEX tabsync_rejections_at_version ON tabsync_rejections (workspace, at_version);
+        """,
     ]
 
     /// Creates or migrates the schema to ``schemaVersion`` in one transaction under a transaction

@@ -393,182 +393,244 @@ public final class PostgresStore: WorkspaceStore {
 
     // MARK: - commit
 
-    /// The batch in one transaction; rolled back whole on any failure. When the connection breaks
-    /// during `COMMIT`, `lostCommit` is the transaction's id (its outcome is unknown here).
+    /// The batch in one transaction of a fixed number of statements, whatever the number of
+    /// workspaces and records in it (each carries the rows of every workspace as arrays:
+    /// `unnest($1::text[], ...)`), each prepared once per connection; rolled back whole on any
+    /// failure. When the connection breaks during `COMMIT`, `lostCommit` is the transaction's id
+    /// (its outcome is unknown here).
     private func commit(_ batch: CommitBatch, _ db: PGConnection, lostCommit: inout String?) throws(PGError) {
         var byWorkspace: [String: [CommitRecord]] = [:]
         for record in batch.records { byWorkspace[record.workspaceId, default: []].append(record) }
         let touched = Set(byWorkspace.keys).union(batch.workspaces.keys).union(batch.baseVersions.keys).sorted()
+        guard !touched.isEmpty else { return }
         try db.execute("BEGIN")
-        var rolledBack = false
+        var ended = false
         do throws(PGError) {
+            let locked = try lockVersionRows(touched, batch, db)
+            // Every workspace whose stored version is not the batch's base for it: nothing is written.
             var stale: [String: UInt64] = [:]
-            var xid: String?
-            for id in touched {
-                let records = byWorkspace[id] ?? []
-                guard let locked = try lockVersionRow(id, records, batch, db) else {
-                    stale[id] = 0
-                    continue
-                }
-                xid = xid ?? locked.transaction
-                guard stale.isEmpty else { continue }
-                try write(id, records, batch, snapshotVersion: locked.snapshotVersion, db)
+            for (id, base) in batch.baseVersions {
+                let stored = locked.rows[id]?.version ?? 0
+                if stored != base || (base > 0 && locked.rows[id] == nil) { stale[id] = stored }
             }
             guard stale.isEmpty else {
                 try db.execute("ROLLBACK")
-                rolledBack = true
-                // Report every workspace behind its base (at least the ones found above).
-                for (id, base) in batch.baseVersions {
-                    let row = try db.execute("SELECT version FROM tabsync_workspaces WHERE workspace = $1", [.text(id)])
-                    let version = row.rowCount > 0 ? UInt64(bitPattern: try row.int64(0, 0) ?? 0) : 0
-                    if version != base || stale[id] != nil { stale[id] = version }
-                }
+                ended = true
                 throw Self.carry(.behind(storedVersions: stale))
             }
+            try write(touched, byWorkspace, batch, locked.rows, db)
             do throws(PGError) {
                 try db.execute("COMMIT")
             } catch {
-                if error.isConnectionLost || !db.isUsable { lostCommit = xid }
-                rolledBack = true  // nothing to roll back: the transaction ended or the connection did
+                if error.isConnectionLost || !db.isUsable { lostCommit = locked.transaction }
+                ended = true  // nothing to roll back: the transaction ended or the connection did
                 throw error
             }
         } catch {
-            if db.isUsable && !rolledBack { _ = try? db.execute("ROLLBACK") }
+            if db.isUsable && !ended { _ = try? db.execute("ROLLBACK") }
             throw error
         }
     }
 
-    /// Locks the workspace's version row and moves it to the batch's version, checking the base
-    /// version when the batch gives one; also announces the commit (`pg_notify` is sent only if the
-    /// transaction commits). Returns the workspace's snapshot version (-1: none) and the
-    /// transaction's id (for `pg_xact_status` should the answer to `COMMIT` be lost), or nil when
-    /// the stored version is not the base (another writer got there first).
-    private func lockVersionRow(
-        _ id: String, _ records: [CommitRecord], _ batch: CommitBatch, _ db: PGConnection
-    ) throws(PGError) -> (snapshotVersion: Int64, transaction: String)? {
-        let base = batch.baseVersions[id]
-        var newVersion = batch.workspaces[id]?.version ?? base ?? 0
-        for record in records {
-            if case .applied(let ops) = record.outcome, let last = ops.last { newVersion = max(newVersion, last.version) }
-        }
-        let announce = """
-            RETURNING coalesce((SELECT s.version FROM tabsync_snapshots s WHERE s.workspace = $1), -1),
-                      pg_notify($3, $1 || ':' || w.version), pg_current_xact_id()::text
-            """
-        var parameters: [PGValue] = [.text(id), .int64(Int64(bitPattern: newVersion)), .text(options.channel)]
-        let sql: String
-        switch base {
-        case nil:
-            sql = """
-                INSERT INTO tabsync_workspaces AS w (workspace, version) VALUES ($1, $2)
-                ON CONFLICT (workspace) DO UPDATE SET version = greatest(w.version, excluded.version)
-                """
-        case 0:
-            sql = """
-                INSERT INTO tabsync_workspaces AS w (workspace, version) VALUES ($1, $2)
-                ON CONFLICT (workspace) DO UPDATE SET version = excluded.version WHERE w.version = 0
-                """
-        case let base?:
-            sql = "UPDATE tabsync_workspaces AS w SET version = $2 WHERE workspace = $1 AND version = $4"
-            parameters.append(.int64(Int64(bitPattern: base)))
-        }
-        let row = try db.execute(sql + "\n" + announce, parameters)
-        guard row.rowCount == 1 else { return nil }
-        return (try row.int64(0, 0) ?? -1, row.text(0, 2))
+    /// A workspace's version row, locked, and its snapshot's version (-1: none).
+    private struct LockedRow {
+        var version: UInt64
+        var snapshotVersion: Int64
     }
 
-    /// Writes one workspace's records: dedup rows, ops, refusals, rekeys, then snapshot and compaction.
-    private func write(_ id: String, _ records: [CommitRecord], _ batch: CommitBatch, snapshotVersion: Int64, _ db: PGConnection) throws(PGError) {
-        let workspace = PGValue.text(id)
-        // The dedup rows: one per client (its highest seq in the batch), never moved backwards.
-        var lastRecord: [String: CommitRecord] = [:]
-        for record in records where record.seq > 0 && record.seq > (lastRecord[record.clientId]?.seq ?? 0) {
-            lastRecord[record.clientId] = record
+    /// Creates the version rows of workspaces that may be new (no base version, or base 0), then
+    /// locks every touched row in workspace order (so two nodes never deadlock) and reads its
+    /// stored version, its snapshot's version and the transaction's id (for `pg_xact_status`
+    /// should the answer to `COMMIT` be lost).
+    private func lockVersionRows(
+        _ touched: [String], _ batch: CommitBatch, _ db: PGConnection
+    ) throws(PGError) -> (rows: [String: LockedRow], transaction: String) {
+        let maybeNew = touched.filter { (batch.baseVersions[$0] ?? 0) == 0 }
+        if !maybeNew.isEmpty {
+            try db.execute(
+                "INSERT INTO tabsync_workspaces (workspace, version) SELECT unnest($1::text[]), 0 ON CONFLICT (workspace) DO NOTHING",
+                [.array(.text, maybeNew.map(PGValue.text))], prepared: true)
         }
-        try insertRows(
-            "INSERT INTO tabsync_client_seqs AS c (workspace, client_id, seq, error_code, error_detail) VALUES",
+        let result = try db.execute(
             """
-            ON CONFLICT (workspace, client_id) DO UPDATE
-            SET seq = excluded.seq, error_code = excluded.error_code, error_detail = excluded.error_detail
-            WHERE excluded.seq > c.seq
-            """,
-            lastRecord.values.sorted { $0.clientId < $1.clientId }.map { record in
-                if case .rejected(let error) = record.outcome {
-                    let (code, detail) = StoreEncoding.encode(error)
-                    return [workspace, .text(record.clientId), .int64(Int64(bitPattern: record.seq)), .int64(code), .text(detail)]
-                }
-                return [workspace, .text(record.clientId), .int64(Int64(bitPattern: record.seq)), .null, .null]
-            }, db)
-
-        var ops: [[PGValue]] = []
-        var rekeys: [[PGValue]] = []
-        var refusals: [[PGValue]] = []
-        for record in records {
-            switch record.outcome {
-            case .applied(let applied):
-                for op in applied {
-                    let bytes = try encoded { () throws(StoreError) in try StoreEncoding.encode(op.op) }
-                    ops.append([
-                        workspace, .int64(Int64(bitPattern: op.version)), .text(op.clientId), .int64(Int64(bitPattern: op.seq)),
-                        .text(op.activeTabId), .bytes(bytes),
-                    ])
-                }
-                for rekey in record.rekeys {
-                    rekeys.append([
-                        workspace, .int64(Int64(bitPattern: rekey.version)), .text(StoreEncoding.encodeKeys(rekey.oldKeys)),
-                        .text(StoreEncoding.encodeKeys(rekey.newKeys)),
-                    ])
-                }
-            case .rejected(let error):
-                let (code, detail) = StoreEncoding.encode(error)
-                refusals.append([
-                    .int64(Int64(refusals.count + 1)), .text(record.clientId), .int64(Int64(bitPattern: record.seq)),
-                    .int64(code), .text(detail),
-                ])
-            }
+            SELECT w.workspace, w.version, coalesce(s.version, -1), pg_current_xact_id()::text
+            FROM tabsync_workspaces w LEFT JOIN tabsync_snapshots s ON s.workspace = w.workspace
+            WHERE w.workspace = ANY($1::text[]) ORDER BY w.workspace FOR UPDATE OF w
+            """, [.array(.text, touched.map(PGValue.text))], prepared: true)
+        var rows: [String: LockedRow] = [:]
+        for row in 0..<result.rowCount {
+            rows[result.text(row, 0)] = LockedRow(
+                version: UInt64(bitPattern: try result.int64(row, 1) ?? 0), snapshotVersion: try result.int64(row, 2) ?? -1)
         }
-        try insertRows("INSERT INTO tabsync_ops (workspace, version, client_id, seq, active_tab_id, op) VALUES", "", ops, db)
-        try insertRows("INSERT INTO tabsync_rekeys (workspace, version, old_keys, new_keys) VALUES", "", rekeys, db)
+        let transaction = result.rowCount > 0
+            ? result.text(0, 3) : try db.execute("SELECT pg_current_xact_id()::text", prepared: true).text(0, 0)
+        return (rows, transaction)
+    }
+
+    /// Writes the batch's rows, a statement per table for all its workspaces: version rows (and one
+    /// `pg_notify` per workspace, sent only if the transaction commits), dedup rows, ops, rekeys,
+    /// refusals, then snapshots and compaction where due.
+    private func write(
+        _ touched: [String], _ byWorkspace: [String: [CommitRecord]], _ batch: CommitBatch, _ locked: [String: LockedRow],
+        _ db: PGConnection
+    ) throws(PGError) {
         let retention = max(batch.logRetention, 1)
-        if !refusals.isEmpty {
-            // n counts up per workspace; the version row's lock orders concurrent writers.
-            let first = try db.execute(
-                "SELECT coalesce(max(n), 0) FROM tabsync_rejections WHERE workspace = $1", [workspace]).int64(0, 0) ?? 0
-            try insertRows(
-                "INSERT INTO tabsync_rejections (workspace, n, client_id, seq, error_code, error_detail) VALUES", "",
-                refusals.map { row in
-                    guard case .int64(let offset) = row[0] else { return row }
-                    return [workspace, .int64(first + offset)] + row.dropFirst()
-                }, db)
-            // The last `retention` refusals stay answerable.
-            try db.execute(
-                "DELETE FROM tabsync_rejections WHERE workspace = $1 AND n <= $2",
-                [workspace, .int64(first + Int64(refusals.count) - Int64(retention))])
+        var versionIds: [PGValue] = [], versions: [PGValue] = []
+        var seqRows: [[PGValue]] = [[], [], [], [], []]
+        var opRows: [[PGValue]] = [[], [], [], [], [], []]
+        var rekeyRows: [[PGValue]] = [[], [], [], []]
+        var refusalRows: [[PGValue]] = [[], [], [], [], [], [], []]
+        var snapshotRows: [[PGValue]] = [[], [], []]
+        var horizonRows: [[PGValue]] = [[], []]
+        var refused: Set<String> = []
+        for id in touched {
+            let records = byWorkspace[id] ?? []
+            let workspace = PGValue.text(id)
+            let stored = locked[id]?.version ?? 0
+            var newVersion = batch.workspaces[id]?.version ?? batch.baseVersions[id] ?? stored
+            for record in records {
+                if case .applied(let ops) = record.outcome, let last = ops.last { newVersion = max(newVersion, last.version) }
+            }
+            // A single writer (no base version) never moves the row backwards.
+            if batch.baseVersions[id] == nil { newVersion = max(newVersion, stored) }
+            versionIds.append(workspace)
+            versions.append(.int64(Int64(bitPattern: newVersion)))
+
+            // The dedup rows: one per client (its highest seq in the batch), never moved backwards.
+            var lastRecord: [String: CommitRecord] = [:]
+            for record in records where record.seq > 0 && record.seq > (lastRecord[record.clientId]?.seq ?? 0) {
+                lastRecord[record.clientId] = record
+            }
+            for record in lastRecord.values.sorted(by: { $0.clientId < $1.clientId }) {
+                var code = PGValue.null, detail = PGValue.null
+                if case .rejected(let error) = record.outcome {
+                    let (c, d) = StoreEncoding.encode(error)
+                    code = .int64(c)
+                    detail = .text(d)
+                }
+                append(&seqRows, [workspace, .text(record.clientId), .int64(Int64(bitPattern: record.seq)), code, detail])
+            }
+
+            var version = stored  // the workspace's version as each record is written (a refusal's)
+            var refusals = 0
+            for record in records {
+                switch record.outcome {
+                case .applied(let applied):
+                    for op in applied {
+                        let bytes = try encoded { () throws(StoreError) in try StoreEncoding.encode(op.op) }
+                        append(&opRows, [
+                            workspace, .int64(Int64(bitPattern: op.version)), .text(op.clientId),
+                            .int64(Int64(bitPattern: op.seq)), .text(op.activeTabId), .bytes(bytes),
+                        ])
+                        version = op.version
+                    }
+                    for rekey in record.rekeys {
+                        append(&rekeyRows, [
+                            workspace, .int64(Int64(bitPattern: rekey.version)), .text(StoreEncoding.encodeKeys(rekey.oldKeys)),
+                            .text(StoreEncoding.encodeKeys(rekey.newKeys)),
+                        ])
+                    }
+                case .rejected(let error):
+                    let (code, detail) = StoreEncoding.encode(error)
+                    refusals += 1
+                    refused.insert(id)
+                    append(&refusalRows, [
+                        workspace, .int64(Int64(refusals)), .text(record.clientId), .int64(Int64(bitPattern: record.seq)),
+                        .int64(code), .text(detail), .int64(Int64(bitPattern: version)),
+                    ])
+                }
+            }
+
+            guard let state = batch.workspaces[id], state.version > 0 else { continue }
+            let stateVersion = Int64(bitPattern: state.version)
+            let interval = max(1, min(options.snapshotInterval, retention))
+            var snapshot = locked[id]?.snapshotVersion ?? -1
+            if snapshot < 0 || stateVersion - snapshot >= Int64(interval) {
+                let bytes = try encoded { () throws(StoreError) in try StoreEncoding.encode(state) }
+                append(&snapshotRows, [workspace, .int64(stateVersion), .bytes(bytes)])
+                snapshot = stateVersion
+            }
+            // Log rows older than the retention are covered by the snapshot (interval ≤ retention);
+            // a rekey leaves with the log window it translates keys of.
+            let horizon = min(snapshot, stateVersion - Int64(retention))
+            if horizon > 0 { append(&horizonRows, [workspace, .int64(horizon)]) }
         }
 
-        guard let state = batch.workspaces[id], state.version > 0 else { return }
-        let version = Int64(bitPattern: state.version)
-        let interval = max(1, min(options.snapshotInterval, retention))
-        var snapshot = snapshotVersion
-        if snapshot < 0 || version - snapshot >= Int64(interval) {
-            let bytes = try encoded { () throws(StoreError) in try StoreEncoding.encode(state) }
+        try db.execute(
+            """
+            UPDATE tabsync_workspaces AS w SET version = v.version
+            FROM unnest($1::text[], $2::int8[]) AS v(workspace, version) WHERE w.workspace = v.workspace
+            RETURNING pg_notify($3, w.workspace || ':' || w.version)
+            """, [.array(.text, versionIds), .array(.int64, versions), .text(options.channel)], prepared: true)
+        if !seqRows[0].isEmpty {
             try db.execute(
                 """
-                INSERT INTO tabsync_snapshots (workspace, version, snapshot) VALUES ($1, $2, $3)
+                INSERT INTO tabsync_client_seqs AS c (workspace, client_id, seq, error_code, error_detail)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::text[])
+                ON CONFLICT (workspace, client_id) DO UPDATE
+                SET seq = excluded.seq, error_code = excluded.error_code, error_detail = excluded.error_detail
+                WHERE excluded.seq > c.seq
+                """, arrays(seqRows, [.text, .text, .int64, .int64, .text]), prepared: true)
+        }
+        if !opRows[0].isEmpty {
+            try db.execute(
+                """
+                INSERT INTO tabsync_ops (workspace, version, client_id, seq, active_tab_id, op)
+                SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::bytea[])
+                """, arrays(opRows, [.text, .int64, .text, .int64, .text, .bytes]), prepared: true)
+        }
+        if !rekeyRows[0].isEmpty {
+            try db.execute(
+                """
+                INSERT INTO tabsync_rekeys (workspace, version, old_keys, new_keys)
+                SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[])
+                """, arrays(rekeyRows, [.text, .int64, .text, .text]), prepared: true)
+        }
+        if !refusalRows[0].isEmpty {
+            // n counts up per workspace (the version row's lock orders concurrent writers); the
+            // last `retention` refusals stay answerable.
+            try db.execute(
+                """
+                INSERT INTO tabsync_rejections (workspace, n, client_id, seq, error_code, error_detail, at_version)
+                SELECT v.workspace, coalesce((SELECT max(r.n) FROM tabsync_rejections r WHERE r.workspace = v.workspace), 0) + v.k,
+                       v.client_id, v.seq, v.code, v.detail, v.at_version
+                FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::text[], $7::int8[])
+                     AS v(workspace, k, client_id, seq, code, detail, at_version)
+                """, arrays(refusalRows, [.text, .int64, .text, .int64, .int64, .text, .int64]), prepared: true)
+            try db.execute(
+                """
+                DELETE FROM tabsync_rejections r
+                USING (SELECT workspace, max(n) AS top FROM tabsync_rejections WHERE workspace = ANY($1::text[]) GROUP BY workspace) t
+                WHERE r.workspace = t.workspace AND r.n <= t.top - $2
+                """, [.array(.text, refused.sorted().map(PGValue.text)), .int64(Int64(retention))],
+                prepared: true)
+        }
+        if !snapshotRows[0].isEmpty {
+            try db.execute(
+                """
+                INSERT INTO tabsync_snapshots (workspace, version, snapshot)
+                SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[])
                 ON CONFLICT (workspace) DO UPDATE SET version = excluded.version, snapshot = excluded.snapshot
-                """, [workspace, .int64(version), .bytes(bytes)])
-            snapshot = version
+                """, arrays(snapshotRows, [.text, .int64, .bytes]), prepared: true)
         }
-        // Log rows older than the retention are covered by the snapshot (interval ≤ retention); a
-        // rekey leaves with the log window it translates keys of.
-        let horizon = min(snapshot, version - Int64(retention))
-        if horizon > 0 {
+        if !horizonRows[0].isEmpty {
             try db.execute(
                 """
-                WITH gone AS (DELETE FROM tabsync_rekeys WHERE workspace = $1 AND version <= $2)
-                DELETE FROM tabsync_ops WHERE workspace = $1 AND version <= $2
-                """, [workspace, .int64(horizon)])
+                WITH h AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS h(workspace, horizon)),
+                     gone AS (DELETE FROM tabsync_rekeys r USING h WHERE r.workspace = h.workspace AND r.version <= h.horizon)
+                DELETE FROM tabsync_ops o USING h WHERE o.workspace = h.workspace AND o.version <= h.horizon
+                """, arrays(horizonRows, [.text, .int64]), prepared: true)
         }
+    }
+
+    /// Appends one row to column arrays.
+    private func append(_ columns: inout [[PGValue]], _ row: [PGValue]) {
+        for (index, value) in row.enumerated() { columns[index].append(value) }
+    }
+
+    /// Column arrays as array parameters.
+    private func arrays(_ columns: [[PGValue]], _ types: [PGArrayElement]) -> [PGValue] {
+        zip(columns, types).map { PGValue.array($1, $0) }
     }
 
     private func encoded<T>(_ body: () throws(StoreError) -> T) throws(PGError) -> T {
@@ -576,29 +638,6 @@ public final class PostgresStore: WorkspaceStore {
             return try body()
         } catch {
             throw Self.carry(error)
-        }
-    }
-
-    /// Inserts `rows` with as few statements as PostgreSQL's parameter limit allows.
-    private func insertRows(_ head: String, _ tail: String, _ rows: [[PGValue]], _ db: PGConnection) throws(PGError) {
-        guard let width = rows.first?.count else { return }
-        let chunk = max(1, 30_000 / width)
-        var start = 0
-        while start < rows.count {
-            let slice = rows[start..<min(rows.count, start + chunk)]
-            var sql = head
-            var parameter = 0
-            for (index, _) in slice.enumerated() {
-                sql += index == 0 ? " (" : ", ("
-                sql += (0..<width).map { _ in
-                    parameter += 1
-                    return "$\(parameter)"
-                }.joined(separator: ", ")
-                sql += ")"
-            }
-            sql += " " + tail
-            try db.execute(sql, Array(slice.joined()))
-            start += chunk
         }
     }
 }

@@ -7,24 +7,72 @@ enum PGValue: Sendable, Equatable {
     case int64(Int64)
     case bytes([UInt8])
     case null
+    /// A one-dimensional array of `element` values (`text[]`, `int8[]`, `bytea[]`), NULLs allowed:
+    /// how one statement carries the rows of a whole batch (`unnest($1::text[], ...)`).
+    indirect case array(PGArrayElement, [PGValue])
 
-    /// PostgreSQL's type OID for the value (`text`, `int8`, `bytea`; 0 lets the server infer it).
+    /// PostgreSQL's type OID for the value (`text`, `int8`, `bytea` and their arrays; 0 lets the
+    /// server infer it).
     var oid: Oid {
         switch self {
         case .text: 25
         case .int64: 20
         case .bytes: 17
         case .null: 0
+        case .array(let element, _): element.arrayOid
         }
     }
 
-    /// The binary wire form (int8 big-endian, text as UTF-8); nil for NULL.
+    /// The binary wire form (int8 big-endian, text as UTF-8, arrays as PostgreSQL's `array_send`
+    /// writes them); nil for NULL.
     var binary: [UInt8]? {
         switch self {
-        case .text(let value): Array(value.utf8)
-        case .int64(let value): withUnsafeBytes(of: value.bigEndian) { Array($0) }
-        case .bytes(let value): value
-        case .null: nil
+        case .text(let value): return Array(value.utf8)
+        case .int64(let value): return withUnsafeBytes(of: value.bigEndian) { Array($0) }
+        case .bytes(let value): return value
+        case .null: return nil
+        case .array(let element, let values):
+            // ndim, has-null flag, element type, then per dimension: length and lower bound (1).
+            var out: [UInt8] = []
+            func int32(_ value: Int32) { withUnsafeBytes(of: value.bigEndian) { out.append(contentsOf: $0) } }
+            let hasNull = values.contains { $0 == .null }
+            int32(values.isEmpty ? 0 : 1)
+            int32(hasNull ? 1 : 0)
+            int32(Int32(bitPattern: element.oid))
+            if !values.isEmpty {
+                int32(Int32(values.count))
+                int32(1)
+            }
+            for value in values {
+                if let bytes = value.binary {
+                    int32(Int32(bytes.count))
+                    out.append(contentsOf: bytes)
+                } else {
+                    int32(-1)
+                }
+            }
+            return out
+        }
+    }
+}
+
+/// The element types ``PGValue/array(_:_:)`` carries.
+enum PGArrayElement: Sendable, Equatable {
+    case text, int64, bytes
+
+    var oid: Oid {
+        switch self {
+        case .text: 25
+        case .int64: 20
+        case .bytes: 17
+        }
+    }
+
+    var arrayOid: Oid {
+        switch self {
+        case .text: 1009
+        case .int64: 1016
+        case .bytes: 1001
         }
     }
 }
@@ -41,6 +89,8 @@ enum PGValue: Sendable, Equatable {
 /// Thread rule: not thread-safe; its owner uses it from one thread at a time.
 final class PGConnection {
     private var conn: OpaquePointer?
+    /// Statements prepared on this connection (``execute(_:_:prepared:)``), by their text.
+    private var prepared: [String: String] = [:]
 
     /// Connects to `url` (a `postgres://` URL or a `key=value` conninfo; its own parameters win over
     /// the defaults given here) and, when `schema` is set, uses that schema for unqualified names.
@@ -92,10 +142,31 @@ final class PGConnection {
     /// The server process serving this connection (tells notifications of our own commits apart).
     var backendPID: Int32 { conn.map { PQbackendPID($0) } ?? 0 }
 
-    /// Runs one statement with `parameters` (`$1`, `$2`, …) and returns its rows.
+    /// Runs one statement with `parameters` (`$1`, `$2`, …) and returns its rows. `prepared`: the
+    /// statement is parsed and planned once per connection (`PQprepare`) and only executed after
+    /// that; for the statements of the hot path, whose text never changes.
     @discardableResult
-    func execute(_ sql: String, _ parameters: [PGValue] = []) throws(PGError) -> PGResult {
+    func execute(_ sql: String, _ parameters: [PGValue] = [], prepared usePrepared: Bool = false) throws(PGError) -> PGResult {
         guard let conn, PQstatus(conn) == CONNECTION_OK else { throw .connection("not connected") }
+        var name: String?
+        if usePrepared {
+            if let known = prepared[sql] {
+                name = known
+            } else {
+                let fresh = "tabsync_\(prepared.count + 1)"
+                let oids = parameters.map(\.oid)
+                guard let made = PQprepare(conn, fresh, sql, Int32(oids.count), oids) else { throw .connection(Self.message(conn)) }
+                let status = PQresultStatus(made)
+                guard status == PGRES_COMMAND_OK else {
+                    let error = Self.error(made, conn, context: sql)
+                    PQclear(made)
+                    throw error
+                }
+                PQclear(made)
+                prepared[sql] = fresh
+                name = fresh
+            }
+        }
         let oids = parameters.map(\.oid)
         let buffers = parameters.map(\.binary)
         let lengths = buffers.map { Int32($0?.count ?? 0) }
@@ -115,6 +186,7 @@ final class PGConnection {
         let result: OpaquePointer? = storage.withUnsafeBufferPointer { bytes in
             let base = UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self)
             let pointers: [UnsafePointer<CChar>?] = offsets.map { $0.map { base + $0 } }
+            if let name { return PQexecPrepared(conn, name, Int32(parameters.count), pointers, lengths, formats, 1) }
             return PQexecParams(conn, sql, Int32(parameters.count), oids, pointers, lengths, formats, 1)
         }
         guard let result else { throw .connection(Self.message(conn)) }
