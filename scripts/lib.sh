@@ -4,6 +4,21 @@
 log() { printf '==> %s\n' "$*" >&2; }
 fatal() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# free_port: prints a TCP port of 127.0.0.1 that no socket uses, in any state, chosen below the
+# kernel's ephemeral range (ip_local_port_range): a port for a server to bind later (PostgreSQL,
+# HAProxy), which no outgoing connection can take meanwhile. Inside that range, thousands of client
+# connections of a load test beside it took the port before the server bound it.
+free_port() {
+    local low=32768 port
+    read -r low _ < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+    [ "$low" -gt 11000 ] || fatal "the ephemeral port range starts at $low: no room below it for a fixed port"
+    for _ in $(seq 1 100); do
+        port=$((10000 + RANDOM % (low - 10000)))
+        ss -Htan "sport = :$port" 2>/dev/null | grep -q . || { echo "$port"; return 0; }
+    done
+    fatal "no free port found below $low"
+}
+
 # System packages the build, tests and tools need (Debian names).
 # openssl and curl: the TLS tests make certificates and speak https:// with them.
 TABSYNC_APT_PACKAGES=(libwebsockets-dev libev-dev libwebsockets-evlib-ev libssl-dev libsqlite3-dev pkg-config tmux openssl curl libpq-dev postgresql)

@@ -263,12 +263,9 @@ extension Server.Loop {
                 let duration = ContinuousClock.now - started
                 guard case .behind(let versions) = error else { return .committed(batch: id, .failed(error), duration: duration) }
                 // Still on the store thread: read what each behind workspace missed.
-                var reads: [String: CatchUpRead] = [:]
-                for workspaceId in versions.keys {
-                    reads[workspaceId] = CatchUpRead.read(
-                        store, workspaceId: workspaceId, after: batch.baseVersions[workspaceId] ?? 0)
-                }
-                return .committed(batch: id, .behind(reads), duration: duration)
+                var after: [String: UInt64] = [:]
+                for workspaceId in versions.keys { after[workspaceId] = batch.baseVersions[workspaceId] ?? 0 }
+                return .committed(batch: id, .behind(CatchUpRead.read(store, after: after)), duration: duration)
             }
         }
     }

@@ -16,31 +16,28 @@ enum CatchUpRead: Sendable {
     struct CatchUp: Sendable {
         var from: UInt64
         var ops: [AppliedOp]
-        /// nil: the workspace was never stored (and `ops` is empty).
+        /// The refusals since `from` and the last seqs the ops and refusals do not imply
+        /// (``StoredChanges``); nil: the workspace was never stored (and `ops` is empty).
         var dedup: DedupState?
     }
 
-    /// Reads what a writer at `version` missed: the dedup state first (one consistent read, at
-    /// stored version D), then the ops from `version` to D (a stored op never changes, so the two
-    /// agree). Store thread only.
-    static func read(_ store: any WorkspaceStore, workspaceId: String, after version: UInt64) -> CatchUpRead {
+    /// Reads what a writer at `versions` missed of each of those workspaces, in one store call
+    /// (``WorkspaceStore/changes(after:)``). Store thread only.
+    static func read(_ store: any WorkspaceStore, after versions: [String: UInt64]) -> [String: CatchUpRead] {
+        var reads: [String: CatchUpRead] = [:]
         do throws(StoreError) {
-            guard let dedup = try store.dedupState(workspaceId: workspaceId) else {
-                return version == 0 ? .caughtUp(CatchUp(from: 0, ops: [], dedup: nil)) : .compacted
+            let changes = try store.changes(after: versions)
+            for (id, version) in versions {
+                switch changes[id] {
+                case .changes(let ops, let dedup)?: reads[id] = .caughtUp(CatchUp(from: version, ops: ops, dedup: dedup))
+                case .compacted?: reads[id] = .compacted
+                case nil: reads[id] = .failed(.readFailed("the store did not answer for \(id)"))
+                }
             }
-            if dedup.version < version { return .compacted }
-            if dedup.version == version { return .caughtUp(CatchUp(from: version, ops: [], dedup: dedup)) }
-            let missing = dedup.version - version
-            guard let ops = try store.ops(workspaceId: workspaceId, after: version, limit: Int(clamping: missing)) else {
-                return .compacted
-            }
-            guard UInt64(ops.count) == missing, ops.last?.version == dedup.version else {
-                return .failed(.readFailed("the log of \(workspaceId) holds \(ops.count) ops after \(version), not \(missing)"))
-            }
-            return .caughtUp(CatchUp(from: version, ops: ops, dedup: dedup))
         } catch {
-            return .failed(error)
+            for id in versions.keys { reads[id] = .failed(error) }
         }
+        return reads
     }
 }
 
@@ -48,16 +45,18 @@ extension Server.Loop {
     /// A shared store: what the loop knows of other nodes' commits it has not read yet.
     ///
     /// A commit of another node is heard of (its notification, or the poll of stored versions); a
-    /// loaded workspace whose heard version is above its stored version is read (one read in
-    /// flight per workspace; heard again meanwhile, it is read again after) and its ops applied and
-    /// broadcast in order. A workspace with records in the commit pipeline, or a `Welcome`
+    /// loaded workspace whose heard version is above its stored version is read and its ops applied
+    /// and broadcast in order. One read is in flight at a time and covers every workspace due when
+    /// it starts (one store call, ``WorkspaceStore/changes(after:)``); those heard meanwhile wait for
+    /// the next, so a busy node reads many workspaces per round trip, as group commit writes. A workspace with records in the commit pipeline, or a `Welcome`
     /// waiting there, is not read now: its next batch runs into `behind` and catches up there
     /// (CommitPipeline.swift); once the pipeline lets it go, it is read if still behind.
     struct CatchUpState {
         /// Per loaded workspace, the highest stored version heard of and not yet read.
         var heard: [String: UInt64] = [:]
-        /// Workspaces with a catch-up read on the store thread.
+        /// The workspaces of the catch-up read on the store thread (empty: none in flight).
         var reading: Set<String> = []
+        var readInFlight = false
         /// A poll of stored versions is on the store thread; `pollAgain`: another was asked meanwhile.
         var pollInFlight = false
         var pollAgain = false
@@ -93,41 +92,53 @@ extension Server.Loop {
     func heard(_ id: String, version: UInt64) {
         guard case .loaded(let hub)? = workspaces[id], let stored = hub.stored, version > stored.workspace.version else { return }
         catchUps.heard[id] = max(catchUps.heard[id] ?? 0, version)
-        catchUpIfNeeded(id)
+        startCatchUpRead()
     }
 
-    /// Starts the catch-up read of `id` when it is behind a heard version and nothing holds it back.
-    func catchUpIfNeeded(_ id: String) {
-        guard let version = catchUps.heard[id] else { return }
-        guard case .loaded(let hub)? = workspaces[id], let stored = hub.stored, version > stored.workspace.version else {
+    /// Starts one read of every workspace behind a heard version that nothing holds back, unless a
+    /// read is in flight (its answer starts the next).
+    func startCatchUpRead() {
+        guard !catchUps.readInFlight, !catchUps.heard.isEmpty else { return }
+        var versions: [String: UInt64] = [:]
+        for (id, version) in catchUps.heard {
+            guard case .loaded(let hub)? = workspaces[id], let stored = hub.stored, version > stored.workspace.version else {
+                catchUps.heard[id] = nil
+                continue
+            }
+            guard !commits.isBusy(id), hub.welcoming.isEmpty else { continue }
             catchUps.heard[id] = nil
-            return
+            versions[id] = stored.workspace.version
         }
-        guard !catchUps.reading.contains(id), !commits.isBusy(id), hub.welcoming.isEmpty else { return }
-        catchUps.heard[id] = nil
-        catchUps.reading.insert(id)
+        guard !versions.isEmpty else { return }
+        catchUps.readInFlight = true
+        catchUps.reading = Set(versions.keys)
         metrics.catchUpReads += 1
-        let from = stored.workspace.version
         let store = self.store
+        let asked = versions
         onStoreThread {
             let started = ContinuousClock.now
-            let read = CatchUpRead.read(store, workspaceId: id, after: from)
-            return .caughtUp(workspaceId: id, read, duration: ContinuousClock.now - started)
+            let reads = CatchUpRead.read(store, after: asked)
+            return .caughtUp(reads, duration: ContinuousClock.now - started)
         }
     }
 
     /// After a commit: the catch-ups the pipeline held back.
     func resumeCatchUps() {
-        guard !catchUps.heard.isEmpty else { return }
-        for id in Array(catchUps.heard.keys) { catchUpIfNeeded(id) }
+        startCatchUpRead()
     }
 
-    /// A catch-up read is back: applies and broadcasts the missed ops unless the workspace moved
-    /// on meanwhile (then its pipeline's `behind` catches it up), then reads again if more was heard.
-    func caughtUp(_ id: String, _ read: CatchUpRead, duration: Duration) {
-        catchUps.reading.remove(id)
+    /// A catch-up read is back: applies and broadcasts each workspace's missed ops unless it moved
+    /// on meanwhile (then its pipeline's `behind` catches it up), then reads again what was heard
+    /// meanwhile.
+    func caughtUp(_ reads: [String: CatchUpRead], duration: Duration) {
+        catchUps.readInFlight = false
+        catchUps.reading = []
         metrics.storeSeconds.observe(duration.seconds)
-        defer { catchUpIfNeeded(id) }
+        for (id, read) in reads.sorted(by: { $0.key < $1.key }) { caughtUp(id, read) }
+        startCatchUpRead()
+    }
+
+    private func caughtUp(_ id: String, _ read: CatchUpRead) {
         guard case .loaded(let hub)? = workspaces[id], let stored = hub.stored else { return }
         switch read {
         case .caughtUp(let missed):

@@ -260,8 +260,8 @@ extension Server {
                     commitFinished(batch: batch, result: result, duration: duration)
                 case .loaded(let workspaceId, let result):
                     workspaceLoaded(workspaceId, result: result)
-                case .caughtUp(let workspaceId, let read, let duration):
-                    caughtUp(workspaceId, read, duration: duration)
+                case .caughtUp(let reads, let duration):
+                    caughtUp(reads, duration: duration)
                 case .polled(let result, let duration):
                     polled(result, duration: duration)
                 case .storeEvent(let event):

@@ -221,7 +221,7 @@ extension Server {
         /// The store thread finished loading a workspace.
         case loaded(workspaceId: String, Result<StoredWorkspace?, StoreError>)
         /// A shared store: the store thread read what a workspace missed of other nodes' commits.
-        case caughtUp(workspaceId: String, CatchUpRead, duration: Duration)
+        case caughtUp([String: CatchUpRead], duration: Duration)
         /// A shared store: the store thread read the stored versions of the loaded workspaces.
         case polled(Result<[String: UInt64], StoreError>, duration: Duration)
         /// A shared store: the listener heard a commit, (re)connected or lost its connection.

@@ -66,6 +66,9 @@ extension PostgresStore {
         // other nodes' commits reads only the refusals since its own version (not all retained).
         """
         ALTER TABLE tabsync_rejections ADD COLUMN at_version bigint NOT NULL DEFAULT 0;
+        -- Refusals stored before: taken as made at their workspace's present version (a catch-up
+        -- from an older version reads them again, which changes nothing).
+        UPDATE tabsync_rejections r SET at_version = w.version FROM tabsync_workspaces w WHERE w.workspace = r.workspace;
         CREATE INDEX tabsync_rejections_at_version ON tabsync_rejections (workspace, at_version);
         """,
     ]

@@ -211,6 +211,80 @@ public final class PostgresStore: WorkspaceStore {
         }
     }
 
+    /// One statement for every workspace asked (one consistent snapshot): its version row, the ops
+    /// after the version asked, and the refusals made at or after it (``StoredChanges``: last seqs
+    /// follow from those). Only when refusals after that version may have been trimmed (the oldest
+    /// one kept is younger) are the workspace's dedup rows read whole, in the same transaction.
+    public func changes(after versions: [String: UInt64]) throws(StoreError) -> [String: StoredChanges] {
+        guard !versions.isEmpty else { return [:] }
+        let ids = versions.keys.sorted()
+        return try readSnapshot { db throws(PGError) in
+            let rows = try db.execute(
+                """
+                WITH h AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS h(workspace, after))
+                SELECT 0 AS kind, w.workspace, w.version, NULL::text, NULL::int8, NULL::text, NULL::bytea, NULL::int8,
+                       (SELECT min(r.at_version) FROM tabsync_rejections r WHERE r.workspace = w.workspace)
+                  FROM tabsync_workspaces w JOIN h ON w.workspace = h.workspace
+                UNION ALL
+                SELECT 1, o.workspace, o.version, o.client_id, o.seq, o.active_tab_id, o.op, NULL, NULL
+                  FROM tabsync_ops o JOIN h ON o.workspace = h.workspace AND o.version > h.after
+                UNION ALL
+                SELECT 2, r.workspace, r.n, r.client_id, r.seq, r.error_detail, NULL, r.error_code, NULL
+                  FROM tabsync_rejections r JOIN h ON r.workspace = h.workspace AND r.at_version >= h.after
+                ORDER BY 2, 1, 3
+                """, [.array(.text, ids.map(PGValue.text)), .array(.int64, ids.map { .int64(Int64(bitPattern: versions[$0]!)) })],
+                prepared: true)
+            var stored: [String: (version: UInt64, oldestRefusal: Int64?)] = [:]
+            var ops: [String: [AppliedOp]] = [:]
+            var refusals: [String: [Sequencer.Rejection]] = [:]
+            for row in 0..<rows.rowCount {
+                let id = rows.text(row, 1)
+                let number = UInt64(bitPattern: try rows.int64(row, 2) ?? 0)
+                switch try rows.int64(row, 0) {
+                case 0:
+                    stored[id] = (number, try rows.int64(row, 8))
+                case 1:
+                    let op = try decoded { () throws(StoreError) in
+                        try StoreEncoding.decodeOp(rows.bytes(row, 6), context: "op \(number) of \(id)")
+                    }
+                    ops[id, default: []].append(AppliedOp(
+                        version: number, op: op, clientId: rows.text(row, 3), seq: UInt64(bitPattern: try rows.int64(row, 4) ?? 0),
+                        activeTabId: rows.text(row, 5)))
+                default:
+                    let code = try rows.int64(row, 7) ?? -1
+                    guard let error = StoreEncoding.decodeError(code: code, detail: rows.text(row, 5)) else {
+                        throw Self.carry(.readFailed("unknown refusal code \(code) in \(id)"))
+                    }
+                    refusals[id, default: []].append(Sequencer.Rejection(
+                        clientId: rows.text(row, 3), seq: UInt64(bitPattern: try rows.int64(row, 4) ?? 0), error: error))
+                }
+            }
+            var result: [String: StoredChanges] = [:]
+            for id in ids {
+                let after = versions[id]!
+                guard let (version, oldestRefusal) = stored[id] else {
+                    // No version row: never stored (a refusal-only history still has its row).
+                    result[id] = after == 0 ? .changes(ops: [], dedup: nil) : .compacted
+                    continue
+                }
+                let missed = ops[id] ?? []
+                let contiguous = missed.enumerated().allSatisfy { $0.element.version == after + 1 + UInt64($0.offset) }
+                guard version >= after, contiguous, UInt64(missed.count) == version - after else {
+                    result[id] = .compacted
+                    continue
+                }
+                var lastSeqs: [String: UInt64] = [:]
+                if let oldest = oldestRefusal, oldest > Int64(bitPattern: after) {
+                    // Refusals made since `after` may have been trimmed: the last seqs, whole.
+                    lastSeqs = try self.lastSeqs(id, db)
+                }
+                result[id] = .changes(
+                    ops: missed, dedup: DedupState(version: version, lastSeqs: lastSeqs, rejections: refusals[id] ?? [], rekeys: []))
+            }
+            return result
+        }
+    }
+
     // MARK: - connection
 
     /// Runs `body` on the connection, opening one first when there is none (PostgreSQL restarted).

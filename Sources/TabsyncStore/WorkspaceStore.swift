@@ -46,6 +46,25 @@ public protocol WorkspaceStore: Sendable {
     /// The stored version of each of these workspaces (absent: never stored): how a writer polls
     /// for another's commits without reading them.
     func storedVersions(workspaceIds: [String]) throws(StoreError) -> [String: UInt64]
+
+    /// What a writer holding each workspace at a version (`versions`) missed of them, all read at
+    /// once (a node catching up on other nodes' commits asks for every workspace it heard of in
+    /// one call). See ``StoredChanges``.
+    func changes(after versions: [String: UInt64]) throws(StoreError) -> [String: StoredChanges]
+}
+
+/// What a writer at version V missed of one workspace (``WorkspaceStore/changes(after:)``).
+public enum StoredChanges: Sendable, Equatable {
+    /// The ops stored after V, in order (empty: nothing new), and the dedup state at their end
+    /// (nil: the workspace was never stored, and V is 0). The dedup state holds at least every
+    /// refusal made since V; its `lastSeqs` holds at least the last seq of every client whose
+    /// last consumed seq is neither one of these ops nor one of these refusals (a store that reads
+    /// only what changed leaves it empty). Adopting the ops, the refusals and the last seqs brings a
+    /// sequencer at V to the stored state.
+    case changes(ops: [AppliedOp], dedup: DedupState?)
+    /// The log no longer holds the op right after V (compacted behind a snapshot), or the store is
+    /// behind V: the workspace must be read whole.
+    case compacted
 }
 
 extension WorkspaceStore {
@@ -64,6 +83,34 @@ extension WorkspaceStore {
             if let state = try dedupState(workspaceId: id) { versions[id] = state.version }
         }
         return versions
+    }
+
+    /// Default: per workspace, its dedup state (at stored version D), then its ops from V to D (a
+    /// stored op never changes, so the two agree).
+    public func changes(after versions: [String: UInt64]) throws(StoreError) -> [String: StoredChanges] {
+        var result: [String: StoredChanges] = [:]
+        for (id, version) in versions {
+            guard let dedup = try dedupState(workspaceId: id) else {
+                result[id] = version == 0 ? .changes(ops: [], dedup: nil) : .compacted
+                continue
+            }
+            if dedup.version < version {
+                result[id] = .compacted
+            } else if dedup.version == version {
+                result[id] = .changes(ops: [], dedup: dedup)
+            } else {
+                let missing = dedup.version - version
+                guard let ops = try self.ops(workspaceId: id, after: version, limit: Int(clamping: missing)) else {
+                    result[id] = .compacted
+                    continue
+                }
+                guard UInt64(ops.count) == missing, ops.last?.version == dedup.version else {
+                    throw .readFailed("the log of \(id) holds \(ops.count) ops after \(version), not \(missing)")
+                }
+                result[id] = .changes(ops: ops, dedup: dedup)
+            }
+        }
+        return result
     }
 
     /// Default: read through ``load(workspaceId:)``.
