@@ -69,6 +69,60 @@ struct StoreMultiWriterContractTests {
         #expect(try nodeA.load(workspaceId: "w")?.workspace.version == 3)
     }
 
+    /// ``WorkspaceStore/changes(after:)``: what a writer at some version missed of several
+    /// workspaces at once; adopting it gives the writer's sequencer the stored state (every
+    /// consumed seq, every answer), refusals and all, also when refusals were trimmed meanwhile.
+    @Test(arguments: StoreKind.allCases)
+    func changesAfterAVersionBringAWriterToTheStoredState(kind: StoreKind) throws {
+        let harness = try StoreHarness(kind)
+        let nodeA = harness.store
+        let nodeB = try harness.secondWriter()
+        var a = Driver(epoch: nodeA.epoch, limits: Limits(logRetention: 4))
+        a.submit("w", "alice", 1, .add(tab: Tab(id: "x"), place: .end, activate: true))
+        a.submit("v", "alice", 1, .add(tab: Tab(id: "x"), place: .end, activate: true))
+        try nodeA.commit(Self.based(a.takeBatch(), on: ["w": 0, "v": 0]))
+        // B holds both at version 1 (and "new" at 0, never stored).
+        let b = try Driver(store: nodeB, workspaces: ["w", "v"], limits: Limits(logRetention: 4))
+        // A goes on: ops and refusals on "w" (more refusals than the 4 kept), nothing on "v".
+        a.submit("w", "alice", 2, .remove(tabId: "ghost"))
+        a.submit("w", "bob", 1, .add(tab: Tab(id: "y"), place: .end, activate: false))
+        try nodeA.commit(Self.based(a.takeBatch(), on: ["w": 1]))
+        a.submit("w", "dave", 1, .remove(tabId: "gone"))  // a refusal trimmed before B reads: only the last seqs tell
+        for seq in 3...9 { a.submit("w", "alice", UInt64(seq), .remove(tabId: "ghost\(seq)")) }
+        a.submit("w", "carol", 1, .move(tabId: "nope", place: .end))
+        a.submit("w", "bob", 2, .activate(.tabId("y")))
+        try nodeA.commit(Self.based(a.takeBatch(), on: ["w": 2]))
+
+        let changes = try nodeB.changes(after: ["w": 1, "v": 1, "new": 0])
+        #expect(changes["new"] == .changes(ops: [], dedup: nil))
+        guard case .changes(let vOps, let vDedup)? = changes["v"] else {
+            Issue.record("v: \(String(describing: changes["v"]))")
+            return
+        }
+        #expect(vOps.isEmpty && vDedup?.version == 1)
+        guard case .changes(let ops, let dedup)? = changes["w"], let dedup else {
+            Issue.record("w: \(String(describing: changes["w"]))")
+            return
+        }
+        #expect(ops.map(\.version) == [2, 3])
+        #expect(dedup.version == 3)
+        // Adopted by B's sequencer at version 1: the state A's sequencer has.
+        var caughtUp = b.sequencer("w")
+        for op in ops { try caughtUp.adopt(op) }
+        for rejection in dedup.rejections { caughtUp.adopt(rejection) }
+        for (client, seq) in dedup.lastSeqs { caughtUp.adopt(lastSeq: seq, of: client) }
+        var truth = a.sequencer("w")
+        #expect(caughtUp.workspace == truth.workspace)
+        for client in ["alice", "bob", "carol", "dave"] { #expect(caughtUp.lastSeq(of: client) == truth.lastSeq(of: client), "\(client)") }
+        // The refusals still kept are answered again (the 4 most recent at least).
+        for seq in 6...9 {
+            let again = caughtUp.submit(clientId: "alice", seq: UInt64(seq), baseVersion: 0, op: .remove(tabId: "ghost\(seq)"))
+            #expect(again == truth.submit(clientId: "alice", seq: UInt64(seq), baseVersion: 0, op: .remove(tabId: "ghost\(seq)")), "alice/\(seq)")
+        }
+        // Behind what the store holds: read whole.
+        #expect(try nodeB.changes(after: ["w": 9])["w"] == .compacted)
+    }
+
     @Test(arguments: StoreKind.allCases)
     func aBatchWithoutBaseVersionsIsNotChecked(kind: StoreKind) throws {
         let harness = try StoreHarness(kind)
