@@ -40,7 +40,7 @@ extension Server {
         /// HTTP requests waiting for a workspace load, by request id (in lws per-session memory).
         var pendingHTTP: [Int: PendingHTTP] = [:]
         /// Connections accepted and not yet destroyed (HTTP and WebSocket).
-        private var openConnections = 0
+        private(set) var openConnections = 0
         private var refusedConnectionsLogged: ContinuousClock.Instant?
 
         var workspaces: [String: WorkspaceEntry] = [:]

@@ -150,6 +150,7 @@ public final class Server: Sendable {
         withExtendedLifetime(loop) {
             loop.run()
             listener?.stop()  // the loop has stopped: no event is wanted any more
+            logger.info("event loop stopped; closing the connections left", metadata: ["connections": "\(loop.openConnections)"])
             loop.destroyContext()
         }
         logger.info("stopped")
