@@ -39,6 +39,10 @@ let package = Package(
         .systemLibrary(name: "CLibwebsockets", pkgConfig: "libwebsockets",
                        providers: [.apt(["libwebsockets-dev", "libev-dev", "libwebsockets-evlib-ev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // ThreadSanitizer's acquire/release annotations, weakly declared (a header only, nothing linked).
+        .systemLibrary(name: "CThreadSanitizer"),
+        // The one lock of every threaded target: a `Mutex` ThreadSanitizer can see.
+        .target(name: "TabsyncLock", dependencies: ["CThreadSanitizer"], swiftSettings: swiftSettings),
         // The libwebsockets plumbing every lws user shares: context on libev (epoll) or poll(),
         // timers, the cross-thread inbox, log routing, the open-file limit, the write paths.
         .target(name: "TabsyncLoop", dependencies: ["CLibwebsockets"], swiftSettings: swiftSettings),
@@ -154,6 +158,11 @@ let package = Package(
         .testTarget(
             name: "TabsyncClusterTests",
             dependencies: ["TabsyncClient", "TabsyncCore", "TabsyncStore", "TabsyncTestSupport", "TabsyncTestServer"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncLockTests",
+            dependencies: ["TabsyncLock", "TabsyncTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
