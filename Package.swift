@@ -39,15 +39,19 @@ let package = Package(
         .systemLibrary(name: "CLibwebsockets", pkgConfig: "libwebsockets",
                        providers: [.apt(["libwebsockets-dev", "libev-dev", "libwebsockets-evlib-ev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // ThreadSanitizer's acquire/release annotations, weakly declared (a header only, nothing linked).
+        .systemLibrary(name: "CThreadSanitizer"),
+        // The one lock of every threaded target: a `Mutex` ThreadSanitizer can see.
+        .target(name: "TabsyncLock", dependencies: ["CThreadSanitizer"], swiftSettings: swiftSettings),
         // The libwebsockets plumbing every lws user shares: context on libev (epoll) or poll(),
         // timers, the cross-thread inbox, log routing, the open-file limit, the write paths.
-        .target(name: "TabsyncLoop", dependencies: ["CLibwebsockets"], swiftSettings: swiftSettings),
+        .target(name: "TabsyncLoop", dependencies: ["CLibwebsockets", "TabsyncLock"], swiftSettings: swiftSettings),
         .systemLibrary(name: "CLibpq", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // Durable storage behind the store protocol.
         .target(
             name: "TabsyncStore",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "CSQLite", "CLibpq",
+                "TabsyncCore", "TabsyncProto", "TabsyncLock", "CSQLite", "CLibpq",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
@@ -56,7 +60,7 @@ let package = Package(
         .target(
             name: "TabsyncServer",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncLoop", "CLibwebsockets",
+                "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncLoop", "TabsyncLock", "CLibwebsockets",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -66,7 +70,7 @@ let package = Package(
         // Client library on libwebsockets.
         .target(
             name: "TabsyncClient",
-            dependencies: ["TabsyncCore", "TabsyncProto", "TabsyncLoop", "CLibwebsockets"],
+            dependencies: ["TabsyncCore", "TabsyncProto", "TabsyncLoop", "TabsyncLock", "CLibwebsockets"],
             swiftSettings: swiftSettings
         ),
         // Load generator and benchmark reports (`tabsync bench`), directly on libwebsockets.
@@ -81,16 +85,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // The terminal client's pure layout, rendering and key decoding, plus a small termios/ANSI layer.
-        .target(name: "TabsyncTerminal", dependencies: ["TabsyncCore"], swiftSettings: swiftSettings),
+        .target(name: "TabsyncTerminal", dependencies: ["TabsyncCore", "TabsyncLock"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "tabsync-server",
-            dependencies: ["TabsyncServer", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "TabsyncServer", "TabsyncLock", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "tabsync",
             dependencies: [
-                "TabsyncClient", "TabsyncTerminal", "TabsyncBench", "TabsyncProto", "CLibwebsockets",
+                "TabsyncClient", "TabsyncTerminal", "TabsyncBench", "TabsyncProto", "TabsyncLock", "CLibwebsockets",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -99,14 +105,17 @@ let package = Package(
 
         // test targets
         // Shared by every test target: the seeded generator, waits on a condition with a deadline,
-        // `withTimeout`, temporary directories. Standard library and Foundation only, so the core,
-        // store and terminal tests use it without building or linking the server.
-        .target(name: "TabsyncTestSupport", path: "Tests/TabsyncTestSupport", swiftSettings: swiftSettings),
+        // `withTimeout`, temporary directories. Standard library, Foundation and TabsyncLock only, so
+        // the core, store and terminal tests use it without building or linking the server.
+        .target(
+            name: "TabsyncTestSupport", dependencies: ["TabsyncLock"], path: "Tests/TabsyncTestSupport",
+            swiftSettings: swiftSettings
+        ),
         // The in-process server harness (port 0, memory or SQLite store) of the integration tests.
         .target(
             name: "TabsyncTestServer",
             dependencies: [
-                "TabsyncTestSupport", "TabsyncServer", "TabsyncStore", "TabsyncCore",
+                "TabsyncTestSupport", "TabsyncServer", "TabsyncStore", "TabsyncCore", "TabsyncLock",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ],
@@ -124,7 +133,8 @@ let package = Package(
         .testTarget(
             name: "TabsyncServerTests",
             dependencies: [
-                "TabsyncServer", "TabsyncStore", "TabsyncProto", "TabsyncCore", "TabsyncTestSupport", "TabsyncTestServer",
+                "TabsyncServer", "TabsyncStore", "TabsyncProto", "TabsyncCore", "TabsyncLock", "TabsyncTestSupport",
+                "TabsyncTestServer",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Yams", package: "Yams"),
@@ -135,7 +145,7 @@ let package = Package(
         .testTarget(
             name: "TabsyncClientTests",
             dependencies: [
-                "TabsyncClient", "TabsyncCore", "TabsyncProto", "TabsyncServer", "TabsyncStore",
+                "TabsyncClient", "TabsyncCore", "TabsyncProto", "TabsyncServer", "TabsyncStore", "TabsyncLock",
                 "TabsyncTestSupport", "TabsyncTestServer",
             ],
             swiftSettings: swiftSettings
@@ -153,7 +163,14 @@ let package = Package(
         // run by scripts/test with TABSYNC_TEST_CLUSTER=1, skipped otherwise.
         .testTarget(
             name: "TabsyncClusterTests",
-            dependencies: ["TabsyncClient", "TabsyncCore", "TabsyncStore", "TabsyncTestSupport", "TabsyncTestServer"],
+            dependencies: [
+                "TabsyncClient", "TabsyncCore", "TabsyncStore", "TabsyncLock", "TabsyncTestSupport", "TabsyncTestServer",
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncLockTests",
+            dependencies: ["TabsyncLock", "TabsyncTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

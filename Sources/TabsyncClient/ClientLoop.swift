@@ -1,13 +1,14 @@
 import CLibwebsockets
 import Foundation
 import Synchronization
+import TabsyncLock
 import TabsyncLoop
 
 /// One libwebsockets client context and the thread that services it; any number of connections
 /// (``TabsyncClient``s) share it.
 ///
 /// Thread rule: the loop thread owns every connection's state (sockets, receive buffers, send
-/// queues, retry timers). Other threads only append commands to a `Mutex` inbox (`LoopInbox`) and
+/// queues, retry timers). Other threads only append commands to a `Lock` inbox (`LoopInbox`) and
 /// wake the loop with `lws_cancel_service`; the loop drains the inbox in
 /// `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
 /// A connection costs a few small objects, its lws state and its replica (about 11 KB measured in a

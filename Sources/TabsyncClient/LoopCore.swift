@@ -1,6 +1,7 @@
 import CLibwebsockets
 import Foundation
 import Synchronization
+import TabsyncLock
 import TabsyncLoop
 
 /// The lws callback for every client connection: finds the loop core as the event loop's owner
@@ -35,7 +36,7 @@ final class ThreadIdPromise: Sendable {
 ///
 /// `@unchecked Sendable`: the object crosses to the loop thread once, when the thread starts;
 /// after `init` every mutable property is touched only on that thread (inside `run()` and the
-/// lws callbacks it drives). Other threads reach it only through `inbox` (a `Mutex`) and
+/// lws callbacks it drives). Other threads reach it only through `inbox` (a `Lock`) and
 /// `threadId` (atomic), which are Sendable on their own.
 final class LoopCore: @unchecked Sendable {
     let eventLoop: EventLoop

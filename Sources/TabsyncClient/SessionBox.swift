@@ -1,5 +1,5 @@
-import Synchronization
 import TabsyncCore
+import TabsyncLock
 import TabsyncProto
 
 /// A client's session behind its lock, and the loop's view of it (`LoopConnectionOwner`).
@@ -9,8 +9,8 @@ import TabsyncProto
 /// subscriber and the handler see them in the order they happened; delivery never blocks
 /// (`AsyncStream` buffers), and the handler must not call back into the client.
 final class SessionBox: Sendable {
-    let session: Mutex<Session>
-    private let listeners: Mutex<Listeners>
+    let session: Lock<Session>
+    private let listeners: Lock<Listeners>
     let handler: (@Sendable (ClientEvent) -> Void)?
 
     struct Listeners {
@@ -21,8 +21,8 @@ final class SessionBox: Sendable {
     }
 
     init(session: Session, handler: (@Sendable (ClientEvent) -> Void)?) {
-        self.session = Mutex(session)
-        self.listeners = Mutex(Listeners())
+        self.session = Lock(session)
+        self.listeners = Lock(Listeners())
         self.handler = handler
     }
 

@@ -1,5 +1,5 @@
 import CLibwebsockets
-import Synchronization
+import TabsyncLock
 
 #if canImport(Glibc)
 import Glibc
@@ -31,7 +31,7 @@ public enum LWSLog {
         var limit = RateLimit()
     }
 
-    private static let routing = Mutex(Routing())
+    private static let routing = Lock(Routing())
 
     /// Adds `levels` (`LLL_*` bits) to the process' lws log mask and routes lws' lines here.
     /// Returns the mask now in force.

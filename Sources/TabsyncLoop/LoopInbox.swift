@@ -1,7 +1,7 @@
 import CLibwebsockets
-import Synchronization
+import TabsyncLock
 
-/// The one way into an ``EventLoop``'s thread from other threads: a `Mutex`-guarded queue of
+/// The one way into an ``EventLoop``'s thread from other threads: a `Lock`-guarded queue of
 /// tasks plus `lws_cancel_service`, lws' one thread-safe call, which makes the loop raise
 /// `LWS_CALLBACK_EVENT_WAIT_CANCELLED` (for every protocol); the owner drains the queue there with
 /// ``take(into:)``.
@@ -34,7 +34,7 @@ public final class LoopInbox<Task: Sendable>: Sendable {
         @usableFromInline init(pointer: OpaquePointer) { self.pointer = pointer }
     }
 
-    @usableFromInline let state = Mutex(State())
+    @usableFromInline let state = Lock(State())
 
     public init() {}
 

@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
 import Logging
-import Synchronization
 import TabsyncCore
+import TabsyncLock
 import TabsyncLoop
 import TabsyncStore
 
@@ -11,7 +11,7 @@ import TabsyncStore
 ///
 /// One event loop thread owns every session and workspace (``Server/Loop``); nothing on it takes a
 /// lock on the hot path. Other threads (the store thread, callers of ``shutdown()``) hand work over
-/// through ``inbox`` (a `LoopInbox`: a `Mutex` queue plus `lws_cancel_service`). All public methods
+/// through ``inbox`` (a `LoopInbox`: a `Lock` queue plus `lws_cancel_service`). All public methods
 /// are safe from any thread.
 public final class Server: Sendable {
     let configuration: Configuration
@@ -19,7 +19,7 @@ public final class Server: Sendable {
     let logger: Logger
     /// The one way into the event loop thread; drained in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
     let inbox = LoopInbox<Task>()
-    private let lifecycle = Mutex<Lifecycle>(.idle)
+    private let lifecycle = Lock<Lifecycle>(.idle)
     private let stoppedSignal = DispatchSemaphore(value: 0)
 
     private enum Lifecycle {
@@ -176,7 +176,7 @@ public final class Server: Sendable {
 
     /// What the loop thread reports back to `start()`.
     private final class StartResult: Sendable {
-        let value = Mutex<Result<Int, Server.Error>?>(nil)
+        let value = Lock<Result<Int, Server.Error>?>(nil)
     }
 
     /// A host resolved to one address literal and its family.

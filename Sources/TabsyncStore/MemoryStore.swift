@@ -1,16 +1,16 @@
-import Synchronization
 import TabsyncCore
+import TabsyncLock
 
 /// A ``WorkspaceStore`` in memory: nothing survives the process, and a new instance has a new
 /// epoch (its history starts over). It keeps the same state a durable store keeps, so a server
 /// restarted on the same instance resumes exactly as after a restart on disk.
 ///
-/// Thread-safe (a `Mutex` guards the state); `commit` is atomic per batch.
+/// Thread-safe (a `Lock` guards the state); `commit` is atomic per batch.
 public final class MemoryStore: WorkspaceStore {
     public let epoch: String
-    private let state = Mutex<[String: StoredWorkspace]>([:])
+    private let state = Lock<[String: StoredWorkspace]>([:])
     /// When set, every commit fails with this error (for tests of the UNAVAILABLE path).
-    private let failure = Mutex<StoreError?>(nil)
+    private let failure = Lock<StoreError?>(nil)
 
     public init() {
         epoch = Self.randomEpoch()

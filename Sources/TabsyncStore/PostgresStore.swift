@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TabsyncCore
+import TabsyncLock
 
 /// A ``WorkspaceStore`` in PostgreSQL, shared by several server nodes.
 ///
@@ -25,7 +26,7 @@ import TabsyncCore
 /// - PostgreSQL down or restarting: calls throw ``StoreError`` within the connect timeout; the next
 ///   call after it is back reconnects by itself.
 ///
-/// Every statement is parameterised (`PQexecParams`, binary). Thread-safe: one `Mutex` serializes
+/// Every statement is parameterised (`PQexecParams`, binary). Thread-safe: one `Lock` serializes
 /// every call on the single connection; the server calls it from its store thread only.
 public final class PostgresStore: WorkspaceStore {
     /// How the store connects and what it keeps.
@@ -81,7 +82,7 @@ public final class PostgresStore: WorkspaceStore {
     public let options: Options
     private let url: String
     /// nil while disconnected (the next call reconnects) and once closed.
-    private let connection: Mutex<PGConnection?>
+    private let connection: Lock<PGConnection?>
     private let closed = Atomic<Bool>(false)
 
     /// Connects to `url`, creates or migrates the schema and reads the epoch.
@@ -90,7 +91,7 @@ public final class PostgresStore: WorkspaceStore {
         self.options = options
         let db = try Self.connect(url: url, options: options)
         epoch = try Self.migrate(db, schema: options.schema, newEpoch: SQLiteStore.randomEpoch())
-        connection = Mutex(db)
+        connection = Lock(db)
     }
 
     /// Creates or migrates the schema and returns; for operators who migrate separately

@@ -1,7 +1,7 @@
 import CSQLite
 import Foundation
-import Synchronization
 import TabsyncCore
+import TabsyncLock
 
 /// A ``WorkspaceStore`` in one SQLite file, in WAL mode: the embedded default.
 ///
@@ -21,7 +21,7 @@ import TabsyncCore
 ///   ``WALCheckpointer`` runs them on its own thread and connection, and the WAL file stays under
 ///   about ``Options/walLimitBytes``.
 ///
-/// Thread-safe: one `Mutex` serializes every call on the single connection. The server calls it
+/// Thread-safe: one `Lock` serializes every call on the single connection. The server calls it
 /// from its store thread only.
 public final class SQLiteStore: WorkspaceStore {
     /// How the store is opened.
@@ -85,7 +85,7 @@ public final class SQLiteStore: WorkspaceStore {
     public let path: String
     public let options: Options
     /// nil once closed.
-    private let connection: Mutex<SQLiteConnection?>
+    private let connection: Lock<SQLiteConnection?>
     /// The writing connection's WAL hook (kept alive here: SQLite holds it unretained).
     private let walHook: WALHook
     /// The background checkpoints (nil with ``Options/Checkpoint/inline``).
@@ -129,7 +129,7 @@ public final class SQLiteStore: WorkspaceStore {
         } catch {
             throw error.isCorrupt ? .corrupt(path: path, reason: error.message) : .cannotOpen(path: path, reason: error.description)
         }
-        connection = Mutex(db)
+        connection = Lock(db)
         // Restart and truncate checkpoints run while this store's lock is held: no commit then.
         checkpointer?.start { [weak self] checkpoint in
             guard let self else { return }

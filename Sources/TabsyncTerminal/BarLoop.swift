@@ -3,14 +3,14 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
+import TabsyncLock
 
 /// Events posted from other threads (the client library's callbacks) to the bar's loop.
 ///
 /// Guarantees: events come out of ``drain()`` in the order they were posted; ``post(_:)`` never
 /// blocks on the loop (it appends under a lock and writes one byte to a non-blocking wake pipe).
 public final class BarInbox: Sendable {
-    private let queue = Mutex<[BarEvent]>([])
+    private let queue = Lock<[BarEvent]>([])
     /// Read end polled by the loop; write end poked by `post`.
     let wakeRead: Int32
     private let wakeWrite: Int32

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Dispatch
 import Foundation
-import Synchronization
+import TabsyncLock
 import TabsyncServer
 
 /// `tabsync-server token`: prints a signed access token for one workspace (or glob) and role,
@@ -88,7 +88,7 @@ struct TokenCommand: ParsableCommand {
 
     /// The signing task's result, handed back to the blocked command thread.
     private final class Outcome: Sendable {
-        let value = Mutex<Result<String, Failure>?>(nil)
+        let value = Lock<Result<String, Failure>?>(nil)
         let done = DispatchSemaphore(value: 0)
     }
 

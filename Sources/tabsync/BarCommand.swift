@@ -1,7 +1,7 @@
 import ArgumentParser
-import Synchronization
 import TabsyncClient
 import TabsyncCore
+import TabsyncLock
 import TabsyncTerminal
 #if canImport(Glibc)
 import Glibc
@@ -149,7 +149,7 @@ final class OpTimer: Sendable {
         var lastMillis: Int?
         var waitingSince: ContinuousClock.Instant?
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
     let clientId: String
 
     init(clientId: String) { self.clientId = clientId }

@@ -2,7 +2,7 @@ import Testing
 import TabsyncClient
 import TabsyncCore
 import TabsyncProto
-import Synchronization
+import TabsyncLock
 import TabsyncTestServer
 import TabsyncTestSupport
 
@@ -100,7 +100,7 @@ import TabsyncTestSupport
     @Test func aClientDroppedMidStreamLosesAndDuplicatesNothing() async throws {
         let server = try TestServer.forClients()
         defer { server.stop() }
-        let seen = Mutex<[UInt64]>([])
+        let seen = Lock<[UInt64]>([])
         let writer = try server.client("writer", workspace: "drops")
         let watcher = try server.client("watcher", workspace: "drops") { event in
             if case .applied(let applied) = event, applied.clientId == "writer" {

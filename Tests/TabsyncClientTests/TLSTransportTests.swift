@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import TabsyncLock
 import TabsyncTestSupport
 import Testing
 @testable import TabsyncClient
@@ -13,7 +13,7 @@ final class RecordingOwner: LoopConnectionOwner {
         var outgoing: [[UInt8]] = []
     }
 
-    let record = Mutex(Record())
+    let record = Lock(Record())
 
     func loopConnecting(attempt: Int) {}
     func loopOpened() -> [[UInt8]] {

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TabsyncClient
 import TabsyncCore
+import TabsyncLock
 import TabsyncTestServer
 import TabsyncTestSupport
 
@@ -29,7 +30,7 @@ final class ClusterClient: Sendable {
 
     /// The record, written by the client's event handler (on its loop thread) and read by the test.
     final class Recorder: Sendable {
-        let state = Mutex(Record())
+        let state = Lock(Record())
         func withLock<T: Sendable>(_ body: (inout Record) -> T) -> T { state.withLock { body(&$0) } }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TabsyncCore
+import TabsyncLock
 import TabsyncProto
 import TabsyncStore
 import TabsyncTestSupport
@@ -28,7 +29,7 @@ struct CrashRecoveryTests {
             var welcomeLastSeq: [String: UInt64] = [:]
         }
 
-        let state = Mutex(State())
+        let state = Lock(State())
 
         static func key(_ clientId: String, _ seq: UInt64) -> String { "\(clientId)#\(seq)" }
     }

@@ -273,9 +273,14 @@ struct ServerBadInputTests {
     }
 
     @Test func aSlowReaderIsClosed1013WhileAnotherKeepsReceiving() throws {
+        // No liveness pings, and a grace longer than the test: the slow reader reads again only
+        // after 100 more ops, which outlast the default 5 s grace (and reach the 30 s ping) under
+        // ThreadSanitizer; see ServerSlowReaderTests.noIdlePings.
         let server = try TestServer {
             $0.limits.maxSendQueueBytes = 256 << 10
             $0.limits.maxOpsPerSecond = 100_000
+            $0.idleTimeout = ServerSlowReaderTests.noIdlePings
+            $0.slowCloseGrace = .seconds(120)
         }
         defer { server.stop() }
         let writer = try seed(server, workspace: "bad", format: .proto)

@@ -13,6 +13,11 @@ import Testing
 @Suite("Slow readers", .serialized)
 struct ServerSlowReaderTests {
     static let bound = 256 << 10
+    /// The servers here send no liveness pings while a test runs: a stalled reader cannot answer
+    /// one, so past half the default 60 s idle timeout (a test under ThreadSanitizer, on a busy
+    /// machine) it would be hung up as idle before its queue reaches the bound, or would find the
+    /// ping in its backlog and answer it after the server's close (a reset, not the close frame).
+    static let noIdlePings: Duration = .seconds(3_600)
     /// A 4 KB url: each broadcast is a few KB, so kernel buffers fill in a few thousand ops.
     static let url = "https://example.com/" + String(repeating: "u", count: 4000)
 
@@ -86,6 +91,7 @@ struct ServerSlowReaderTests {
         let server = try TestServer {
             $0.limits.maxSendQueueBytes = Self.bound
             $0.limits.maxOpsPerSecond = 100_000
+            $0.idleTimeout = Self.noIdlePings
             $0.slowCloseGrace = .seconds(30)
         }
         defer { server.stop() }
@@ -123,6 +129,7 @@ struct ServerSlowReaderTests {
         let server = try TestServer {
             $0.limits.maxSendQueueBytes = Self.bound
             $0.limits.maxOpsPerSecond = 100_000
+            $0.idleTimeout = Self.noIdlePings
             $0.slowCloseGrace = .seconds(1)
         }
         defer { server.stop() }
@@ -140,6 +147,7 @@ struct ServerSlowReaderTests {
         let server = try TestServer {
             $0.limits.maxSendQueueBytes = Self.bound
             $0.limits.maxOpsPerSecond = 100_000
+            $0.idleTimeout = Self.noIdlePings
         }
         defer { server.stop() }
         let writer = try seed(server, workspace: "pause", format: .proto)

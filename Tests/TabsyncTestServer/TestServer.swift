@@ -1,7 +1,7 @@
 import Foundation
 import InMemoryLogging
 import Logging
-import Synchronization
+import TabsyncLock
 import TabsyncServer
 import TabsyncStore
 import TabsyncTestSupport
@@ -39,7 +39,7 @@ package final class TestServer: Sendable {
     package let configuration: Server.Configuration
     private let logger: Logger
     private let captured: InMemoryLogHandler?
-    private let running: Mutex<Server>
+    private let running: Lock<Server>
     /// Holds the SQLite store's data directory for as long as the harness lives.
     private let directory: TemporaryDirectory?
 
@@ -82,7 +82,7 @@ package final class TestServer: Sendable {
         self.logger = logger
         self.captured = captured
         self.directory = directory
-        running = Mutex(server)
+        running = Lock(server)
     }
 
     deinit {

@@ -1,4 +1,4 @@
-import Synchronization
+import TabsyncLock
 
 /// Why ``withTimeout(_:_:)`` gave up.
 package enum TimeoutError: Error, Equatable, CustomStringConvertible {
@@ -41,7 +41,7 @@ package func withTimeout<T: Sendable>(
 }
 
 /// The one continuation of a ``withTimeout(_:_:)`` call, resumed by whichever of the operation and
-/// the timer finishes first; the other is cancelled. Thread-safe (a `Mutex`).
+/// the timer finishes first; the other is cancelled. Thread-safe (a `Lock`).
 private final class Race<T: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<T, any Error>?
@@ -50,7 +50,7 @@ private final class Race<T: Sendable>: Sendable {
         var finished = false
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     func arm(_ continuation: CheckedContinuation<T, any Error>) {
         state.withLock { $0.continuation = continuation }

@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Synchronization
+import TabsyncLock
 
 /// A task executor with one dedicated thread: token checks (jwt-kit's actor included, as a default
 /// actor follows its task's executor preference) run there, never on the event loop thread and
@@ -15,7 +15,7 @@ final class VerifierThread: TaskExecutor {
         var stopped = false
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let wake = DispatchSemaphore(value: 0)
 
     init(name: String = "tabsync-auth") {

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import Foundation
-import Synchronization
+import TabsyncLock
 
 /// A line-per-event trace of the SQLite store's commits and WAL checkpoints, appended to a file
 /// (`tabsync-server --store-trace FILE`): the measurement behind the checkpoint policy.
@@ -18,14 +18,14 @@ import Synchronization
 /// Guarantees: lines from several threads never interleave (one `write` per line under a lock);
 /// a trace that cannot be written is dropped silently (it never fails a commit).
 final class StoreTrace: Sendable {
-    private let fd: Mutex<Int32>
+    private let fd: Lock<Int32>
     private let start = ContinuousClock.now
 
     /// Opens `path` for appending (created when missing); nil when it cannot be opened.
     init?(path: String) {
         let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return nil }
-        self.fd = Mutex(fd)
+        self.fd = Lock(fd)
     }
 
     deinit {

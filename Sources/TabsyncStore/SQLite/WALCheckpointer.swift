@@ -4,6 +4,7 @@ import Glibc
 import CSQLite
 import Dispatch
 import Synchronization
+import TabsyncLock
 
 /// Runs the WAL checkpoints of a ``SQLiteStore`` in the background: on its own thread and its own
 /// connection to the file, never inside a commit.
@@ -68,7 +69,7 @@ final class WALCheckpointer: @unchecked Sendable {
     /// Runs its argument while no commit runs (the store holds its writer lock around it). Set
     /// by ``start(pausingWriter:)`` before the thread starts.
     private var pauseWriter: (@Sendable (() -> Void) -> Void)?
-    private let shared = Mutex(Shared())
+    private let shared = Lock(Shared())
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
