@@ -1,4 +1,5 @@
 import Synchronization
+import TabsyncLock
 import TabsyncCore
 import TabsyncStore
 
@@ -14,7 +15,7 @@ final class FaultyStore: WorkspaceStore {
         var failing = false
         var loseNext: Bool?
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     init(_ base: any WorkspaceStore) { self.base = base }
 

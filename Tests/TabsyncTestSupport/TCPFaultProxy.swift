@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TabsyncLock
 
 #if canImport(Glibc)
 import Glibc
@@ -40,7 +41,7 @@ package final class TCPFaultProxy: @unchecked Sendable {
         var sockets: Set<Int32> = []
         var closed = false
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// Listens on an ephemeral port of 127.0.0.1 and forwards to `host`:`port`.
     package init(toHost host: String, port: Int) throws {
