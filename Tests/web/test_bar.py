@@ -59,7 +59,10 @@ def test_two_pages_and_the_cli_edit_one_workspace_and_converge(server, browser):
     snap = server.snapshot(ws)
     assert len(snap["ids"]) == 4 and cli_id in snap["ids"]
     assert b.bar()["titles"][0] == "From B"
-    # A renames the active tab and badges it; B activates the fourth tab with the key 4.
+    # A renames the tab active on its page and badges it; B activates the fourth tab with the key 4;
+    # the CLI renames a tab A does not edit (the same tab renamed twice at once would leave either title).
+    a_active = a.bar()["active"]
+    cli_target = next(i for i in snap["ids"] if i != a_active)
     title = a.driver.find_element(By.ID, "edit-title")
     title.clear()
     title.send_keys("Renamed by A")
@@ -68,7 +71,7 @@ def test_two_pages_and_the_cli_edit_one_workspace_and_converge(server, browser):
     badge.send_keys("7")
     a.driver.find_element(By.ID, "edit").submit()
     b.driver.find_element(By.TAG_NAME, "body").send_keys("4")
-    server.cli(ws, "rename", cli_id, "CLI renamed")
+    server.cli(ws, "rename", cli_target, "CLI renamed")
     wait_for(lambda: converged(a, server, ws) and converged(b, server, ws), what="second round converges")
     snap = server.snapshot(ws)
     assert snap["active"] == snap["ids"][3]
