@@ -41,6 +41,8 @@ extension Server {
         var pendingHTTP: [Int: PendingHTTP] = [:]
         /// Connections accepted and not yet destroyed (HTTP and WebSocket).
         private(set) var openConnections = 0
+        /// When the graceful stop began (nil: running).
+        private(set) var shutdownStarted: ContinuousClock.Instant?
         private var refusedConnectionsLogged: ContinuousClock.Instant?
 
         var workspaces: [String: WorkspaceEntry] = [:]
@@ -305,6 +307,7 @@ extension Server {
             // after accept). lws_context_deprecate would close the listen socket instead, but 4.1.6
             // reads the listen wsi after freeing it there (a crash seen here).
             let now = clock.now
+            shutdownStarted = now
             shutdown = .draining(closeBy: now + .milliseconds(3500), finishBy: now + .milliseconds(4500), closed: false)
             continueShutdown(now: now)
         }

@@ -150,10 +150,15 @@ public final class Server: Sendable {
         withExtendedLifetime(loop) {
             loop.run()
             listener?.stop()  // the loop has stopped: no event is wanted any more
-            logger.info("event loop stopped; closing the connections left", metadata: ["connections": "\(loop.openConnections)"])
+            let left = loop.openConnections
+            let stopped = ContinuousClock.now
+            logger.info("event loop stopped; closing the connections left", metadata: ["connections": "\(left)"])
             loop.destroyContext()
+            logger.info("stopped", metadata: [
+                "drain": "\(loop.shutdownStarted.map { $0.duration(to: stopped) } ?? .zero)",
+                "connections_left": "\(left)", "closing_them": "\(stopped.duration(to: .now))",
+            ])
         }
-        logger.info("stopped")
         lifecycle.withLock { $0 = .stopped }
         stoppedSignal.signal()
     }

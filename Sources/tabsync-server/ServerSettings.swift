@@ -65,6 +65,9 @@ struct ServerSettings {
     var storePollInterval: Duration
     /// Time a connection closed 1013 for reading too slowly has for its close frame to leave.
     var slowCloseGrace: Duration
+    /// How long a SIGTERM/SIGINT stop may take in all (drain, closing, the store) before the
+    /// process exits anyway, status 1.
+    var shutdownTimeout: Duration
     /// Serve the diagnostics echo subprotocol `tabsync.echo` (for the Autobahn testsuite).
     var diagnosticsEcho: Bool
     /// Peers a presence list names at most (the rest are counted).
@@ -86,6 +89,7 @@ struct ServerSettings {
         static let walLimit = "64M"
         static let storePollInterval = "1.5s"
         static let slowCloseGrace = "5s"
+        static let shutdownTimeout = "15s"
         static let maxPresencePeers = 128
     }
 
@@ -124,6 +128,7 @@ struct ServerSettings {
         var store: String? = nil
         var storePollInterval: String? = nil
         var slowCloseGrace: String? = nil
+        var shutdownTimeout: String? = nil
         var diagnosticsEcho: Bool = false
         var maxPresencePeers: String? = nil
     }
@@ -232,6 +237,11 @@ struct ServerSettings {
             flags.slowCloseGrace, "--slow-close-grace", "TABSYNC_SLOW_CLOSE_GRACE",
             Self.parseDuration(Default.slowCloseGrace)!, "a duration of more than 0 such as 5, 5s, 500ms") {
             Self.parseDuration($0).flatMap { $0 > .zero ? $0 : nil }
+        }
+        shutdownTimeout = try read.value(
+            flags.shutdownTimeout, "--shutdown-timeout", "TABSYNC_SHUTDOWN_TIMEOUT",
+            Self.parseDuration(Default.shutdownTimeout)!, "a duration of at least 5s such as 15, 15s, 1m") {
+            Self.parseDuration($0).flatMap { $0 >= .seconds(5) ? $0 : nil }
         }
         diagnosticsEcho = try read.switchValue(flags.diagnosticsEcho, "--diagnostics-echo", "TABSYNC_DIAGNOSTICS_ECHO")
 

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import TabsyncCore
 import TabsyncServer
+import TabsyncLock
 import TabsyncStore
 
 /// The tabsync server executable: flags and their `TABSYNC_*` variables (resolved by ``ServerSettings``) to a
@@ -16,7 +17,8 @@ struct TabsyncServerCommand: ParsableCommand {
         discussion: """
             Prints `listening on ws://HOST:PORT` (wss:// with --tls-cert) on stdout once ready. \
             SIGINT/SIGTERM stop it gracefully: no new connections, pending commits finish, every \
-            client is closed 1001, the store is closed, exit 0 within 5 s. SIGHUP reads the TLS \
+            client is closed 1001, the store is closed, exit 0 (within 5 s when nothing is stuck; after \
+            --shutdown-timeout the process exits anyway with status 1, as on a second signal). SIGHUP reads the TLS \
             certificate and key again. Data lives in --data-dir (SQLite) unless --memory; a data file \
             that is not a readable tabsync store is named on stderr and left untouched, exit 1.
 
@@ -178,6 +180,14 @@ struct TabsyncServerCommand: ParsableCommand {
         valueName: "duration"))
     var slowCloseGrace: String?
 
+    @Option(help: ArgumentHelp(
+        "How long SIGTERM or SIGINT may take to stop the server in all (closing every client 1001, "
+            + "closing the store) before the process exits anyway with status 1: at least 5s. A second "
+            + "signal exits at once. Acknowledged ops are stored either way. [env: TABSYNC_SHUTDOWN_TIMEOUT] "
+            + "(default: \(Default.shutdownTimeout))",
+        valueName: "duration"))
+    var shutdownTimeout: String?
+
     @Flag(help: ArgumentHelp(
         "Serve the diagnostics echo subprotocol tabsync.echo on /: every message is sent back whole "
             + "(for the Autobahn testsuite, scripts/autobahn); off by default. [env: TABSYNC_DIAGNOSTICS_ECHO=1]"))
@@ -230,7 +240,7 @@ struct TabsyncServerCommand: ParsableCommand {
             noWeb: noWeb, tlsCert: tlsCert, tlsKey: tlsKey, allowOrigin: allowOrigin, insecureNoAuth: insecureNoAuth,
             maxConnectionsPerIP: maxConnectionsPerIP, maxHandshakesPerSecondPerIP: maxHandshakesPerSecondPerIP,
             authKeyFile: authKeyFile, store: store, storePollInterval: storePollInterval,
-            slowCloseGrace: slowCloseGrace, diagnosticsEcho: diagnosticsEcho, maxPresencePeers: maxPresencePeers)
+            slowCloseGrace: slowCloseGrace, shutdownTimeout: shutdownTimeout, diagnosticsEcho: diagnosticsEcho, maxPresencePeers: maxPresencePeers)
         flags.checkpoint = checkpoint
         flags.walLimit = walLimit
         flags.storeTrace = storeTrace
@@ -300,6 +310,14 @@ struct TabsyncServerCommand: ParsableCommand {
         }
     }
 
+    /// Ends the process at once, status 1, with one line on stderr saying why (a stop that
+    /// overran its deadline, or a second signal). Written with write(2): no lock is taken.
+    private static func exitNow(_ why: String) -> Never {
+        let line = Array("tabsync-server: exiting without finishing the stop: \(why)\n".utf8)
+        line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
+        _exit(1)
+    }
+
     func run() throws {
         let settings = try resolvedSettings()
         let level = settings.logLevel
@@ -324,11 +342,28 @@ struct TabsyncServerCommand: ParsableCommand {
         signal(SIGTERM, SIG_IGN)
         signal(SIGPIPE, SIG_IGN)
         let signalQueue = DispatchQueue(label: "tabsync.signals")
+        // The first SIGINT/SIGTERM starts the graceful stop (on another queue: it blocks until the
+        // loop has stopped) and a deadline; a second signal, or the deadline, ends the process at
+        // once, status 1. Acknowledged ops are stored before their ack, so neither loses one.
+        let stopRequested = TabsyncLock.Lock<ContinuousClock.Instant?>(nil)
+        let shutdownTimeout = settings.shutdownTimeout
         let sources = [SIGINT, SIGTERM].map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: signalQueue)
             source.setEventHandler {
+                let now = ContinuousClock.now
+                if let first = stopRequested.withLock({ state in
+                    defer { if state == nil { state = now } }
+                    return state
+                }) {
+                    Self.exitNow("a second signal \(number) \(first.duration(to: now)) after the first")
+                }
                 logger.info("signal received", metadata: ["signal": "\(number)"])
-                server.shutdown()
+                DispatchQueue.global().async { server.shutdown() }
+                let (seconds, attoseconds) = shutdownTimeout.components
+                let timeout = DispatchTimeInterval.milliseconds(Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
+                signalQueue.asyncAfter(deadline: .now() + timeout) {
+                    Self.exitNow("the stop took more than --shutdown-timeout \(shutdownTimeout)")
+                }
             }
             source.resume()
             return source
@@ -360,7 +395,13 @@ struct TabsyncServerCommand: ParsableCommand {
         server.waitUntilStopped()
         // After the last commit: close waits for a commit still running on the store thread (they
         // share the connection's lock), then checkpoints the WAL into the file.
+        let storeClosing = ContinuousClock.now
         sqlite?.close()
+        if let started = stopRequested.withLock({ $0 }) {
+            logger.info("store closed; exiting", metadata: [
+                "store_close": "\(storeClosing.duration(to: .now))", "since_signal": "\(started.duration(to: .now))",
+            ])
+        }
         withExtendedLifetime((sources, reload)) {}
     }
 }

@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import TabsyncProto
 import TabsyncTestSupport
@@ -61,7 +62,7 @@ struct ServerExecutableTests {
             "(default: 10000)", "--max-send-queue-bytes", "(default: 4194304)", "--max-connections",
             "(default: 10000)", "--hello-timeout", "(default: 10.0)", "--idle-timeout", "(default: 60.0)",
             "TABSYNC_MAX_SEND_QUEUE_BYTES", "TABSYNC_IDLE_TIMEOUT", "--event-loop", "(default: epoll)",
-            "TABSYNC_EVENT_LOOP",
+            "TABSYNC_EVENT_LOOP", "--shutdown-timeout", "(default: 15s)", "TABSYNC_SHUTDOWN_TIMEOUT",
         ] {
             #expect(help.contains(expected), "help lacks \(expected)")
         }
@@ -90,7 +91,39 @@ struct ServerExecutableTests {
         #expect(log.contains("code=1001"))
     }
 
-    @Test(arguments: [["--port", "70000"], ["--event-loop", "select"]])
+    /// A stop held up by a commit that cannot finish (another process holds the SQLite write
+    /// lock, so it waits out the store's 5 s busy timeout while the drain waits up to 3.5 s for
+    /// it): a second SIGTERM ends the process at once, status 1, with a line saying why, as
+    /// `--shutdown-timeout` would later. Acknowledged ops are stored before their ack either way.
+    @Test func aSecondSignalEndsAStopThatIsStillDrainingWithStatusOne() throws {
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("tabsync-stop-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dataDir) }
+        let child = try Child(arguments: ["--port", "0", "--data-dir", dataDir.path, ])
+        defer { child.kill() }
+        _ = try child.waitForListening()
+        let (a, _) = try TestClient.joined(port: child.port, workspace: "stuck", clientId: "a")
+        var db: OpaquePointer?
+        try #require(sqlite3_open(dataDir.appendingPathComponent("tabsync.sqlite3").path, &db) == SQLITE_OK)
+        defer { sqlite3_close(db) }
+        try #require(sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil) == SQLITE_OK)
+        try a.submit(.add(tab: .named("x"), place: .end, activate: true))  // its commit now waits for the lock
+        child.process.terminate()
+        var seen: [String] = []
+        let draining = waitUntil(deadline: .seconds(10)) {
+            let line = child.stderr.firstLine(within: .milliseconds(200))
+            if !line.isEmpty { seen.append(line) }
+            return line.contains("shutting down")
+        }
+        #expect(draining, "no 'shutting down' line: \(seen)")
+        let second = Date()
+        child.process.terminate()
+        #expect(child.waitForExit(timeout: 3) == 1)
+        #expect(Date().timeIntervalSince(second) < 2, "the second signal did not end the stop at once")
+        let log = String(decoding: child.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(log.contains("exiting without finishing the stop: a second signal"), "\(log.suffix(400))")
+    }
+
+    @Test(arguments: [["--port", "70000"], ["--event-loop", "select"], ["--shutdown-timeout", "1s"]])
     func badFlagsAreRefused(arguments: [String]) throws {
         let child = try Child(arguments: arguments)
         #expect(child.waitForExit(timeout: 10) != 0)
