@@ -51,6 +51,8 @@ struct Metrics {
     /// The gauges, read from the loop's state at render time.
     struct Gauges {
         var connections: Int
+        /// Every socket lws holds for a peer: sessions, HTTP requests, handshakes, closing ones.
+        var socketsOpen: Int
         var workspacesLoaded: Int
         var sendQueueBytes: Int
     }
@@ -82,6 +84,9 @@ struct Metrics {
         }
         header("tabsync_connections", "gauge", "Open WebSocket sessions.")
         out += "tabsync_connections \(gauges.connections)\n"
+        header("tabsync_sockets_open", "gauge",
+               "Sockets held open: WebSocket sessions, HTTP requests, handshakes in progress and connections closing.")
+        out += "tabsync_sockets_open \(gauges.socketsOpen)\n"
         header("tabsync_workspaces_loaded", "gauge", "Workspaces held in memory.")
         out += "tabsync_workspaces_loaded \(gauges.workspacesLoaded)\n"
         header("tabsync_ops_applied_total", "counter", "Ops applied and acknowledged.")

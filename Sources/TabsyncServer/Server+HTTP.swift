@@ -139,7 +139,7 @@ extension Server.Loop {
         var queued = 0
         for session in sessions.values { queued += session.queue.bytes }
         return metrics.render(Metrics.Gauges(
-            connections: sessions.count, workspacesLoaded: workspaces.count, sendQueueBytes: queued))
+            connections: sessions.count, socketsOpen: openConnections, workspacesLoaded: workspaces.count, sendQueueBytes: queued))
     }
 
     /// `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: only `/` upgrades, only to a served subprotocol, and

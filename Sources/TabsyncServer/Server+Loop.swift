@@ -302,7 +302,7 @@ extension Server {
 
         private func beginShutdown() {
             guard case .running = shutdown else { return }
-            logger.info("shutting down", metadata: ["sessions": "\(sessions.count)"])
+            logger.notice("shutting down", metadata: ["sessions": "\(sessions.count)", "connections": "\(openConnections)"])
             // No new connections from here on: FILTER_NETWORK_CONNECTION refuses them (closed right
             // after accept). lws_context_deprecate would close the listen socket instead, but 4.1.6
             // reads the listen wsi after freeing it there (a crash seen here).

@@ -154,7 +154,7 @@ public final class Server: Sendable {
             let stopped = ContinuousClock.now
             logger.info("event loop stopped; closing the connections left", metadata: ["connections": "\(left)"])
             loop.destroyContext()
-            logger.info("stopped", metadata: [
+            logger.notice("stopped", metadata: [
                 "drain": "\(loop.shutdownStarted.map { $0.duration(to: stopped) } ?? .zero)",
                 "connections_left": "\(left)", "closing_them": "\(stopped.duration(to: .now))",
             ])

@@ -398,7 +398,7 @@ struct TabsyncServerCommand: ParsableCommand {
         let storeClosing = ContinuousClock.now
         sqlite?.close()
         if let started = stopRequested.withLock({ $0 }) {
-            logger.info("store closed; exiting", metadata: [
+            logger.notice("store closed; exiting", metadata: [
                 "store_close": "\(storeClosing.duration(to: .now))", "since_signal": "\(started.duration(to: .now))",
             ])
         }
