@@ -30,6 +30,7 @@ struct MetricsExpositionTests {
         let samples = try Self.parse(body)
 
         #expect(samples["tabsync_connections"] == 3)
+        #expect(samples["tabsync_sockets_open"] == 4, "3 sessions and this request's connection")
         #expect(samples["tabsync_workspaces_loaded"] == 2)
         #expect(samples["tabsync_ops_applied_total"] == 6)
         #expect(samples["tabsync_ops_rejected_total{code=\"TAB_GONE\"}"] == 2)
