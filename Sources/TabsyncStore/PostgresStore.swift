@@ -220,8 +220,27 @@ public final class PostgresStore: WorkspaceStore {
     /// one kept is younger) are the workspace's dedup rows read whole, in the same transaction.
     public func changes(after versions: [String: UInt64]) throws(StoreError) -> [String: StoredChanges] {
         guard !versions.isEmpty else { return [:] }
-        let ids = versions.keys.sorted()
+        // One statement reads in one snapshot: most catch-ups need no transaction around it (two
+        // round trips fewer on every node for every commit another node makes).
+        if let changes = try withConnection(failure: StoreError.readFailed, { db throws(PGError) in
+            try self.changes(after: versions, db, wholeLastSeqs: false)
+        }) {
+            return changes
+        }
+        // A workspace's refusals may have been trimmed since its version: its last seqs are read
+        // whole, in the same snapshot as the rest.
         return try readSnapshot { db throws(PGError) in
+            try self.changes(after: versions, db, wholeLastSeqs: true) ?? [:]
+        }
+    }
+
+    /// ``changes(after:)`` on `db`; nil when a workspace needs its last seqs read whole and
+    /// `wholeLastSeqs` is false (the caller reads again in a transaction).
+    private func changes(
+        after versions: [String: UInt64], _ db: PGConnection, wholeLastSeqs: Bool
+    ) throws(PGError) -> [String: StoredChanges]? {
+        let ids = versions.keys.sorted()
+        do {
             let rows = try db.execute(
                 """
                 WITH h AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS h(workspace, after))
@@ -281,6 +300,7 @@ public final class PostgresStore: WorkspaceStore {
                 var lastSeqs: [String: UInt64] = [:]
                 if let oldest = oldestRefusal, oldest > Int64(bitPattern: after) {
                     // Refusals made since `after` may have been trimmed: the last seqs, whole.
+                    guard wholeLastSeqs else { return nil }
                     lastSeqs = try self.lastSeqs(id, db)
                 }
                 result[id] = .changes(
