@@ -292,7 +292,7 @@ extension Server.Loop {
         for id in flight.workspaces.keys { unloadIfIdle(id) }
         startCommitIfIdle()
         if case .draining = shutdown { continueShutdown(now: clock.now) }
-        resumeCatchUps()
+        startCatchUpRead()  // the catch-ups held back while the batch was in flight
     }
 
     /// A shared store: the batch's records are stored, so each workspace's `stored` sequencer takes

@@ -122,11 +122,6 @@ extension Server.Loop {
         }
     }
 
-    /// After a commit: the catch-ups the pipeline held back.
-    func resumeCatchUps() {
-        startCatchUpRead()
-    }
-
     /// A catch-up read is back: applies and broadcasts each workspace's missed ops unless it moved
     /// on meanwhile (then its pipeline's `behind` catches it up), then reads again what was heard
     /// meanwhile.
