@@ -38,6 +38,8 @@ struct Metrics {
     var storeNotifications: UInt64 = 0
     /// Catch-up reads of other nodes' ops started on a notification or a poll.
     var catchUpReads: UInt64 = 0
+    /// Notifications whose batch was taken from their payload, with no read.
+    var notificationsTaken: UInt64 = 0
     /// Other nodes' ops applied and broadcast here.
     var opsCaughtUp: UInt64 = 0
     /// Times the listener connected again after losing its connection.
@@ -133,6 +135,9 @@ struct Metrics {
         out += "tabsync_store_notifications_total \(storeNotifications)\n"
         header("tabsync_catchup_reads_total", "counter", "Reads of other nodes' ops on a notification or a poll.")
         out += "tabsync_catchup_reads_total \(catchUpReads)\n"
+        header("tabsync_store_notifications_taken_total", "counter",
+               "Other nodes' commits taken from their notification's payload, with no catch-up read.")
+        out += "tabsync_store_notifications_taken_total \(notificationsTaken)\n"
         header("tabsync_ops_caught_up_total", "counter", "Other nodes' ops applied and broadcast by this node.")
         out += "tabsync_ops_caught_up_total \(opsCaughtUp)\n"
         header("tabsync_store_listener_reconnects_total", "counter", "Reconnections of the store's notification listener.")

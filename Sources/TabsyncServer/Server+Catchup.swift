@@ -45,8 +45,9 @@ extension Server.Loop {
     /// A shared store: what the loop knows of other nodes' commits it has not read yet.
     ///
     /// A commit of another node is heard of (its notification, or the poll of stored versions); a
-    /// loaded workspace whose heard version is above its stored version is read and its ops applied
-    /// and broadcast in order. One read is in flight at a time and covers every workspace due when
+    /// notification that carries the batch's changes is taken as it comes when it follows the
+    /// workspace's version here (``took(_:version:_:)``); otherwise a loaded workspace whose heard
+    /// version is above its stored version is read and its ops applied and broadcast in order. One read is in flight at a time and covers every workspace due when
     /// it starts (one store call, ``WorkspaceStore/changes(after:)``); those heard meanwhile wait for
     /// the next, so a busy node reads many workspaces per round trip, as group commit writes. A workspace with records in the commit pipeline, or a `Welcome`
     /// waiting there, is not read now: its next batch runs into `behind` and catches up there
@@ -69,9 +70,11 @@ extension Server.Loop {
     /// An event of the store's listener (another node's commit, or the listener's connection).
     func storeEvent(_ event: PostgresListener.Event) {
         switch event {
-        case .committed(let id, let version):
+        case .committed(let notification):
             metrics.storeNotifications += 1
-            heard(id, version: version)
+            if let changes = notification.changes,
+               took(notification.workspaceId, version: notification.version, changes) { return }
+            heard(notification.workspaceId, version: notification.version)
         case .listening(let reconnected):
             metrics.storeListening = true
             // Commits made before it listened (or while it was away) announced nothing to it:
@@ -85,6 +88,27 @@ extension Server.Loop {
             metrics.storeListening = false
             logger.warning("store listener disconnected", metadata: ["error": "\(why)"])
         }
+    }
+
+    /// A notification carrying its batch's changes: taken at once, as a catch-up read's answer
+    /// would be, when the workspace is loaded here at exactly their base version and nothing holds
+    /// it back (a batch of its own in the pipeline: the notification may be of that very batch, or
+    /// its `behind` catches up; a `Welcome` waiting). True when there was nothing else to do (taken,
+    /// not loaded here, or already at that version); false: the caller reads instead.
+    func took(_ id: String, version: UInt64, _ changes: CommitNotification.Changes) -> Bool {
+        guard case .loaded(let hub)? = workspaces[id], let stored = hub.stored else { return true }
+        guard version > stored.workspace.version else { return true }
+        guard changes.base == stored.workspace.version, !commits.isBusy(id), hub.welcoming.isEmpty else { return false }
+        let missed = CatchUpRead.CatchUp(
+            from: changes.base, ops: changes.ops,
+            dedup: DedupState(version: version, lastSeqs: changes.lastSeqs, rejections: changes.refusals, rekeys: []))
+        do throws(OpError) {
+            try takeStored(missed, into: hub, live: true)
+            metrics.notificationsTaken += 1
+        } catch {
+            fellBehind(hub, why: "\(error)")
+        }
+        return true
     }
 
     /// Another node (or this one) stored `id` at `version`: read what is missing when it is

@@ -16,9 +16,10 @@ import TabsyncLock
 ///   error after which the batch may or may not be stored.
 /// - Ordering between writers: each commit first locks and moves the workspace's version row
 ///   (in workspace order, so two nodes never deadlock); a batch whose base version is not the
-///   stored one is refused whole with `behind`. Every committed batch sends one
-///   `pg_notify(channel, "workspace:version")` per workspace it touched (never one per op), which
-///   ``PostgresListener`` receives on the other nodes.
+///   stored one is refused whole with `behind`. Every committed batch sends one `pg_notify` per
+///   workspace it touched (never one per op): `workspace:version`, with the batch's ops, refusals
+///   and last seqs when they fit (``CommitNotification``), which ``PostgresListener`` receives on
+///   the other nodes.
 /// - Per workspace it keeps what ``SQLiteStore`` keeps: a snapshot every ``Options/snapshotInterval``
 ///   ops, the op log of at most the batch's `logRetention` ops, the last consumed seq per client,
 ///   the recent refusals and the rekeys inside the log.
@@ -574,7 +575,7 @@ public final class PostgresStore: WorkspaceStore {
         _ db: PGConnection
     ) throws(PGError) {
         let retention = max(batch.logRetention, 1)
-        var versionIds: [PGValue] = [], versions: [PGValue] = []
+        var versionIds: [PGValue] = [], versions: [PGValue] = [], payloads: [PGValue] = []
         var seqRows: [[PGValue]] = [[], [], [], [], []]
         var opRows: [[PGValue]] = [[], [], [], [], [], []]
         var rekeyRows: [[PGValue]] = [[], [], [], []]
@@ -594,6 +595,7 @@ public final class PostgresStore: WorkspaceStore {
             if batch.baseVersions[id] == nil { newVersion = max(newVersion, stored) }
             versionIds.append(workspace)
             versions.append(.int64(Int64(bitPattern: newVersion)))
+            var announced = CommitNotification.Changes(base: stored, ops: [], refusals: [], lastSeqs: [:])
 
             // The dedup rows: one per client (its highest seq in the batch), never moved backwards.
             var lastRecord: [String: CommitRecord] = [:]
@@ -608,6 +610,7 @@ public final class PostgresStore: WorkspaceStore {
                     detail = .text(d)
                 }
                 append(&seqRows, [workspace, .text(record.clientId), .int64(Int64(bitPattern: record.seq)), code, detail])
+                announced.lastSeqs[record.clientId] = record.seq
             }
 
             var version = stored  // the workspace's version as each record is written (a refusal's)
@@ -622,6 +625,7 @@ public final class PostgresStore: WorkspaceStore {
                             .int64(Int64(bitPattern: op.seq)), .text(op.activeTabId), .bytes(bytes),
                         ])
                         version = op.version
+                        announced.ops.append(op)
                     }
                     for rekey in record.rekeys {
                         append(&rekeyRows, [
@@ -633,12 +637,18 @@ public final class PostgresStore: WorkspaceStore {
                     let (code, detail) = StoreEncoding.encode(error)
                     refusals += 1
                     refused.insert(id)
+                    announced.refusals.append(Sequencer.Rejection(clientId: record.clientId, seq: record.seq, error: error))
                     append(&refusalRows, [
                         workspace, .int64(Int64(refusals)), .text(record.clientId), .int64(Int64(bitPattern: record.seq)),
                         .int64(code), .text(detail), .int64(Int64(bitPattern: version)),
                     ])
                 }
             }
+
+            // The other nodes take the batch from the notification when it fits (CommitNotification).
+            let contiguous = newVersion == stored + UInt64(announced.ops.count)
+            payloads.append(.text(CommitNotification(
+                workspaceId: id, version: newVersion, changes: contiguous ? announced : nil).payload()))
 
             guard let state = batch.workspaces[id], state.version > 0 else { continue }
             let stateVersion = Int64(bitPattern: state.version)
@@ -658,9 +668,10 @@ public final class PostgresStore: WorkspaceStore {
         try db.execute(
             """
             UPDATE tabsync_workspaces AS w SET version = v.version
-            FROM unnest($1::text[], $2::int8[]) AS v(workspace, version) WHERE w.workspace = v.workspace
-            RETURNING pg_notify($3, w.workspace || ':' || w.version)
-            """, [.array(.text, versionIds), .array(.int64, versions), .text(options.channel)], prepared: true)
+            FROM unnest($1::text[], $2::int8[], $3::text[]) AS v(workspace, version, payload) WHERE w.workspace = v.workspace
+            RETURNING pg_notify($4, v.payload)
+            """, [.array(.text, versionIds), .array(.int64, versions), .array(.text, payloads), .text(options.channel)],
+            prepared: true)
         if !seqRows[0].isEmpty {
             try db.execute(
                 """

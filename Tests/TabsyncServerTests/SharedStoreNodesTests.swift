@@ -141,8 +141,29 @@ struct SharedStoreNodesTests {
         let theirs = try reader.nextApplied(timeout: 10)
         #expect(theirs == mine)
         #expect(try metric(nodes[1], "tabsync_store_notifications_total") ?? 0 >= 1)
-        #expect(try metric(nodes[1], "tabsync_catchup_reads_total") ?? 0 >= 1)
+        // The op rode in the notification: node 1 took it without reading the store.
+        #expect(try metric(nodes[1], "tabsync_store_notifications_taken_total") == 1)
+        #expect(try metric(nodes[1], "tabsync_catchup_reads_total") == 0)
         #expect(try metric(nodes[1], "tabsync_ops_caught_up_total") == 1)
+    }
+
+    /// A batch too big for its notification's payload announces its version only: the other node
+    /// reads the ops, and its sessions get them in order all the same.
+    @Test func aBatchTooBigForItsNotificationIsReadByTheOtherNode() throws {
+        let nodes = try SharedStoreNodes([.notifications, .notifications])
+        #expect(waitUntil(deadline: .seconds(10)) { (try? metric(nodes[1], "tabsync_store_listening")) == 1 })
+        let (reader, _) = try TestClient.joined(port: nodes[1].port, workspace: "w", clientId: "reader")
+        let (writer, _) = try TestClient.joined(port: nodes[0].port, workspace: "w", clientId: "writer")
+        let url = "https://example.com/" + String(repeating: "u", count: 3_000)
+        // Sent together, so they share a batch (6 × 3 KB: over the 8,000-byte payload).
+        for i in 1...6 { try writer.submit(.add(tab: Tab(id: "t\(i)", url: url), place: .end, activate: false)) }
+        var mine: [AppliedOp] = []
+        try writer.collect(through: 6, into: &mine)
+        var theirs: [AppliedOp] = []
+        try reader.collect(through: 6, into: &theirs)
+        #expect(theirs == mine)
+        #expect(try metric(nodes[1], "tabsync_catchup_reads_total") ?? 0 >= 1)
+        #expect(try metric(nodes[1], "tabsync_ops_caught_up_total") == 6)
     }
 
     @Test func thePollAloneDeliversAnotherNodesCommit() throws {

@@ -106,6 +106,6 @@ struct PostgresStoreRestartTests {
         #expect(events.wait { $0.contains(.listening(reconnected: true)) })
         let result = commitNext(8)
         #expect(throws: Never.self) { try result.get() }
-        #expect(events.wait { $0.contains(.committed(workspaceId: "w", version: 8)) })
+        #expect(events.wait { $0.contains { if case .committed(let n) = $0 { n.workspaceId == "w" && n.version == 8 } else { false } } })
     }
 }

@@ -85,11 +85,47 @@ struct PostgresStoreTests {
         try store.commit(driver.takeBatch())
 
         // One notification per workspace per batch, in commit order (never one per op).
-        #expect(events.wait { $0.contains(.committed(workspaceId: "w", version: 6)) })
-        #expect(events.all.filter { if case .committed = $0 { true } else { false } } == [
-            .committed(workspaceId: "v", version: 1), .committed(workspaceId: "w", version: 5),
-            .committed(workspaceId: "w", version: 6),
-        ])
+        let committed = { (all: [PostgresListener.Event]) in all.compactMap { if case .committed(let n) = $0 { n } else { nil } } }
+        #expect(events.wait { committed($0).contains { $0.workspaceId == "w" && $0.version == 6 } })
+        let notifications = committed(events.all)
+        #expect(notifications.map { "\($0.workspaceId):\($0.version)" } == ["v:1", "w:5", "w:6"])
+        // Each carries its batch, as the store has it: what a node at the base version needs.
+        guard notifications.count == 3 else { return }
+        guard case .changes(let storedW, _)? = try store.changes(after: ["w": 0])["w"] else {
+            Issue.record("no stored changes of w")
+            return
+        }
+        #expect(notifications[1].changes?.base == 0)
+        #expect(notifications[1].changes?.ops == Array(storedW.prefix(5)))
+        #expect(notifications[1].changes?.lastSeqs == ["c": 5])
+        #expect(notifications[2].changes?.base == 5)
+        #expect(notifications[2].changes?.ops == [storedW[5]])
+        #expect(notifications[0].changes?.ops.map(\.version) == [1])
+        #expect(notifications[0].changes?.refusals == [Sequencer.Rejection(clientId: "c", seq: 2, error: .tabGone("ghost"))])
+        #expect(notifications[0].changes?.lastSeqs == ["c": 2])
+    }
+
+    /// A batch too big for a notification's 8,000 bytes announces its version only (the other
+    /// nodes read it): the payload is never refused, and the commit goes through.
+    @Test func aBatchTooBigForItsNotificationAnnouncesItsVersionOnly() throws {
+        let schema = try PostgresSchema()
+        let store = try PostgresStore(url: schema.url, options: schema.options())
+        let events = Inbox<PostgresListener.Event>()
+        let listener = PostgresListener(url: schema.url, store: schema.options()) { events.append($0) }
+        listener.start()
+        defer { listener.stop() }
+        #expect(events.wait { $0.contains(.listening(reconnected: false)) })
+        var driver = Driver(epoch: store.epoch)
+        let long = "https://example.com/" + String(repeating: "x", count: 1_900)
+        for seq in UInt64(1)...4 {
+            driver.submit("big", "c", seq, .add(tab: Tab(id: "t\(seq)", url: long), place: .end, activate: false))
+        }
+        try store.commit(driver.takeBatch())
+        let committed = { (all: [PostgresListener.Event]) in all.compactMap { if case .committed(let n) = $0 { n } else { nil } } }
+        #expect(events.wait { committed($0).contains { $0.workspaceId == "big" } })
+        #expect(committed(events.all).map { "\($0.workspaceId):\($0.version)" } == ["big:4"])
+        #expect(committed(events.all).first?.changes == nil)
+        #expect(try store.load(workspaceId: "big")?.workspace.version == 4)
     }
 
     @Test func aListenerWhoseConnectionIsKilledReconnectsAndListensAgain() throws {
@@ -115,7 +151,7 @@ struct PostgresStoreTests {
         var driver = Driver(epoch: store.epoch)
         driver.submit("w", "c", 1, .add(tab: Tab(id: "x"), place: .end, activate: true))
         try store.commit(driver.takeBatch())
-        #expect(events.wait { $0.contains(.committed(workspaceId: "w", version: 1)) })
+        #expect(events.wait { $0.contains { if case .committed(let n) = $0 { n.workspaceId == "w" && n.version == 1 } else { false } } })
     }
 
     /// The commit round trip on loopback (BEGIN, version row, dedup row, op, COMMIT with fsync),
@@ -139,9 +175,28 @@ struct PostgresStoreTests {
         #expect(try store.load(workspaceId: "w")?.workspace.version == 300)
     }
 
-    @Test func payloadsParseWithColonsInTheWorkspaceId() {
-        #expect(PostgresListener.parse("a:b:12") == .committed(workspaceId: "a:b", version: 12))
+    @Test func payloadsParseBackToWhatTheyWereMadeFromOrToTheVersionAlone() throws {
+        let op = AppliedOp(version: 8, op: .add(tab: Tab(id: "t", title: "🙂 \"q\" :"), place: .end, activate: true),
+                           clientId: "c:1", seq: 3, activeTabId: "t")
+        let changes = CommitNotification.Changes(
+            base: 7, ops: [op], refusals: [Sequencer.Rejection(clientId: "d", seq: 9, error: .locked("u"))], lastSeqs: ["c:1": 3, "d": 9])
+        let full = CommitNotification(workspaceId: "w.1", version: 8, changes: changes)
+        #expect(PostgresListener.parse(full.payload()) == .committed(full))
+        #expect(full.payload().hasPrefix("w.1:8:{"))
+        // Version only: an older node's payload, or changes that do not fit.
+        #expect(PostgresListener.parse("w:12") == .committed(CommitNotification(workspaceId: "w", version: 12)))
+        var huge = changes
+        huge.ops = (8...60).map { AppliedOp(version: $0, op: .update(TabUpdate(tabId: "t", title: String(repeating: "y", count: 200))),
+                                            clientId: "c", seq: $0, activeTabId: "t") }
+        huge.base = 7
+        let big = CommitNotification(workspaceId: "w", version: 60, changes: huge)
+        #expect(big.payload() == "w:60")
+        // Changes that are not whole (a gap, a count that misses the version, bad JSON) are dropped.
+        let gap = CommitNotification(workspaceId: "w", version: 9, changes: changes)  // one op for two versions
+        #expect(PostgresListener.parse(gap.payload()) == .committed(CommitNotification(workspaceId: "w", version: 9)))
+        #expect(PostgresListener.parse("w:8:{not json") == .committed(CommitNotification(workspaceId: "w", version: 8)))
         #expect(PostgresListener.parse("nothing") == nil)
         #expect(PostgresListener.parse("w:x") == nil)
+        #expect(PostgresListener.parse(":5") == nil)
     }
 }

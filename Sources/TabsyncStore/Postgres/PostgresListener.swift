@@ -5,7 +5,8 @@ import Synchronization
 
 /// Receives the commits other nodes announce: one connection, `LISTEN` on the store's channel, on a
 /// thread of its own (never the event loop's). For each notification it calls `onEvent` with
-/// `.committed(workspaceId:version:)`; the server reads the ops after its own version.
+/// `.committed(_:)`: the workspace's new version, and the batch's changes when they fit in the
+/// payload (``CommitNotification``); without them the server reads the ops after its own version.
 ///
 /// Guarantees: a connection that breaks, or whose keepalive query (``Options/keepaliveSeconds``
 /// of silence) gets no answer within ``Options/keepaliveTimeoutSeconds``, is dropped and reopened
@@ -18,8 +19,9 @@ public final class PostgresListener: Sendable {
     public enum Event: Sendable, Equatable {
         /// `LISTEN` is active; `reconnected`: after a lost connection (catch up every workspace).
         case listening(reconnected: Bool)
-        /// A commit reached `workspaceId` at `version` (this node's own commits included).
-        case committed(workspaceId: String, version: UInt64)
+        /// A commit reached a workspace's version, with its changes when they fit (this node's
+        /// own commits included).
+        case committed(CommitNotification)
         /// The connection failed or broke; a reconnect follows after the back-off.
         case disconnected(String)
     }
@@ -154,11 +156,9 @@ public final class PostgresListener: Sendable {
         return count > 0 && fds.count > 1 && fds[1].revents != 0
     }
 
-    /// `workspace:version` (the workspace id may hold colons: the version follows the last one).
+    /// The event a notification's payload gives (``CommitNotification/parse(_:)``); nil when it
+    /// is none of tabsync's.
     static func parse(_ payload: String) -> Event? {
-        guard let colon = payload.lastIndex(of: ":"), let version = UInt64(payload[payload.index(after: colon)...]) else {
-            return nil
-        }
-        return .committed(workspaceId: String(payload[..<colon]), version: version)
+        CommitNotification.parse(payload).map(Event.committed)
     }
 }
