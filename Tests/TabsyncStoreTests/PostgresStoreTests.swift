@@ -67,14 +67,22 @@ struct PostgresStoreTests {
         #expect(stored.lastSeqs == ["client 'x'": 1])
     }
 
-    @Test func everyCommitNotifiesOncePerWorkspaceAndTheListenerReceivesIt() throws {
+    /// A store on a fresh schema (dropped when `schema` goes) and a listener on its channel,
+    /// listening (its events in the inbox).
+    static func storeAndListener() throws
+        -> (schema: PostgresSchema, store: PostgresStore, listener: PostgresListener, events: Inbox<PostgresListener.Event>) {
         let schema = try PostgresSchema()
         let store = try PostgresStore(url: schema.url, options: schema.options())
         let events = Inbox<PostgresListener.Event>()
         let listener = PostgresListener(url: schema.url, store: schema.options()) { events.append($0) }
         listener.start()
-        defer { listener.stop() }
         #expect(events.wait { $0.contains(.listening(reconnected: false)) })
+        return (schema, store, listener, events)
+    }
+
+    @Test func everyCommitNotifiesOncePerWorkspaceAndTheListenerReceivesIt() throws {
+        let (schema, store, listener, events) = try Self.storeAndListener()
+        defer { listener.stop(); withExtendedLifetime(schema) {} }
 
         var driver = Driver(epoch: store.epoch)
         for seq in UInt64(1)...5 { driver.submit("w", "c", seq, .add(tab: Tab(id: "t\(seq)"), place: .end, activate: false)) }
@@ -108,13 +116,8 @@ struct PostgresStoreTests {
     /// A batch too big for a notification's 8,000 bytes announces its version only (the other
     /// nodes read it): the payload is never refused, and the commit goes through.
     @Test func aBatchTooBigForItsNotificationAnnouncesItsVersionOnly() throws {
-        let schema = try PostgresSchema()
-        let store = try PostgresStore(url: schema.url, options: schema.options())
-        let events = Inbox<PostgresListener.Event>()
-        let listener = PostgresListener(url: schema.url, store: schema.options()) { events.append($0) }
-        listener.start()
-        defer { listener.stop() }
-        #expect(events.wait { $0.contains(.listening(reconnected: false)) })
+        let (schema, store, listener, events) = try Self.storeAndListener()
+        defer { listener.stop(); withExtendedLifetime(schema) {} }
         var driver = Driver(epoch: store.epoch)
         let long = "https://example.com/" + String(repeating: "x", count: 1_900)
         for seq in UInt64(1)...4 {
