@@ -79,7 +79,8 @@ def svg_plot(path, rows, events, window, fit, title):
         y0 = top + i * (panel_h + gap)
         known = [y for y in ys if y is not None]
         lo, hi = (min(known), max(known)) if known else (0, 1)
-        lo = 0 if label not in ("threads", "fds beyond sockets") else max(0, lo - 2)
+        # fds beyond sockets may dip below 0 (sockets counted just after the fds, while ramping up)
+        lo = 0 if label not in ("threads", "fds beyond sockets") else (lo - 2 if label != "threads" else max(0, lo - 2))
         hi = hi * 1.1 + (1 if label in ("threads", "fds beyond sockets") else 0)
 
         def py(y, lo=lo, hi=hi, y0=y0):
