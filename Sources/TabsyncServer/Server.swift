@@ -170,8 +170,11 @@ public final class Server: Sendable {
     private func startStoreListener() -> PostgresListener? {
         guard let notifications = configuration.sharedStore?.notifications else { return nil }
         let inbox = self.inbox
+        var ownBackend: (@Sendable () -> Int32)?
+        if let own = store as? PostgresStore { ownBackend = { own.backendPID } }
         let listener = PostgresListener(
-            url: notifications.url, store: notifications.store, options: notifications.listener
+            url: notifications.url, store: notifications.store, options: notifications.listener,
+            ownBackend: ownBackend
         ) { event in
             inbox.post(.storeEvent(event))
         }

@@ -85,6 +85,12 @@ public final class PostgresStore: WorkspaceStore {
     /// nil while disconnected (the next call reconnects) and once closed.
     private let connection: Lock<PGConnection?>
     private let closed = Atomic<Bool>(false)
+    /// The server process of the store's connection (0: none open): its notifications are this
+    /// node's own, which its listener can skip (``PostgresListener``'s `ownBackend`).
+    private let currentBackendPID = Atomic<Int32>(0)
+
+    /// The PostgreSQL server process of the connection commits go through now; 0 when none is open.
+    public var backendPID: Int32 { currentBackendPID.load(ordering: .relaxed) }
 
     /// Connects to `url`, creates or migrates the schema and reads the epoch.
     public init(url: String, options: Options = Options()) throws(OpenError) {
@@ -92,7 +98,9 @@ public final class PostgresStore: WorkspaceStore {
         self.options = options
         let db = try Self.connect(url: url, options: options)
         epoch = try Self.migrate(db, schema: options.schema, newEpoch: SQLiteStore.randomEpoch())
+        let pid = db.backendPID
         connection = Lock(db)
+        currentBackendPID.store(pid, ordering: .relaxed)
     }
 
     /// Creates or migrates the schema and returns; for operators who migrate separately
@@ -327,6 +335,7 @@ public final class PostgresStore: WorkspaceStore {
                     db = try PGConnection(
                         url: url, connectTimeoutSeconds: options.connectTimeoutSeconds,
                         applicationName: options.applicationName, schema: options.schema)
+                    currentBackendPID.store(db!.backendPID, ordering: .relaxed)
                 } catch {
                     throw failure(error.description)
                 }

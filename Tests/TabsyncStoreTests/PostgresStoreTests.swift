@@ -113,6 +113,32 @@ struct PostgresStoreTests {
         #expect(notifications[0].changes?.lastSeqs == ["c": 2])
     }
 
+    /// A node's listener skips its own store connection's notifications (it knows its commits from
+    /// their results) and still gets every other writer's.
+    @Test func aListenerSkipsItsOwnStoresNotificationsOnly() throws {
+        let schema = try PostgresSchema()
+        let mine = try PostgresStore(url: schema.url, options: schema.options())
+        let other = try PostgresStore(url: schema.url, options: schema.options())
+        let events = Inbox<PostgresListener.Event>()
+        let listener = PostgresListener(url: schema.url, store: schema.options(), ownBackend: { mine.backendPID }) {
+            events.append($0)
+        }
+        listener.start()
+        defer { listener.stop() }
+        #expect(events.wait { $0.contains(.listening(reconnected: false)) })
+        var driver = Driver(epoch: mine.epoch)
+        driver.submit("w", "c", 1, .add(tab: Tab(id: "a"), place: .end, activate: true))
+        try mine.commit(driver.takeBatch())
+        #expect(mine.backendPID != 0)
+        var otherDriver = Driver(epoch: other.epoch)
+        otherDriver.submit("v", "d", 1, .add(tab: Tab(id: "b"), place: .end, activate: true))
+        try other.commit(otherDriver.takeBatch())
+        // Notifications arrive in commit order: once v's is here, w's would have been too.
+        let committed = { (all: [PostgresListener.Event]) in all.compactMap { if case .committed(let n) = $0 { n.workspaceId } else { nil } } }
+        #expect(events.wait { committed($0).contains("v") })
+        #expect(committed(events.all) == ["v"])
+    }
+
     /// A batch too big for a notification's 8,000 bytes announces its version only (the other
     /// nodes read it): the payload is never refused, and the commit goes through.
     @Test func aBatchTooBigForItsNotificationAnnouncesItsVersionOnly() throws {

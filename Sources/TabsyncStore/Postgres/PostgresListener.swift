@@ -45,6 +45,7 @@ public final class PostgresListener: Sendable {
     private let store: PostgresStore.Options
     private let options: Options
     private let onEvent: @Sendable (Event) -> Void
+    private let ownBackend: (@Sendable () -> Int32)?
     private let stopping = Atomic<Bool>(false)
     private let started = Atomic<Bool>(false)
     /// A pipe whose read end wakes the thread's poll when ``stop()`` writes to it.
@@ -53,10 +54,17 @@ public final class PostgresListener: Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     /// Listens on the channel of the store opened with `store` options (``PostgresStore/Options/channel``).
-    public init(url: String, store: PostgresStore.Options = .init(), options: Options = .init(), onEvent: @escaping @Sendable (Event) -> Void) {
+    /// `ownBackend`: the server process of this node's own store connection (0: none), whose
+    /// notifications are skipped: the node knows its commits from their results, and decoding
+    /// their payloads would be work for nothing.
+    public init(
+        url: String, store: PostgresStore.Options = .init(), options: Options = .init(),
+        ownBackend: (@Sendable () -> Int32)? = nil, onEvent: @escaping @Sendable (Event) -> Void
+    ) {
         self.url = url
         self.store = store
         self.options = options
+        self.ownBackend = ownBackend
         self.onEvent = onEvent
         var fds: [Int32] = [-1, -1]
         if pipe(&fds) != 0 { fatalError("pipe: \(errno)") }
@@ -130,7 +138,8 @@ public final class PostgresListener: Sendable {
             if readable {
                 try db.consumeInput()
                 lastHeard = ContinuousClock.now
-                for notification in db.takeNotifications() {
+                let own = ownBackend?() ?? 0
+                for notification in db.takeNotifications() where own == 0 || notification.pid != own {
                     if let event = Self.parse(notification.payload) { onEvent(event) }
                 }
                 if pingSent != nil, try db.resultIfReady() { pingSent = nil }
