@@ -318,6 +318,11 @@ extension Server {
             guard case .draining(let closeBy, let finishBy, let closed) = shutdown else { return }
             if !closed && (commits.isIdle || now >= closeBy) {
                 shutdown = .draining(closeBy: closeBy, finishBy: finishBy, closed: true)
+                logger.notice("closing every session 1001", metadata: [
+                    "sessions": "\(sessions.count)", "connections": "\(openConnections)",
+                    "since_stop": "\(shutdownStarted.map { $0.duration(to: now) } ?? .zero)",
+                    "commits_idle": "\(commits.isIdle)",
+                ])
                 for session in sessions.values {
                     close(session, code: 1001, reason: "server shutting down")
                 }
