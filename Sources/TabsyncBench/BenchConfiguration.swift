@@ -89,6 +89,9 @@ public struct BenchConfiguration: Sendable, Equatable {
     public var workspacePrefix: String
     /// Seconds the whole run may take before it stops itself (connect + every phase + drain).
     public var timeLimit: Double?
+    /// Seconds the bench waits after the load for the measured ops' answers (`--drain-timeout`);
+    /// ops still unanswered then count as unanswered.
+    public var drainTimeout: Double = Schedule.defaultDrainSeconds
     public var seed: UInt64
     /// Keep each connection's peer view and check it after connecting (``LoadGenerator/checkPresence(timeout:)``).
     public var checkPresence = false

@@ -75,6 +75,11 @@ public struct BenchOptions: ParsableArguments {
     @Option(parsing: .unconditional, help: ArgumentHelp("Stop the whole run after this many seconds.", valueName: "s"))
     var timeLimit: Double?
 
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "Seconds to wait after the load for the answers to the measured ops; those still unanswered then "
+            + "count as unanswered. (default: 5)", valueName: "s"))
+    var drainTimeout: Double?
+
     @Option(parsing: .unconditional, help: ArgumentHelp("Workload seed (random by default).", valueName: "n"))
     var seed: UInt64?
 
@@ -168,6 +173,7 @@ public struct BenchOptions: ParsableArguments {
         configuration.hgrmPath = hgrm
         configuration.plotPath = plot
         if let timeLimit { configuration.timeLimit = try number("--time-limit", timeLimit, 1...86_400 * 7) }
+        if let drainTimeout { configuration.drainTimeout = try number("--drain-timeout", drainTimeout, 0.1...3_600) }
         configuration.checkPresence = checkPresence
         configuration.presenceDeltas = !wholePresenceLists
         if checkPresence && configuration.mode == .mirror { throw fail("--check-presence needs a tabsync subprotocol") }

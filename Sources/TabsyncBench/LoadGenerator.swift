@@ -70,7 +70,7 @@ final class LoadGenerator {
         models = Array(repeating: WorkspaceModel(), count: configuration.workspaces)
         random = BenchRandom(state: configuration.seed)
         workspaceNames = (0..<configuration.workspaces).map { "\(configuration.workspacePrefix)-\($0)" }
-        schedule = Schedule(ramp: configuration.ramp, timeLimit: configuration.timeLimit)
+        schedule = Schedule(ramp: configuration.ramp, timeLimit: configuration.timeLimit, drainSeconds: configuration.drainTimeout)
         protocols = .allocate(capacity: 2)
         protocols.initialize(repeating: lws_protocols(), count: 2)
         protocols[0].name = UnsafePointer(strdup("tabsync-bench"))

@@ -9,7 +9,7 @@
 ///   behind shows as latency, never as a slower sender. Ops intended in the warm-up are sent but not
 ///   measured; the measured window is `measureStart ..< measureEnd` (`warmup` after `loadStart`,
 ///   `duration` long), and no op is intended at or after `measureEnd`.
-/// - Draining: up to ``drainLimit`` for the answers to the measured ops.
+/// - Draining: up to `drainLimit` (`--drain-timeout`, 5 s) for the answers to the measured ops.
 /// - Closing: up to ``closeLimit`` for the close handshakes.
 /// - `--time-limit`: once it has passed since `runStart`, connecting, load or draining ends at once
 ///   (the measured window is cut there) and ``timeUp`` stays set.
@@ -18,13 +18,15 @@ struct Schedule {
     enum Phase { case connecting, idle, load, draining, closing, done }
 
     static let connectGraceSeconds = 20.0
-    static let drainLimit: UInt64 = 5_000_000_000
+    static let defaultDrainSeconds = 5.0
     static let closeLimit: UInt64 = 1_000_000_000
 
     /// Connections opened per second.
     let ramp: Double
     /// Seconds the whole run may take.
     let timeLimit: Double?
+    /// How long draining waits for the measured ops' answers (ns).
+    let drainLimit: UInt64
 
     var phase = Phase.connecting
     /// Set once `--time-limit` has passed: every phase ends at once and no trial follows.
@@ -48,9 +50,10 @@ struct Schedule {
     /// When draining or closing gives up.
     private var phaseDeadline: UInt64 = 0
 
-    init(ramp: Double, timeLimit: Double?) {
+    init(ramp: Double, timeLimit: Double?, drainSeconds: Double = Schedule.defaultDrainSeconds) {
         self.ramp = ramp
         self.timeLimit = timeLimit
+        drainLimit = UInt64(drainSeconds * 1e9)
     }
 
     // MARK: connecting
@@ -127,7 +130,7 @@ struct Schedule {
 
     // MARK: draining and closing
 
-    mutating func startDraining(now: UInt64) { phaseDeadline = now + Self.drainLimit }
+    mutating func startDraining(now: UInt64) { phaseDeadline = now + drainLimit }
 
     mutating func startClosing(now: UInt64) {
         phase = .closing

@@ -12,7 +12,9 @@ struct BenchConfigurationTests {
             "--duration", "20", "--warmup", "3", "--mix", "add=30,remove=10", "--ramp", "500",
             "--subprotocol", "json", "--max", "--p99-bound", "25", "--server-pid", "42", "--json", "r.json",
             "--hgrm", "r.hgrm", "--plot", "r.svg", "--seed", "9", "--workspace-prefix", "x", "--event-loop", "poll",
+            "--drain-timeout=12.5",
         ])
+        #expect(configuration.drainTimeout == 12.5)
         #expect(configuration.eventLoop == .poll)
         #expect(try BenchConfiguration.parse([]).eventLoop == .epoll)
         #expect(configuration.host == "127.0.0.1" && configuration.port == 9000)
@@ -65,7 +67,7 @@ struct BenchConfigurationTests {
         #expect(configuration.rate == 100 && configuration.duration == 10 && configuration.warmup == 2)
         #expect(configuration.mix == .default && configuration.ramp == 1000 && configuration.messageBytes == 160)
         #expect(!configuration.searchMax && configuration.p99Bound == 50)
-        #expect(configuration.serverPids.isEmpty && configuration.timeLimit == nil)
+        #expect(configuration.serverPids.isEmpty && configuration.timeLimit == nil && configuration.drainTimeout == 5)
         #expect(configuration.jsonPath == nil && configuration.hgrmPath == nil && configuration.plotPath == nil)
     }
 
@@ -76,6 +78,7 @@ struct BenchConfigurationTests {
         (["--message-bytes", "8"], "--message-bytes must be a whole number in 32...65536, not '8'"),
         (["--server-pid", "0"], "--server-pid must be a whole number in 1...2147483647"),
         (["--time-limit", "0.5"], "--time-limit must be a number in 1.0...604800.0"),
+        (["--drain-timeout", "0"], "--drain-timeout must be a number in 0.1...3600.0, not '0.0'"),
         (["--p99-bound", "0"], "--p99-bound must be a number in 0.01...600000.0"),
         (["--seed", "0"], "--seed must be a positive whole number"),
         (["--workspace-prefix", "a/b"], "--workspace-prefix must be 1-40 chars"),

@@ -32,8 +32,9 @@ struct BenchSeveralServersTests {
         let configuration = try BenchConfiguration.parse([
             "--server", "127.0.0.1:\(server.port)", "--server", "ws://127.0.0.1:\(server.port)/", "--seed", "11",
             "--workspaces", "2", "--clients", "4", "--rate", "200", "--duration", "1", "--warmup", "0.2",
+            "--drain-timeout", "\(5 * testTimeScale)",
         ])
-        let result = try await withTimeout(.seconds(60)) { try await BenchRunner.runDetached(configuration) }
+        let result = try await withTimeout(scaled(.seconds(60))) { try await BenchRunner.runDetached(configuration) }
         let report = result.report
         #expect(report.connect.connected == 8)
         #expect(report.servers == ["ws://127.0.0.1:\(server.port)", "ws://127.0.0.1:\(server.port)"])
@@ -61,7 +62,7 @@ struct BenchSeveralServersTests {
             "--server", "127.0.0.1:\(server.port)", "--seed", "12",
             "--workspaces", "1", "--clients", "3", "--rate", "100", "--duration", "0.5", "--warmup", "0.1",
         ])
-        let result = try await withTimeout(.seconds(60)) { try await BenchRunner.runDetached(configuration) }
+        let result = try await withTimeout(scaled(.seconds(60))) { try await BenchRunner.runDetached(configuration) }
         #expect(result.report.ops.deliveries > 0)
         #expect(result.report.deliverySameNode == nil && result.report.deliveryCrossNode == nil)
         #expect(result.report.servers == nil)

@@ -7,8 +7,10 @@ import Testing
 
 @Suite("tabsync bench against the real server")
 struct BenchSmokeTests {
+    /// The drain waits 5 s stretched by the time scale: under a sanitizer the answers come later.
     func configuration(port: Int, _ extra: [String]) throws -> BenchConfiguration {
-        try BenchConfiguration.parse(["--server", "127.0.0.1:\(port)", "--seed", "7"] + extra)
+        try BenchConfiguration.parse(
+            ["--server", "127.0.0.1:\(port)", "--seed", "7", "--drain-timeout", "\(5 * testTimeScale)"] + extra)
     }
 
     @Test("a short bench completes and counts every op it sent (both subprotocols, both event loops)",
@@ -20,7 +22,7 @@ struct BenchSmokeTests {
             "--workspaces", "2", "--clients", "3", "--rate", "200", "--duration", "1.5", "--warmup", "0.3",
             "--subprotocol", subprotocol, "--server-pid", "\(getpid())", "--event-loop", loop,
         ])
-        let result = try await withTimeout(.seconds(60)) { try await BenchRunner.runDetached(configuration) }
+        let result = try await withTimeout(scaled(.seconds(60))) { try await BenchRunner.runDetached(configuration) }
         let report = result.report
         #expect(report.connect.connected == 6)
         #expect(report.connect.failed == 0)
@@ -58,7 +60,7 @@ struct BenchSmokeTests {
             "--server-pid", "\(getpid())", "--server-pid", "\(getppid())", "--store-pid", "\(getpid())",
         ])
         #expect(configuration.serverPids == [getpid(), getppid()] && configuration.storePids == [getpid()])
-        let result = try await withTimeout(.seconds(60)) { try await BenchRunner.runDetached(configuration) }
+        let result = try await withTimeout(scaled(.seconds(60))) { try await BenchRunner.runDetached(configuration) }
         let report = result.report
         let process = try #require(report.serverProcess)
         #expect(process.pids == [getpid(), getppid()] && process.pid == getpid() && process.readable)
@@ -81,7 +83,7 @@ struct BenchSmokeTests {
             "--workspaces", "2", "--clients", "15", "--rate", "0", "--duration", "0.2", "--warmup", "0",
             "--subprotocol", subprotocol, "--check-presence",
         ])
-        let report = try await withTimeout(.seconds(60)) { try await BenchRunner.runDetached(configuration) }.report
+        let report = try await withTimeout(scaled(.seconds(60))) { try await BenchRunner.runDetached(configuration) }.report
         #expect(report.connect.connected == 30)
         let check = try #require(report.presenceCheck)
         #expect(check.checked == 30)
@@ -97,7 +99,7 @@ struct BenchSmokeTests {
         let configuration = try configuration(port: server.port, [
             "--workspaces", "5", "--clients", "4", "--rate", "0", "--duration", "0.5", "--warmup", "0",
         ])
-        let report = try await withTimeout(.seconds(60)) { try await BenchRunner.runDetached(configuration) }.report
+        let report = try await withTimeout(scaled(.seconds(60))) { try await BenchRunner.runDetached(configuration) }.report
         #expect(report.connect.connected == 20)
         #expect(report.ops.sent == 0 && report.ops.deliveries == 0)
     }
@@ -109,7 +111,7 @@ struct BenchSmokeTests {
         let port = server.port
         server.stop()
         let configuration = try configuration(port: port, ["--clients", "3", "--rate", "10", "--duration", "0.5"])
-        let report = try await withTimeout(.seconds(60)) { try await BenchRunner.runDetached(configuration) }.report
+        let report = try await withTimeout(scaled(.seconds(60))) { try await BenchRunner.runDetached(configuration) }.report
         #expect(report.connect.connected == 0)
         #expect(report.connect.failed == 3)
         #expect(report.connect.failures.values.reduce(0, +) == 3)
@@ -123,7 +125,7 @@ struct BenchSmokeTests {
         let configuration = try configuration(port: server.port, [
             "--clients", "2", "--subprotocol", "mirror", "--rate", "10", "--duration", "0.3",
         ])
-        let report = try await withTimeout(.seconds(60)) { try await BenchRunner.runDetached(configuration) }.report
+        let report = try await withTimeout(scaled(.seconds(60))) { try await BenchRunner.runDetached(configuration) }.report
         #expect(report.connect.connected == 0)
         #expect(report.connect.failed == 2)
     }

@@ -63,11 +63,11 @@ struct ChurnSmokeTests {
         ])
         var options = try ChurnOptions.parse([
             "--churn", "--churn-lifetime", "0.7", "--churn-mid-submit", "0.6", "--slow-readers", "0.3", "--stall", "0.5",
-            "--settle", "30", "--reconnect-max", "0.5",
+            "--settle", "\(30 * testTimeScale)", "--reconnect-max", "0.5",
         ])
         try options.validate()
         let configuration = try options.configuration(base: base)
-        let result = try await withTimeout(.seconds(120)) { try await ChurnRunner.runDetached(configuration) }
+        let result = try await withTimeout(scaled(.seconds(120))) { try await ChurnRunner.runDetached(configuration) }
         #expect(result.problems.isEmpty, "\(result.problems)")
         #expect(result.acknowledged > 100)
         #expect(result.drops > 10 && result.midSubmitDrops > 0)
