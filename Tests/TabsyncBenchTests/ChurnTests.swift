@@ -59,7 +59,7 @@ struct ChurnSmokeTests {
         defer { server.stop() }
         let base = try BenchConfiguration.parse([
             "--server", "127.0.0.1:\(server.port)", "--seed", "11", "--workspaces", "4", "--clients", "5",
-            "--rate", "150", "--duration", "4",
+            "--rate", "150", "--duration", "\(4 * testTimeScale)",
         ])
         var options = try ChurnOptions.parse([
             "--churn", "--churn-lifetime", "0.7", "--churn-mid-submit", "0.6", "--slow-readers", "0.3", "--stall", "0.5",
