@@ -336,6 +336,7 @@ struct ServerSettings {
         configuration.slowCloseGrace = slowCloseGrace
         configuration.diagnosticsEcho = diagnosticsEcho
         configuration.maxPresencePeers = maxPresencePeers
+        configuration.shutdownTimeout = shutdownTimeout
         if maxConnectionsPerIP != nil || maxHandshakesPerSecondPerIP != nil {
             // One of them given: the other keeps its non-loopback default.
             let exposed = Server.Configuration.PerIPLimits.exposed

@@ -1,6 +1,7 @@
 import CLibwebsockets
 import Foundation
 import Logging
+import TabsyncServerCore
 
 /// Transport security at start and on the loop: the refusal to listen unauthenticated beyond
 /// loopback, TLS (1.2 or newer, HTTP/1.1 only) from PEM files and their reload, and the
@@ -59,12 +60,12 @@ extension Server {
     }
 }
 
-extension Server.Loop {
+extension LoopDriver {
     /// The transport part of context creation: TLS fields of `info` from the configuration, and
     /// the admission policies for the bound `address`. Called once, before the context is created.
     func prepareTransportSecurity(_ info: inout lws_context_creation_info, address: Server.ResolvedHost) {
         let loopback = Server.isLoopback(address)
-        admission = Server.Admission(configuration: configuration, loopbackBind: loopback)
+        admission = Admission(configuration: configuration, loopbackBind: loopback)
         if !loopback && !configuration.authEnabled {
             logger.warning("no authentication beyond loopback (insecure-no-auth): anyone who reaches the port can read and rewrite every workspace")
         }
@@ -78,7 +79,7 @@ extension Server.Loop {
         info.alpn = UnsafePointer(cString("http/1.1"))
     }
 
-    /// `Task.reloadCertificates`: checks the files as a pair, then has lws load them into the
+    /// `Inbound.reloadCertificates`: checks the files as a pair, then has lws load them into the
     /// vhost's TLS context (new handshakes get them). A bad pair leaves the served one in place.
     func reloadCertificates() {
         guard let context = eventLoop?.context, let cert = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile else {
@@ -86,14 +87,14 @@ extension Server.Loop {
             return
         }
         if let why = Server.certificatePairProblem(cert: cert, key: key) {
-            metrics.certificateReloads[false, default: 0] += 1
+            core.metrics.certificateReloads[false, default: 0] += 1
             logger.error("certificate reload failed: still serving the previous certificate", metadata: [
                 "why": "\(why)",
             ])
             return
         }
         _ = lws_tls_cert_updated(context, cert, key, nil, 0, nil, 0)
-        metrics.certificateReloads[true, default: 0] += 1
+        core.metrics.certificateReloads[true, default: 0] += 1
         logger.info("certificate reloaded", metadata: ["cert": "\(cert)"])
     }
 }

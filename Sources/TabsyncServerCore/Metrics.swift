@@ -4,74 +4,83 @@ import TabsyncCore
 /// Prometheus text (exposition format 0.0.4) for `GET /metrics`.
 ///
 /// Counters only grow; gauges are read at render time from the loop's state.
-struct Metrics {
-    var opsApplied: UInt64 = 0
-    var opsRejected: [ErrorCode: UInt64] = [:]
-    var messagesOut: UInt64 = 0
-    var bytesOut: UInt64 = 0
+package struct Metrics {
+    package init() {}
+
+    package var opsApplied: UInt64 = 0
+    package var opsRejected: [ErrorCode: UInt64] = [:]
+    package var messagesOut: UInt64 = 0
+    package var bytesOut: UInt64 = 0
     /// Writes (`lws_write` calls) that carried those messages: fewer when several share one send.
-    var writesOut: UInt64 = 0
-    var slowConsumerCloses: UInt64 = 0
+    package var writesOut: UInt64 = 0
+    package var slowConsumerCloses: UInt64 = 0
     /// Connections turned away at accept or at the upgrade, by reason.
-    var connectionsRefused: [ConnectionRefusal: UInt64] = [:]
+    package var connectionsRefused: [ConnectionRefusal: UInt64] = [:]
     /// Certificate reloads, by outcome (true: the new pair is served).
-    var certificateReloads: [Bool: UInt64] = [:]
-    var commitBatchOps = Histogram(bounds: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000])
+    package var certificateReloads: [Bool: UInt64] = [:]
+    package var commitBatchOps = Histogram(bounds: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000])
     /// Time the store took for one group commit (on the store thread, from call to return).
-    var commitSeconds = Histogram(bounds: [
+    package var commitSeconds = Histogram(bounds: [
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
     ])
     /// Every store round trip on the store thread, from call to return: commits, catch-up reads,
     /// polls of stored versions.
-    var storeSeconds = Histogram(bounds: [
+    package var storeSeconds = Histogram(bounds: [
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
     ])
     // A shared store (several nodes): see Server+Catchup.swift and CommitPipeline+Behind.swift.
     /// Batches the store refused because another node committed to one of their workspaces first.
-    var commitsRetried: UInt64 = 0
+    package var commitsRetried: UInt64 = 0
     /// Batches whose `COMMIT` lost its answer and whose outcome the store could not learn (their
     /// submitters were closed 1013 to resume).
-    var commitsOutcomeUnknown: UInt64 = 0
+    package var commitsOutcomeUnknown: UInt64 = 0
     /// Ops another node stored while this one read a workspace back, broadcast when the read came in.
-    var opsReadBack: UInt64 = 0
+    package var opsReadBack: UInt64 = 0
     /// Commit notifications the store's listener delivered (this node's own included).
-    var storeNotifications: UInt64 = 0
+    package var storeNotifications: UInt64 = 0
     /// Catch-up reads of other nodes' ops started on a notification or a poll.
-    var catchUpReads: UInt64 = 0
+    package var catchUpReads: UInt64 = 0
     /// Notifications whose batch was taken from their payload, with no read.
-    var notificationsTaken: UInt64 = 0
+    package var notificationsTaken: UInt64 = 0
     /// Other nodes' ops applied and broadcast here.
-    var opsCaughtUp: UInt64 = 0
+    package var opsCaughtUp: UInt64 = 0
     /// Times the listener connected again after losing its connection.
-    var listenerReconnects: UInt64 = 0
+    package var listenerReconnects: UInt64 = 0
     /// The listener is connected and listening (a gauge: 0 without a shared store).
-    var storeListening = false
-    var opLatencySeconds = Histogram(bounds: [
+    package var storeListening = false
+    package var opLatencySeconds = Histogram(bounds: [
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
     ])
 
     /// The gauges, read from the loop's state at render time.
-    struct Gauges {
-        var connections: Int
+    package struct Gauges {
+        package var connections: Int
         /// Every socket lws holds for a peer: sessions, HTTP requests, handshakes, closing ones.
-        var socketsOpen: Int
-        var workspacesLoaded: Int
-        var sendQueueBytes: Int
+        package var socketsOpen: Int
+        package var workspacesLoaded: Int
+        package var sendQueueBytes: Int
+
+        package init(connections: Int, socketsOpen: Int, workspacesLoaded: Int, sendQueueBytes: Int) {
+            self.connections = connections
+            self.socketsOpen = socketsOpen
+            self.workspacesLoaded = workspacesLoaded
+            self.sendQueueBytes = sendQueueBytes
+        }
     }
 
     /// A cumulative histogram with fixed upper bounds (`le`), plus sum and count.
-    struct Histogram {
-        let bounds: [Double]
-        private(set) var counts: [UInt64]
-        private(set) var sum: Double = 0
-        private(set) var count: UInt64 = 0
+    package struct Histogram {
+        package let bounds: [Double]
+        package private(set) var counts: [UInt64]
+        package private(set) var sum: Double = 0
+        package private(set) var count: UInt64 = 0
 
-        init(bounds: [Double]) {
+        package init(bounds: [Double]) {
             self.bounds = bounds
             counts = Array(repeating: 0, count: bounds.count)
         }
 
-        mutating func observe(_ value: Double) {
+        package mutating func observe(_ value: Double) {
             if let i = bounds.firstIndex(where: { value <= $0 }) { counts[i] += 1 }
             sum += value
             count += 1
@@ -79,7 +88,7 @@ struct Metrics {
     }
 
     /// The whole exposition text.
-    func render(_ gauges: Gauges) -> String {
+    package func render(_ gauges: Gauges) -> String {
         var out = ""
         func header(_ name: String, _ type: String, _ help: String) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
@@ -160,7 +169,7 @@ struct Metrics {
     }
 
     /// A float as Prometheus reads it: integers without a fraction, others in Swift's shortest form.
-    static func format(_ value: Double) -> String {
+    package static func format(_ value: Double) -> String {
         if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
         return "\(value)"
     }
@@ -168,8 +177,22 @@ struct Metrics {
 
 extension Duration {
     /// The duration in seconds, for histograms.
-    var seconds: Double {
+    package var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
     }
 }
+
+/// Why the server turned a connection away, as `/metrics` labels it
+/// (`tabsync_connections_refused_total{reason}`).
+package enum ConnectionRefusal: String, CaseIterable, Sendable {
+    /// The server already holds `--max-connections`.
+    case maxConnections = "max_connections"
+    /// The peer address already holds its share of open connections.
+    case ipConnections = "ip_connections"
+    /// The peer address opens connections faster than its handshake rate.
+    case ipHandshakeRate = "ip_handshake_rate"
+    /// A browser page from an origin not allowed to open a WebSocket (HTTP 403).
+    case origin
+}
+

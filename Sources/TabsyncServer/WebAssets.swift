@@ -1,5 +1,6 @@
 import CLibwebsockets
 import TabsyncCore
+import TabsyncServerCore
 
 /// One embedded file of the browser page: its bytes, Content-Type and a strong ETag.
 struct WebAsset: Sendable {
@@ -48,7 +49,7 @@ enum WebAssets {
     }
 }
 
-extension Server.Loop {
+extension LoopDriver {
     /// The browser page's answer for `path`, or nil when the path is not one of its own.
     /// A request whose If-None-Match holds the asset's ETag gets 304 without a body.
     func webResponse(_ path: String, wsi: OpaquePointer) -> HTTPResponse? {

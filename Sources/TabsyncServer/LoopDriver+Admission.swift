@@ -1,8 +1,9 @@
 import CLibwebsockets
 import Foundation
 import Logging
+import TabsyncServerCore
 
-extension Server {
+extension LoopDriver {
     /// What the loop knows to admit or refuse a connection: the per-address limits (at accept,
     /// before any TLS work), the origin policy (at the WebSocket upgrade), and which address each
     /// admitted connection came from, to give its slot back when it goes.
@@ -19,7 +20,7 @@ extension Server {
         var lastLogged: [ConnectionRefusal: ContinuousClock.Instant] = [:]
         var lastPrune = ContinuousClock.now
 
-        init(configuration: Configuration, loopbackBind: Bool) {
+        init(configuration: Server.Configuration, loopbackBind: Bool) {
             control = AdmissionControl(limits: configuration.perIPLimits ?? (loopbackBind ? .unlimited : .exposed))
             origins = OriginPolicy(
                 allowed: configuration.allowedOrigins, authEnabled: configuration.authEnabled,
@@ -28,7 +29,7 @@ extension Server {
     }
 }
 
-extension Server.Loop {
+extension LoopDriver {
     /// `FILTER_NETWORK_CONNECTION` (after the server-wide checks): the peer address's limits.
     /// `args` is lws's `lws_filter_network_conn_args`. True: go on.
     func admitPeer(_ args: UnsafeMutableRawPointer?) -> Bool {
@@ -81,7 +82,7 @@ extension Server.Loop {
 
     /// Counts a refusal in `/metrics` and logs it, at most once per reason every 10 s.
     func countRefusal(_ refusal: ConnectionRefusal, peer: String) {
-        metrics.connectionsRefused[refusal, default: 0] += 1
+        core.metrics.connectionsRefused[refusal, default: 0] += 1
         let now = clock.now
         if admission.lastLogged[refusal].map({ now - $0 > .seconds(10) }) ?? true {
             admission.lastLogged[refusal] = now

@@ -1,11 +1,10 @@
-import Dispatch
 import Logging
 import TabsyncCore
 import TabsyncProto
 import TabsyncStore
 
 /// Group commit: how what the loop applied in memory becomes durable, and when anyone hears of it.
-/// Event loop thread only (the store call runs on ``storeQueue``).
+/// Owned by ``ServerCore``; the store call runs wherever the driver runs store calls.
 ///
 /// The contract with the store (``WorkspaceStore``):
 ///
@@ -28,10 +27,10 @@ import TabsyncStore
 ///   pipeline (in flight and pending) is refused, never released: a submitter gets `Rejected`
 ///   `UNAVAILABLE` for its seq (not acknowledged, so it sends it again), a session waiting for its
 ///   `Welcome` gets `Error` `UNAVAILABLE` and close 1013, the pending records are dropped, and the
-///   workspace is read back from the store (``Server/Loop/WorkspaceEntry`` `.reloading`: submits
+///   workspace is read back from the store (``WorkspaceEntry`` `.reloading`: submits
 ///   are refused `UNAVAILABLE` until the read is in). The batch's effects of other workspaces are
 ///   released: none of their records was in it, so what they show is durable.
-/// - **Behind** (a store shared by several servers, ``Server/Configuration/sharedStore``): every
+/// - **Behind** (a store shared by several servers, ``ServerCore/Settings/sharedStorePollInterval``): every
 ///   batch states, per workspace, the version this node last knew stored (`baseVersions`: its
 ///   hub's `stored` sequencer). When another node committed to some of them first, the store
 ///   refuses the whole batch with `behind` and stores nothing of it. Still on the store thread,
@@ -55,15 +54,12 @@ import TabsyncStore
 ///   A behind workspace whose missed ops cannot be read (the store fails, or the log was compacted
 ///   past this node's version) takes the failure path above (its entries refused `UNAVAILABLE`,
 ///   the workspace read back whole). Other nodes' commits that no batch of this node ran into are
-///   read on their notification or the poll (Server+Catchup.swift).
+///   read on their notification or the poll (ServerCore+CatchUp.swift).
 struct CommitPipeline {
-    /// The store thread: one serial queue, so store calls never overlap.
-    static let storeQueue = DispatchQueue(label: "tabsync.store")
-
     /// A message to release once every record before it is durable.
     enum Effect {
         /// `Applied` for each op to every session of the workspace.
-        case broadcast(workspaceId: String, submitter: Int, ops: [AppliedOp], receivedAt: ContinuousClock.Instant)
+        case broadcast(workspaceId: String, submitter: Int, ops: [AppliedOp], receivedAt: ServerCore.Instant)
         /// `Rejected` to the submitter only.
         case reject(workspaceId: String, session: Int, seq: UInt64, error: OpError)
         /// A repeated answer to a resubmitted seq, to the submitter only.
@@ -225,181 +221,6 @@ struct SubmitInput {
     var seq: UInt64
     var baseVersion: UInt64
     var request: Request
-    var receivedAt: ContinuousClock.Instant
+    var receivedAt: ServerCore.Instant
 }
 
-extension Server.Loop {
-    /// Queues an effect (with the record of the seq it consumed, if any) and starts a batch unless
-    /// one is in flight.
-    func enqueue(_ record: CommitRecord?, effect: CommitPipeline.Effect) {
-        commits.append(record, effect)
-        startCommitIfIdle()
-    }
-
-    /// Sends the pending records to the store thread as one batch unless one is in flight; with no
-    /// record pending, the pending effects go out at once.
-    func startCommitIfIdle() {
-        guard commits.inFlight == nil else { return }
-        guard commits.hasPendingRecords else {
-            for effect in commits.takePendingEffects() { release(effect) }
-            return
-        }
-        var snapshots: [String: Workspace] = [:]
-        var baseVersions: [String: UInt64] = [:]
-        for id in commits.pendingWorkspaces {
-            guard let hub = workspaces[id]?.hub else { continue }
-            snapshots[id] = hub.live.workspace
-            if let stored = hub.stored { baseVersions[id] = stored.workspace.version }
-        }
-        let (id, batch) = commits.startBatch(
-            workspaces: snapshots, logRetention: limits.logRetention, baseVersions: baseVersions)
-        let store = self.store
-        onStoreThread {
-            let started = ContinuousClock.now
-            do throws(StoreError) {
-                try store.commit(batch)
-                return .committed(batch: id, .stored, duration: ContinuousClock.now - started)
-            } catch {
-                let duration = ContinuousClock.now - started
-                guard case .behind(let versions) = error else { return .committed(batch: id, .failed(error), duration: duration) }
-                // Still on the store thread: read what each behind workspace missed.
-                var after: [String: UInt64] = [:]
-                for workspaceId in versions.keys { after[workspaceId] = batch.baseVersions[workspaceId] ?? 0 }
-                return .committed(batch: id, .behind(CatchUpRead.read(store, after: after)), duration: duration)
-            }
-        }
-    }
-
-    /// The store thread finished batch `batch`: acknowledges it or handles its failure or its
-    /// being behind (see ``CommitPipeline``), then sends the next one.
-    func commitFinished(batch: UInt64, result: Server.CommitResult, duration: Duration) {
-        guard let flight = commits.finish(batch) else { return }
-        metrics.commitBatchOps.observe(Double(flight.recordCount))
-        metrics.commitSeconds.observe(duration.seconds)
-        metrics.storeSeconds.observe(duration.seconds)
-        switch result {
-        case .stored:
-            for (id, workspace) in flight.workspaces {
-                if let hub = workspaces[id]?.hub { hub.durable = workspace }
-            }
-            adoptStoredRecords(flight)
-            for effect in flight.effects { release(effect) }
-        case .failed(let error):
-            commitFailed(flight, error)
-        case .behind(let reads):
-            commitBehind(flight, reads)
-        }
-        for id in flight.workspaces.keys { unloadIfIdle(id) }
-        startCommitIfIdle()
-        if case .draining = shutdown { continueShutdown(now: clock.now) }
-        startCatchUpRead()  // the catch-ups held back while the batch was in flight
-    }
-
-    /// A shared store: the batch's records are stored, so each workspace's `stored` sequencer takes
-    /// them (it follows what is stored, this node's commits and the others').
-    private func adoptStoredRecords(_ flight: CommitPipeline.InFlight) {
-        guard configuration.sharedStore != nil else { return }
-        var broken: Set<String> = []
-        for record in flight.records {
-            guard let hub = workspaces[record.workspaceId]?.hub, hub.stored != nil, !broken.contains(hub.id) else { continue }
-            switch record.outcome {
-            case .applied(let ops):
-                do throws(OpError) {
-                    for op in ops { try hub.stored!.adopt(op) }
-                } catch {
-                    logger.error("stored copy of a workspace refused its own commit", metadata: [
-                        "workspace": "\(hub.id)", "error": "\(error)",
-                    ])
-                    broken.insert(hub.id)
-                }
-            case .rejected(let error):
-                hub.stored!.adopt(Sequencer.Rejection(clientId: record.clientId, seq: record.seq, error: error))
-            }
-        }
-        for id in broken { reload(id) }
-    }
-
-    /// `flight` failed: refuses everything of its workspaces still in the pipeline, reads them back
-    /// from the store, and releases the rest of its effects. Nothing of it is stored, except after
-    /// `outcomeUnknown`: then the batch may be stored, so its submitters are told neither "applied"
-    /// nor "refused": their sessions are closed 1013 and they learn what became of their seqs when
-    /// they resume (`Welcome.lastSeq`, the missed ops). The read back broadcasts whatever of the
-    /// batch was stored to the sessions that stay (``workspaceLoaded(_:result:)``).
-    private func commitFailed(_ flight: CommitPipeline.InFlight, _ error: StoreError) {
-        logger.error("store commit failed", metadata: ["error": "\(error)", "records": "\(flight.recordCount)"])
-        let (sent, pending, released) = commits.removeFailed(flight)
-        // Reloading first: a Submit handled while the effects go out is refused at once.
-        for id in flight.workspaces.keys { reload(id) }
-        if case .outcomeUnknown = error {
-            metrics.commitsOutcomeUnknown += 1
-            for effect in sent { closeUnanswerable(effect, error) }
-        } else {
-            for effect in sent { refuseUnavailable(effect, error) }
-        }
-        for effect in pending { refuseUnavailable(effect, error) }
-        for effect in released { release(effect) }
-    }
-
-    /// The store cannot tell whether the record behind `effect` is stored: its session is closed
-    /// 1013 (the client resumes and learns it), and a waiting `Welcome` is refused as usual.
-    private func closeUnanswerable(_ effect: CommitPipeline.Effect, _ error: StoreError) {
-        if case .welcome = effect { return refuseUnavailable(effect, error) }
-        guard let session = sessions[effect.session], session.closing == nil else { return }
-        close(session, code: 1013, reason: "store commit outcome unknown: resume")
-    }
-
-    /// Sends what an effect stands for, now that it is durable.
-    func release(_ effect: CommitPipeline.Effect) {
-        switch effect {
-        case .broadcast(let workspaceId, _, let ops, let receivedAt):
-            metrics.opsApplied += UInt64(ops.count)
-            guard let hub = workspaces[workspaceId]?.hub else { return }
-            for applied in ops { broadcast(Tabsync_V1_ServerMessage(applied: applied), to: hub) }
-            metrics.opLatencySeconds.observe(Double((clock.now - receivedAt).microseconds) / 1_000_000)
-        case .reject(_, let sessionId, let seq, let error):
-            metrics.opsRejected[error.code, default: 0] += 1
-            guard let session = sessions[sessionId] else { return }
-            send(Tabsync_V1_ServerMessage(rejected: Tabsync_V1_Rejected(seq: seq, error: error)), to: session)
-        case .welcome(let workspaceId, let sessionId, let welcome):
-            guard let hub = workspaces[workspaceId]?.hub else { return }
-            guard let session = sessions[sessionId] else {
-                hub.welcoming.remove(sessionId)
-                return
-            }
-            welcomed(session, welcome, hub: hub)
-        case .answer(_, let sessionId, let answer):
-            guard let session = sessions[sessionId] else { return }
-            switch answer {
-            case .applied(let applied):
-                send(Tabsync_V1_ServerMessage(applied: applied), to: session)
-            case .rejected(let seq, let error):
-                send(Tabsync_V1_ServerMessage(rejected: Tabsync_V1_Rejected(seq: seq, error: error)), to: session)
-            }
-        }
-    }
-
-    /// Tells the session an effect was for that it was not stored: `Rejected` `UNAVAILABLE` for
-    /// the seq, or, for a `Welcome`, `Error` `UNAVAILABLE` and close 1013.
-    func refuseUnavailable(_ effect: CommitPipeline.Effect, _ error: StoreError) {
-        let target: (session: Int, seq: UInt64)
-        switch effect {
-        case .broadcast(_, let submitter, let ops, _):
-            guard let op = ops.last else { return }
-            target = (submitter, op.seq)
-        case .reject(_, let session, let seq, _):
-            target = (session, seq)
-        case .answer(_, let session, .applied(let applied)):
-            target = (session, applied.seq)
-        case .answer(_, let session, .rejected(let seq, _)):
-            target = (session, seq)
-        case .welcome(let workspaceId, let sessionId, _):
-            if let hub = workspaces[workspaceId]?.hub { hub.welcoming.remove(sessionId) }
-            guard let session = sessions[sessionId] else { return }
-            send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: .unavailable, message: "not stored: \(error)")), to: session)
-            close(session, code: 1013, reason: "store unavailable")
-            return
-        }
-        guard let session = sessions[target.session] else { return }
-        reject(session, seq: target.seq, code: .unavailable, message: "not stored: \(error)")
-    }
-}

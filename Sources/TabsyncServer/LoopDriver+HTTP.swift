@@ -2,31 +2,9 @@ import CLibwebsockets
 import SwiftProtobuf
 import TabsyncCore
 import TabsyncProto
+import TabsyncServerCore
 
-/// An HTTP answer, written whole.
-struct HTTPResponse {
-    var status: UInt32
-    var contentType: String
-    var body: [UInt8]
-    /// Extra header lines, each "Name: value\r\n" (the browser page's caching and CSP headers).
-    var headers: String = ""
-
-    init(status: UInt32, contentType: String = "text/plain; charset=utf-8", body: String) {
-        self.status = status
-        self.contentType = contentType
-        self.body = Array(body.utf8)
-    }
-
-    init(status: UInt32, contentType: String, bytes: [UInt8]) {
-        self.status = status
-        self.contentType = contentType
-        self.body = bytes
-    }
-
-    static let notFound = HTTPResponse(status: 404, body: "not found\n")
-}
-
-extension Server.Loop {
+extension LoopDriver {
     /// The subprotocols served, as the 400 answer to a bad upgrade names them.
     static var servedSubprotocols: String {
         WireFormat.allCases.map(\.subprotocol).joined(separator: ", ")
@@ -56,7 +34,9 @@ extension Server.Loop {
             return respond(wsi, response)
 
         case LWS_CALLBACK_CLOSED_HTTP:
-            if let id = user?.load(as: Int.self), id != 0 { pendingHTTP[id] = nil }
+            if let id = user?.load(as: Int.self), id != 0, pendingHTTP.removeValue(forKey: id) != nil {
+                dispatch(.requestGone(id))
+            }
             return 0
 
         default:
@@ -89,57 +69,40 @@ extension Server.Loop {
         }
         if configuration.serveWeb, let page = webResponse(path, wsi: wsi) { return page }
         let prefix = "/v1/workspaces/"
-        guard path.hasPrefix(prefix) else { return .notFound }
-        let id = String(path.dropFirst(prefix.count))
-        if configuration.accessTokens != nil {
-            return authorizeSnapshotRequest(id, wsi: wsi, user: user)
-        }
-        guard Validation.isValidWorkspaceId(id) else { return .notFound }
-        return snapshotOrLoad(id, wsi: wsi, user: user)
-    }
-
-    /// The snapshot of a valid workspace id, or nil when it is being loaded to answer later.
-    func snapshotOrLoad(_ id: String, wsi: OpaquePointer, user: UnsafeMutableRawPointer?) -> HTTPResponse? {
-        if let response = snapshotResponse(id) { return response }
-        // Not in memory: load it on the store thread and answer when it arrives.
-        guard let user else { return .notFound }
+        guard path.hasPrefix(prefix), let user else { return .notFound }
+        // The core answers (at once, or once a token check or a load is done).
         let requestId = makeId()
         user.storeBytes(of: requestId, as: Int.self)
-        pendingHTTP[requestId] = PendingHTTP(wsi: wsi, workspaceId: id, response: nil)
-        requestLoad(id)
-        return nil
+        pendingHTTP[requestId] = PendingHTTP(wsi: wsi, response: nil)
+        routing = requestId
+        dispatch(.snapshotRequested(
+            requestId, workspaceId: String(path.dropFirst(prefix.count)),
+            bearerToken: configuration.accessTokens != nil ? Self.bearerToken(wsi) : nil))
+        routing = nil
+        guard let response = pendingHTTP[requestId]?.response else { return nil }
+        pendingHTTP[requestId] = nil
+        return response
     }
 
-    /// The snapshot answer for a loaded workspace (404 when it has no applied op), nil when not loaded.
-    func snapshotResponse(_ id: String) -> HTTPResponse? {
-        guard let hub = workspaces[id]?.hub else { return nil }
-        let workspace = hub.durable
-        guard workspace.version > 0 else { return .notFound }
-        do {
-            let json: [UInt8] = try Tabsync_V1_Snapshot(workspace).jsonUTF8Bytes()
-            return HTTPResponse(status: 200, contentType: "application/json", bytes: json + [0x0A])
-        } catch {
-            return HTTPResponse(status: 500, body: "cannot encode snapshot\n")
-        }
-    }
-
-    /// Answers the HTTP requests that waited for `id` to load.
-    func answerPendingHTTP(for id: String, failed: Bool) {
-        for (requestId, pending) in pendingHTTP
-        where pending.workspaceId == id && pending.response == nil && !pending.authorizing {
-            let response = failed
-                ? HTTPResponse(status: 503, body: "store unavailable\n")
-                : (snapshotResponse(id) ?? .notFound)
-            pendingHTTP[requestId]?.response = response
-            lws_callback_on_writable(pending.wsi)
-        }
+    /// The token of an `Authorization: Bearer TOKEN` header, nil when there is none.
+    static func bearerToken(_ wsi: OpaquePointer) -> String? {
+        let length = Int(lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION))
+        guard length > 0, length <= 8192 else { return nil }
+        var buffer = [CChar](repeating: 0, count: length + 1)
+        guard lws_hdr_copy(wsi, &buffer, Int32(buffer.count), WSI_TOKEN_HTTP_AUTHORIZATION) >= 0 else { return nil }
+        let value = String(nulTerminated: buffer)
+        let scheme = "bearer "
+        guard value.lowercased().hasPrefix(scheme) else { return nil }
+        let token = value.dropFirst(scheme.count).trimmingCharacters(in: " \t")
+        return token.isEmpty ? nil : token
     }
 
     private func renderMetrics() -> String {
         var queued = 0
-        for session in sessions.values { queued += session.queue.bytes }
-        return metrics.render(Metrics.Gauges(
-            connections: sessions.count, socketsOpen: openConnections, workspacesLoaded: workspaces.count, sendQueueBytes: queued))
+        for connection in connections.values { queued += connection.queue.bytes }
+        return core.metrics.render(Metrics.Gauges(
+            connections: connections.count, socketsOpen: openConnections, workspacesLoaded: core.workspacesInMemory,
+            sendQueueBytes: queued))
     }
 
     /// `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: only `/` upgrades, only to a served subprotocol, and

@@ -1,4 +1,4 @@
-@testable import TabsyncServer
+@testable import TabsyncServerCore
 import TabsyncTestSupport
 import Testing
 

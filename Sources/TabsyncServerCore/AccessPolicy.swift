@@ -13,7 +13,7 @@ public enum AccessRole: String, Sendable, CaseIterable, Codable {
 
     /// True when this role may submit an op of this kind (an op with no kind set counts as any op:
     /// a viewer is refused it, the others get the usual `INVALID_ARGUMENT`).
-    func permits(_ kind: Tabsync_V1_Op.OneOf_Kind?) -> Bool {
+    public func permits(_ kind: Tabsync_V1_Op.OneOf_Kind?) -> Bool {
         switch (self, kind) {
         case (.viewer, _): false
         case (.editor, .setEditable?): false

@@ -1,5 +1,6 @@
 import TabsyncCore
 import TabsyncStore
+import TabsyncServerCore
 
 extension Server {
     /// Everything a server is started with. The defaults are DESIGN.md's.
@@ -41,6 +42,10 @@ extension Server {
         /// Peers a presence list names at most; the workspace's other sessions are counted in
         /// `Presence.othersCount` (proto/README.md#presence).
         public var maxPresencePeers: Int = 128
+        /// How long a graceful stop may take: commits drain for at most 70% of it, then every
+        /// session is closed 1001 and the close frames get the rest but 10% (the executable's
+        /// `--shutdown-timeout`; its process deadline is the whole of it).
+        public var shutdownTimeout: Duration = .seconds(5)
 
         // MARK: transport security (TLS, origins, per-IP limits, the refusal to run open)
 
@@ -140,13 +145,6 @@ extension Server {
     }
 }
 
-extension Duration {
-    /// The duration in whole microseconds (rounded down), for lws timers.
-    var microseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
-    }
-}
 
 extension Server.Configuration {
     /// Limits applied to each peer address (IPv4, or IPv6) at accept, before any TLS work.
@@ -169,5 +167,16 @@ extension Server.Configuration {
         public static let exposed = PerIPLimits(maxConnections: 64, handshakesPerSecond: 10, handshakeBurst: 20)
         /// No per-address limit (the default on a loopback bind).
         public static let unlimited = PerIPLimits(maxConnections: 0, handshakesPerSecond: 0, handshakeBurst: 0)
+    }
+}
+
+extension Server.Configuration {
+    /// What the core decides with, from this configuration and the store's epoch.
+    func coreSettings(storeEpoch: String) -> ServerCore.Settings {
+        ServerCore.Settings(
+            limits: limits, helloTimeout: helloTimeout, presenceInterval: presenceInterval,
+            rateLimitStrikes: rateLimitStrikes, idleUnload: idleUnload, maxPresencePeers: maxPresencePeers,
+            slowCloseGrace: slowCloseGrace, accessControl: accessTokens != nil,
+            sharedStorePollInterval: sharedStore?.pollInterval, storeEpoch: storeEpoch, shutdownTimeout: shutdownTimeout)
     }
 }
