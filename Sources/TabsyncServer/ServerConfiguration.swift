@@ -3,7 +3,7 @@ import TabsyncStore
 import TabsyncServerCore
 
 extension Server {
-    /// Everything a server is started with. The defaults are DESIGN.md's.
+    /// Everything a server is started with. The defaults are docs/design.md's ('Limits and defaults').
     public struct Configuration: Sendable {
         /// The address to listen on: an IPv4 or IPv6 literal, or a name resolved once at start.
         /// Exactly this address is bound (never all interfaces unless `0.0.0.0` or `::` is asked).
