@@ -157,6 +157,7 @@ let package = Package(
             dependencies: [
                 "TabsyncServerCore", "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncClient", "TabsyncTestSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),

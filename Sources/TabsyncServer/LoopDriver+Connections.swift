@@ -199,6 +199,8 @@ extension LoopDriver {
             return 0
         }
         if connection.closing {
+            // 1006 names an ending without a close frame (a failed write): none is sent.
+            guard connection.closeCode != CloseReason.writeFailed.code else { return -1 }
             var reason = Array(connection.closeReason.utf8)
             lws_close_reason(connection.wsi, lws_close_status(rawValue: UInt32(connection.closeCode)), &reason, reason.count)
             return -1
