@@ -146,6 +146,10 @@ package struct ServerCore {
     /// Nothing pending in the commit pipeline and nothing being stored.
     package var commitsIdle: Bool { commits.isIdle }
 
+    /// The live state of a workspace in memory (it runs ahead of the store), for checks from
+    /// outside the core (the wire fuzzer); nil when not in memory.
+    package func liveWorkspace(_ id: String) -> Workspace? { workspaces[id]?.hub?.live.workspace }
+
     /// The wall-clock time at `now`.
     var wallNow: Date { wallOrigin.date.addingTimeInterval((now - wallOrigin.instant).seconds) }
 
