@@ -266,7 +266,17 @@ struct SimulatedWorld {
         clients[c].attempt += 1
         clients[c].session.connecting(attempt: clients[c].attempt)
         let hello = clients[c].session.opened()
-        links[id] = Link(id: id, client: c, node: n, format: clients[c].session.format, up: [hello])
+        var up = [hello]
+        if rng.chance(0.3) {
+            // Resubmitted before the Welcome, as an eager client may (the client resubmits them
+            // again after it): the server defers them, then answers each seq once more from dedup.
+            let format = clients[c].session.format
+            for pending in clients[c].session.state.pending {
+                up.append(format.encode(Tabsync_V1_ClientMessage(
+                    submit: .init(seq: pending.seq, baseVersion: pending.baseVersion, op: pending.op))))
+            }
+        }
+        links[id] = Link(id: id, client: c, node: n, format: clients[c].session.format, up: up)
         note("c\(c) connects to node \(n) as link \(id)")
         clients[c].link = id
         handle(n, .connected(id, format: clients[c].session.format, echo: false))
