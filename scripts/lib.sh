@@ -19,6 +19,20 @@ free_port() {
     fatal "no free port found below $low"
 }
 
+# listening_url FILE PID [SECONDS]: waits (30 s by default) for the `listening on ws://HOST:PORT` line
+# a tabsync-server started in the background writes to its stdout, FILE, and prints the URL in it;
+# fails at once when PID exits first, or when the line does not come in time.
+listening_url() {
+    local file="$1" pid="$2" deadline=$((SECONDS + ${3:-30})) url
+    while :; do
+        url="$(sed -n 's/^listening on \(wss\{0,1\}:\/\/.*\)$/\1/p' "$file" 2>/dev/null | head -n 1)"
+        [ -z "$url" ] || { echo "$url"; return 0; }
+        kill -0 "$pid" 2>/dev/null || return 1
+        [ "$SECONDS" -lt "$deadline" ] || return 1
+        sleep 0.05
+    done
+}
+
 # System packages the build, tests and tools need (Debian names).
 # openssl and curl: the TLS tests make certificates and speak https:// with them.
 TABSYNC_APT_PACKAGES=(libwebsockets-dev libev-dev libwebsockets-evlib-ev libssl-dev libsqlite3-dev pkg-config tmux openssl curl libpq-dev postgresql)
