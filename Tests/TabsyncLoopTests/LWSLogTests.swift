@@ -25,6 +25,19 @@ struct LWSLogTests {
         }
     }
 
+    /// A ceiling keeps the mask within it whatever is requested after, and the union comes back
+    /// when the ceiling is lifted. In a child process too (the mask is process wide).
+    @Test func aCeilingKeepsTheMaskWithinIt() async {
+        await #expect(processExitsWith: .success) {
+            let errors = Int32(LLL_ERR)
+            let notices = Int32(LLL_NOTICE)
+            let capped = LWSLog.limit(to: errors)
+            let asked = LWSLog.request(errors | notices)
+            let lifted = LWSLog.limit(to: ~0)
+            exit(capped & notices == 0 && asked == errors && lifted & (errors | notices) == errors | notices ? 0 : 1)
+        }
+    }
+
     /// At most `linesPerSecond` lines a second; the first line of the next second reports how many
     /// were dropped, once.
     @Test func theRateLimitAdmitsABudgetPerSecondAndReportsTheDropped() {
