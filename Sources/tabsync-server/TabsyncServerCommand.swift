@@ -29,7 +29,8 @@ struct TabsyncServerCommand: ParsableCommand {
 
             `tabsync-server token --help`: mint an access token (see --auth-key-file).
             `tabsync-server migrate --store URL`: create or migrate a PostgreSQL store's schema and exit.
-            """
+            """,
+        version: TabsyncVersion.current
     )
 
     @Option(help: "Address to listen on (exactly this one). [env: TABSYNC_HOST] (default: \(Default.host))")

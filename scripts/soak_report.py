@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Figures, pass/fail and an SVG plot of a soak run's server samples (scripts/soak writes the CSVs).
 
-  soak-report.py SOAK.csv EVENTS.csv OUT.svg --connections N --bench-start S --duration S --idle-fds N
+  soak_report.py SOAK.csv EVENTS.csv OUT.svg --connections N --bench-start S --duration S --idle-fds N
 
 The measured window is the last server life (after the last restart) minus its first third
 (warm-up: reconnects, workspaces loading, the op log filling to --log-retention), up to the end of
@@ -133,7 +133,8 @@ def svg_plot(path, rows, events, window, fit, title):
         f.write("\n".join(out) + "\n")
 
 
-def main():
+def main(argv=None):
+    """Returns 0 when every check passed, 1 otherwise (printing a FAILED line for each)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
     ap.add_argument("events")
@@ -143,7 +144,7 @@ def main():
     ap.add_argument("--duration", type=float, required=True)
     ap.add_argument("--idle-fds", type=int, required=True)
     ap.add_argument("--title", default="tabsync soak: server resources")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
 
     with open(a.csv) as f:
         rows = [{"t": float(r["seconds"]), "pid": r["pid"], "rss": int(r["rss_kib"]), "fds": int(r["fds"]),
@@ -155,7 +156,7 @@ def main():
     failures = []
     if not rows:
         print("FAILED: no samples")
-        sys.exit(1)
+        return 1
     restarts = [t for t, e in events if "restart" in e]
     churn_end = a.bench_start + a.duration
     life_start = restarts[-1] if restarts else a.bench_start
@@ -222,8 +223,8 @@ def main():
     print(f"plot: {a.svg}")
     for f in failures:
         print(f"FAILED: {f}")
-    sys.exit(1 if failures else 0)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

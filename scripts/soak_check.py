@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Checks the churn bench's ledger (tabsync bench --churn --ledger FILE) against the server.
 
-  soak-check.py http LEDGER http://HOST:PORT
+  soak_check.py http LEDGER http://HOST:PORT
       every workspace's GET /v1/workspaces/{id}: the version is the number of acknowledged ops (plus
       the server's own), the tabs and their titles are those the acknowledged ops leave, in version
       order.
-  soak-check.py store LEDGER tabsync.sqlite3
+  soak_check.py store LEDGER tabsync.sqlite3
       the store's op log, read after the server stopped: each acknowledged (client, seq) is in it
       exactly once and at the version its Applied named, for every op the log still holds (it keeps
       the last --log-retention ops per workspace; older ones are covered by the snapshot check);
@@ -89,14 +89,20 @@ def check_store(ledger, path):
     return problems
 
 
+def check(kind, ledger_path, target):
+    """Runs one check ("http" against a base URL, "store" against a SQLite file), prints its figures
+    and at most 20 problems; True when there are none."""
+    ledger = load(ledger_path)
+    problems = check_http(ledger, target) if kind == "http" else check_store(ledger, target)
+    for p in problems[:20]:
+        print("  " + p, flush=True)
+    return not problems
+
+
 def main():
     if len(sys.argv) != 4 or sys.argv[1] not in ("http", "store"):
         sys.exit(__doc__)
-    ledger = load(sys.argv[2])
-    problems = check_http(ledger, sys.argv[3]) if sys.argv[1] == "http" else check_store(ledger, sys.argv[3])
-    for p in problems[:20]:
-        print("  " + p)
-    sys.exit(1 if problems else 0)
+    sys.exit(0 if check(*sys.argv[1:4]) else 1)
 
 
 if __name__ == "__main__":
