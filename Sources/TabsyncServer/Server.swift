@@ -149,12 +149,12 @@ public final class Server: Sendable {
         }
         started.value.withLock { $0 = .success(port) }
         logger.info("listening", metadata: ["host": "\(configuration.host)", "port": "\(port)"])
-        let listener = startStoreListener()
+        let feed = startCommitFeed()
         ready.signal()
 
         withExtendedLifetime(loop) {
             loop.run()
-            listener?.stop()  // the loop has stopped: no event is wanted any more
+            feed?.stop()  // the loop has stopped: no event is wanted any more
             let left = loop.openConnections
             let stopped = ContinuousClock.now
             logger.info("event loop stopped; closing the connections left", metadata: ["connections": "\(left)"])
@@ -170,29 +170,13 @@ public final class Server: Sendable {
 
     // MARK: start-up helpers
 
-    /// A shared store with notifications: the listener of other nodes' commits, on its own thread;
-    /// its events go to the core through the inbox (ServerCore+CatchUp.swift).
-    private func startStoreListener() -> PostgresListener? {
-        guard let notifications = configuration.sharedStore?.notifications else { return nil }
+    /// A shared store with a commit feed: started, its events go to the core through the inbox
+    /// (ServerCore+CatchUp.swift).
+    private func startCommitFeed() -> (any CommitFeed)? {
+        guard let feed = configuration.sharedStore?.feed else { return nil }
         let inbox = self.inbox
-        var ownBackend: (@Sendable () -> Int32)?
-        if let own = store as? PostgresStore { ownBackend = { own.backendPID } }
-        let listener = PostgresListener(
-            url: notifications.url, store: notifications.store, options: notifications.listener,
-            ownBackend: ownBackend
-        ) { event in
-            switch event {
-            case .committed(let notification):
-                inbox.post(.event(.heard(.committed(
-                    workspaceId: notification.workspaceId, version: notification.version, changes: notification.changes))))
-            case .listening(let reconnected):
-                inbox.post(.event(.heard(.listening(reconnected: reconnected))))
-            case .disconnected(let why):
-                inbox.post(.event(.heard(.disconnected(why))))
-            }
-        }
-        listener.start()
-        return listener
+        feed.start { event in inbox.post(.event(.heard(event))) }
+        return feed
     }
 
     /// What the loop thread reports back to `start()`.

@@ -87,25 +87,13 @@ extension Server {
             /// How often the stored version of every loaded workspace is read, to catch up on a commit
             /// whose notification was lost; zero: never.
             public var pollInterval: Duration
-            /// Where other nodes' commits are announced (`LISTEN`); nil: no listener (poll only).
-            public var notifications: Notifications?
+            /// Where other nodes' commits are announced (for PostgreSQL, ``PostgresCommitFeed``);
+            /// nil: no feed (poll only).
+            public var feed: (any CommitFeed)?
 
-            /// A PostgreSQL store's announcements: its URL and options (the schema names the channel).
-            public struct Notifications: Sendable {
-                public var url: String
-                public var store: PostgresStore.Options
-                public var listener: PostgresListener.Options
-
-                public init(url: String, store: PostgresStore.Options, listener: PostgresListener.Options = .init()) {
-                    self.url = url
-                    self.store = store
-                    self.listener = listener
-                }
-            }
-
-            public init(pollInterval: Duration = .milliseconds(1500), notifications: Notifications?) {
+            public init(pollInterval: Duration = .milliseconds(1500), feed: (any CommitFeed)?) {
                 self.pollInterval = pollInterval
-                self.notifications = notifications
+                self.feed = feed
             }
         }
 

@@ -8,9 +8,10 @@ extension ServerCore {
     /// An event of the commit feed (another node's commit, or the feed's connection).
     mutating func heard(_ event: CommitFeedEvent) {
         switch event {
-        case .committed(let workspaceId, let version, let changes):
+        case .committed(let notification):
             metrics.storeNotifications += 1
-            if let changes, took(workspaceId, version: version, changes) { return }
+            let (workspaceId, version) = (notification.workspaceId, notification.version)
+            if let changes = notification.changes, took(workspaceId, version: version, changes) { return }
             heardOf(workspaceId, version: version)
         case .listening(let reconnected):
             metrics.storeListening = true

@@ -100,17 +100,6 @@ extension ServerCore {
     }
 }
 
-/// What the feed of other nodes' commits tells (``ServerCore/Event/heard(_:)``).
-package enum CommitFeedEvent: Sendable {
-    /// Another node stored `workspaceId` at `version`; `changes`: the batch itself, when the
-    /// notification carried it.
-    case committed(workspaceId: String, version: UInt64, changes: CommitNotification.Changes?)
-    /// The feed listens (again, when `reconnected`): commits made while it did not were not heard.
-    case listening(reconnected: Bool)
-    /// The feed lost its connection.
-    case disconnected(String)
-}
-
 /// An HTTP answer, written whole.
 package struct HTTPResponse: Sendable, Equatable {
     package var status: UInt32

@@ -329,9 +329,9 @@ struct ServerSettings {
         configuration.allowedOrigins = allowedOrigins
         configuration.insecureNoAuth = insecureNoAuth
         if let url = storeURL {
-            // The listener uses the store's options (they name the channel) and the same URL.
-            configuration.sharedStore = .init(
-                pollInterval: storePollInterval, notifications: .init(url: url, store: PostgresStore.Options()))
+            // Its commit feed is made with the store (TabsyncServerCommand.openStore), on the same URL.
+            _ = url
+            configuration.sharedStore = .init(pollInterval: storePollInterval, feed: nil)
         }
         configuration.slowCloseGrace = slowCloseGrace
         configuration.diagnosticsEcho = diagnosticsEcho

@@ -32,7 +32,7 @@ struct CatchUpRuleTests {
         var h = Self.joined()
         let op = Self.othersOp("theirs", version: 1)
         let changes = CommitNotification.Changes(base: 0, ops: [op], refusals: [], lastSeqs: ["c9": 1])
-        let actions = h.handle(.heard(.committed(workspaceId: "w", version: 1, changes: changes)))
+        let actions = h.handle(.heard(.committed(CommitNotification(workspaceId: "w", version: 1, changes: changes))))
         #expect(Said.of(actions) == [.applied(to: [1], version: 1, seq: 1)])
         #expect(h.core.metrics.notificationsTaken == 1)
         #expect(h.core.workspaces["w"]?.hub?.live.lastSeq(of: "c9") == 1)
@@ -40,7 +40,7 @@ struct CatchUpRuleTests {
 
     @Test func aNotificationThatDoesNotFollowIsReadFromTheStore() {
         var h = Self.joined()
-        let actions = h.handle(.heard(.committed(workspaceId: "w", version: 2, changes: nil)))
+        let actions = h.handle(.heard(.committed(CommitNotification(workspaceId: "w", version: 2))))
         guard case .readChanges(let versions)? = actions.first else {
             Issue.record("no read: \(actions)")
             return
@@ -57,7 +57,7 @@ struct CatchUpRuleTests {
     @Test func aWorkspaceWithABatchOfItsOwnInFlightIsNotReadUntilTheBatchIsBack() {
         var h = Self.joined()
         #expect(h.submit(1, seq: 1, CoreHarness.add("mine")).commitId == 1)
-        let heard = h.handle(.heard(.committed(workspaceId: "w", version: 1, changes: nil)))
+        let heard = h.handle(.heard(.committed(CommitNotification(workspaceId: "w", version: 1))))
         #expect(heard.isEmpty)  // its own batch runs into `behind` and catches up there
         let stored = h.handle(.committed(batch: 1, .stored, duration: .zero))
         // Stored at v1 itself: nothing left to read.
@@ -66,7 +66,7 @@ struct CatchUpRuleTests {
 
     @Test func aLogCompactedPastThisNodeClosesItsSessionsToResumeAndReadsTheWorkspaceBack() {
         var h = Self.joined()
-        h.handle(.heard(.committed(workspaceId: "w", version: 5, changes: nil)))
+        h.handle(.heard(.committed(CommitNotification(workspaceId: "w", version: 5))))
         let caught = h.handle(.caughtUp(["w": .compacted], duration: .zero))
         #expect(Said.of(caught) == [.close(1, 1013), .load("w")])
     }

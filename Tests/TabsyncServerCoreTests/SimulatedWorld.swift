@@ -432,7 +432,7 @@ struct SimulatedWorld {
         guard !feed.isEmpty else { return }
         let (from, version) = feed.removeFirst()
         for n in nodes.indices where n != from {
-            handle(n, .heard(.committed(workspaceId: workspace, version: version, changes: nil)))
+            handle(n, .heard(.committed(CommitNotification(workspaceId: workspace, version: version))))
         }
     }
 
