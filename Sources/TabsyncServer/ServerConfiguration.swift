@@ -27,7 +27,7 @@ extension Server {
         /// with nothing stored (never written) leaves at once whatever this says.
         public var idleUnload: Duration
         /// The event loop libwebsockets runs on.
-        public var eventLoop: EventLoop
+        public var eventLoop: LoopBackend
         /// Serve the browser page (`GET /`, `/w/{workspace}`, `/web/…`); off: those paths are 404.
         public var serveWeb: Bool
         /// A connection closed 1013 for reading too slowly gets this long for its close frame to
@@ -98,7 +98,7 @@ extension Server {
         }
 
         /// Which event loop libwebsockets runs on.
-        public enum EventLoop: String, Sendable, CaseIterable {
+        public enum LoopBackend: String, Sendable, CaseIterable {
             /// libev (epoll): a wakeup costs the connections that are ready, not all of them.
             case epoll
             /// lws' default poll() loop: every wakeup scans every connection (kept for comparison).
@@ -115,7 +115,7 @@ extension Server {
             presenceInterval: Duration = .milliseconds(100),
             rateLimitStrikes: Int = 5,
             idleUnload: Duration = .seconds(300),
-            eventLoop: EventLoop = .epoll,
+            eventLoop: LoopBackend = .epoll,
             serveWeb: Bool = true
         ) {
             self.host = host
