@@ -13,14 +13,7 @@ public final class MemoryStore: WorkspaceStore {
     private let failure = Lock<StoreError?>(nil)
 
     public init() {
-        epoch = Self.randomEpoch()
-    }
-
-    /// A fresh random epoch: 16 hex digits.
-    private static func randomEpoch() -> String {
-        let value = UInt64.random(in: .min ... .max)
-        let hex = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
+        epoch = StoreEpoch.random()
     }
 
     /// Makes every later commit fail with `error` (nil: commits succeed again).

@@ -97,7 +97,7 @@ public final class PostgresStore: WorkspaceStore {
         self.url = url
         self.options = options
         let db = try Self.connect(url: url, options: options)
-        epoch = try Self.migrate(db, schema: options.schema, newEpoch: SQLiteStore.randomEpoch())
+        epoch = try Self.migrate(db, schema: options.schema, newEpoch: StoreEpoch.random())
         let pid = db.backendPID
         connection = Lock(db)
         currentBackendPID.store(pid, ordering: .relaxed)
@@ -108,7 +108,7 @@ public final class PostgresStore: WorkspaceStore {
     public static func migrate(url: String, options: Options = Options()) throws(OpenError) {
         let db = try connect(url: url, options: options)
         defer { db.close() }
-        _ = try migrate(db, schema: options.schema, newEpoch: SQLiteStore.randomEpoch())
+        _ = try migrate(db, schema: options.schema, newEpoch: StoreEpoch.random())
     }
 
     private static func connect(url: String, options: Options) throws(OpenError) -> PGConnection {
@@ -661,17 +661,16 @@ public final class PostgresStore: WorkspaceStore {
 
             guard let state = batch.workspaces[id], state.version > 0 else { continue }
             let stateVersion = Int64(bitPattern: state.version)
-            let interval = max(1, min(options.snapshotInterval, retention))
-            var snapshot = locked[id]?.snapshotVersion ?? -1
-            if snapshot < 0 || stateVersion - snapshot >= Int64(interval) {
+            let lastSnapshot = locked[id]?.snapshotVersion ?? -1
+            let plan = RetentionPlan(
+                version: stateVersion, lastSnapshot: lastSnapshot < 0 ? nil : lastSnapshot, retention: retention,
+                snapshotInterval: options.snapshotInterval)
+            if plan.writesSnapshot {
                 let bytes = try encoded { () throws(StoreError) in try StoreEncoding.encode(state) }
                 append(&snapshotRows, [workspace, .int64(stateVersion), .bytes(bytes)])
-                snapshot = stateVersion
             }
-            // Log rows older than the retention are covered by the snapshot (interval ≤ retention);
-            // a rekey leaves with the log window it translates keys of.
-            let horizon = min(snapshot, stateVersion - Int64(retention))
-            if horizon > 0 { append(&horizonRows, [workspace, .int64(horizon)]) }
+            // A rekey leaves with the log window it translates keys of.
+            if plan.horizon > 0 { append(&horizonRows, [workspace, .int64(plan.horizon)]) }
         }
 
         try db.execute(

@@ -166,7 +166,7 @@ public final class SQLiteStore: WorkspaceStore {
             if !db.isReadOnly {
                 _ = try db.scalarText("PRAGMA journal_mode = WAL")
                 db.persistWAL()
-                try migrate(db, from: version, newEpoch: Self.randomEpoch())
+                try migrate(db, from: version, newEpoch: StoreEpoch.random())
             } else if version < schemaVersion {
                 throw SQLiteError(
                     code: SQLITE_READONLY, message: "schema \(version) needs a migration and the file is read-only",
@@ -180,12 +180,6 @@ public final class SQLiteStore: WorkspaceStore {
             throw .cannotOpen(path: path, reason: error.description)
         }
         return db
-    }
-
-    /// A fresh random epoch: 16 hex digits.
-    static func randomEpoch() -> String {
-        let hex = String(UInt64.random(in: .min ... .max), radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// Closes the connection (a clean close checkpoints the WAL into the file). Later calls throw.
@@ -430,9 +424,8 @@ public final class SQLiteStore: WorkspaceStore {
             if !stale.isEmpty { throw StoreError.behind(storedVersions: stale) }
             for record in batch.records { try write(record, db) }
             let retention = max(batch.logRetention, 1)
-            let interval = max(1, min(options.snapshotInterval, retention))
             for (workspaceId, workspace) in batch.workspaces where workspace.version > 0 {
-                try compact(workspaceId, workspace, retention: retention, interval: interval, db)
+                try compact(workspaceId, workspace, retention: retention, interval: options.snapshotInterval, db)
             }
             var refusing = Set<String>()
             for record in batch.records {
@@ -501,12 +494,12 @@ public final class SQLiteStore: WorkspaceStore {
         }
     }
 
-    /// Writes a snapshot when the workspace has none or `interval` ops went by since, then deletes
-    /// log rows older than `retention` (always covered by the snapshot, as interval ≤ retention).
+    /// Writes a snapshot and trims the log as ``RetentionPlan`` says.
     private func compact(_ workspaceId: String, _ workspace: Workspace, retention: Int, interval: Int, _ db: SQLiteConnection) throws {
         let version = Int64(bitPattern: workspace.version)
-        var snapshotVersion = try db.scalar("SELECT version FROM snapshots WHERE workspace = ?", .text(workspaceId))
-        if snapshotVersion.map({ version - $0 >= Int64(interval) }) ?? true {
+        let snapshotVersion = try db.scalar("SELECT version FROM snapshots WHERE workspace = ?", .text(workspaceId))
+        let plan = RetentionPlan(version: version, lastSnapshot: snapshotVersion, retention: retention, snapshotInterval: interval)
+        if plan.writesSnapshot {
             let upsert = try db.prepare(
                 """
                 INSERT INTO snapshots (workspace, version, snapshot) VALUES (?, ?, ?)
@@ -514,9 +507,8 @@ public final class SQLiteStore: WorkspaceStore {
                 """)
             try upsert.bind(.text(workspaceId), .integer(version), .blob(try StoreEncoding.encode(workspace)))
             try upsert.run()
-            snapshotVersion = version
         }
-        let horizon = min(snapshotVersion ?? 0, version - Int64(retention))
+        let horizon = plan.horizon
         if horizon > 0 {
             let delete = try db.prepare("DELETE FROM ops WHERE workspace = ? AND version <= ?")
             try delete.bind(.text(workspaceId), .integer(horizon))
