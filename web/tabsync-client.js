@@ -145,6 +145,17 @@ export function applyPending(state, op) {
         break;
       }
       case "setEditable": state.editable = body.editable ?? false; break;
+      case "replace": {
+        // As the server does: the list's order with fresh keys; the active tab stays if present,
+        // else the tab at the old active index, else the first.
+        const oldIndex = state.tabs.findIndex((t) => t.id === state.activeTabId);
+        let key = null;
+        state.tabs = (body.tabs ?? []).map((t) => ({ ...normalTab(t), key: (key = generateKeyBetween(key, null)) }));
+        if (!state.tabs.some((t) => t.id === state.activeTabId)) {
+          state.activeTabId = (state.tabs[oldIndex] ?? state.tabs[0])?.id ?? "";
+        }
+        break;
+      }
       default: return false;
     }
   } catch {

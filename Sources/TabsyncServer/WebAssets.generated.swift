@@ -857,7 +857,7 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 """#),
         "tabsync-client.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""40470911c3b50af220943f99db89346b""#,
+            etag: #""2dace16c5290655dcfcef33094f3476b""#,
             text: #"""
 // A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
@@ -1006,6 +1006,17 @@ export function applyPending(state, op) {
         break;
       }
       case "setEditable": state.editable = body.editable ?? false; break;
+      case "replace": {
+        // As the server does: the list's order with fresh keys; the active tab stays if present,
+        // else the tab at the old active index, else the first.
+        const oldIndex = state.tabs.findIndex((t) => t.id === state.activeTabId);
+        let key = null;
+        state.tabs = (body.tabs ?? []).map((t) => ({ ...normalTab(t), key: (key = generateKeyBetween(key, null)) }));
+        if (!state.tabs.some((t) => t.id === state.activeTabId)) {
+          state.activeTabId = (state.tabs[oldIndex] ?? state.tabs[0])?.id ?? "";
+        }
+        break;
+      }
       default: return false;
     }
   } catch {

@@ -53,3 +53,14 @@ test("a pending move is shown through a rekey that arrives before its Applied", 
   assert.equal(client.pending.length, 0);
   assert.equal(client.rekeys.length, 0);
 });
+
+test("a pending replace shows its list at once, the active tab kept when it stays", () => {
+  const client = offlineClient();
+  client.onWelcome({ epoch: "e1", snapshot: { workspace: "w", version: "1", epoch: "e1",
+    tabs: [tab("a", "a0"), tab("b", "a1")], activeTabId: "b", editable: true } });
+  client.submit({ replace: { tabs: [{ id: "c", title: "C" }, { id: "b", title: "B" }] } });
+  assert.deepEqual(client.state.tabs.map((t) => t.id), ["c", "b"]);
+  assert.equal(client.state.activeTabId, "b");
+  client.submit({ replace: { tabs: [{ id: "d" }, { id: "e" }] } });
+  assert.equal(client.state.activeTabId, "e"); // b gone: the tab at its old index
+});
