@@ -555,11 +555,18 @@ function updateBadge(mirror, real) {
   }
 }
 
-/** An alarm wakes a stopped worker to reconnect while any binding is disconnected. */
-function updateRetryAlarm() {
-  const waiting = [...mirrors.values()].some((m) => !m.b.stopped && m.client.status !== "connected");
-  if (waiting) chrome.alarms.create(RETRY_ALARM, { periodInMinutes: 0.5 });
-  else chrome.alarms.clear(RETRY_ALARM);
+/**
+ * An alarm every minute while any binding is live: it wakes a worker the browser stopped (the
+ * keepalive failed, or the browser chose to), which resumes, reconnects and catches up; while the
+ * worker lives, the client retries a lost connection itself (backoff up to 5 s). A period longer
+ * than the 30 s idle limit lets an idle worker stop between alarms instead of being held up by
+ * them. A binding stopped for a reason (a refused token) has none: no retries until bound again.
+ */
+async function updateRetryAlarm() {
+  const live = [...mirrors.values()].some((m) => !m.b.stopped);
+  const existing = await chrome.alarms.get(RETRY_ALARM);
+  if (live && !existing) chrome.alarms.create(RETRY_ALARM, { periodInMinutes: 1 });
+  if (!live && existing) chrome.alarms.clear(RETRY_ALARM);
 }
 
 // ------------------------------------------------------------------ boot
@@ -629,8 +636,15 @@ chrome.runtime.onStartup.addListener(() => boot());
 chrome.runtime.onInstalled.addListener(() => boot());
 
 // The keepalive: a repeated Focus is a data message the server ignores; it keeps the worker alive.
-setInterval(async () => {
-  const { keepalive = true } = await chrome.storage.session.get("keepalive");
+// The switch (storage.session "keepalive", off only in a test that lets the worker stop) is read
+// once and then followed by its change events: a storage call per tick would itself keep the
+// worker alive, as any extension API call does.
+let keepalive = true;
+chrome.storage.session.get("keepalive").then((v) => { keepalive = v.keepalive ?? true; });
+chrome.storage.onChanged.addListener((changes, area) => {
+  if (area === "session" && "keepalive" in changes) keepalive = changes.keepalive.newValue ?? true;
+});
+setInterval(() => {
   if (!keepalive) return;
   for (const m of mirrors.values()) {
     if (m.client.status === "connected") m.client.send({ focus: { tabId: m.client.focusTabId } });

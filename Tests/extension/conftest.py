@@ -52,6 +52,36 @@ class TabsyncServer(web_conftest.TabsyncServer):
         super().start()
 
 
+class LoggedServer:
+    """A tabsync-server whose info log is kept in a file, to count what reached it."""
+
+    def __init__(self, origin, *extra):
+        self.data = tempfile.mkdtemp(prefix="tabsync-ext-")
+        self.log_path = os.path.join(self.data, "server.log")
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [os.path.join(web_conftest.BIN, "tabsync-server"), "--host", "127.0.0.1", "--port", "0", "--memory",
+                 "--log-level", "info", "--allow-origin", origin, *extra],
+                stdout=subprocess.PIPE, stderr=log, text=True)
+        line = self.process.stdout.readline()
+        if not line.startswith("listening on ws://"):
+            self.process.kill()
+            raise RuntimeError(f"tabsync-server did not start: {line!r}")
+        self.ws_url = line.strip().split(" on ", 1)[1]
+
+    def log_count(self, text):
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read().count(text)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
 def wait_for(predicate, timeout=WAIT, what="condition"):
     """Polls `predicate` until it returns a truthy value or the deadline passes."""
     deadline = time.monotonic() + timeout
@@ -265,7 +295,7 @@ class Profile:
         os.makedirs(ARTIFACTS, exist_ok=True)
         path = os.path.join(ARTIFACTS, name + ".png")
         self.driver.switch_to.window(self.control)
-        self.driver.set_window_size(420, 640)
+        self.driver.set_window_size(420, 400)
         self.driver.save_screenshot(path)
         return path
 
@@ -276,7 +306,7 @@ class Profile:
 
     def memory_kib(self):
         """Proportional set size of this browser's processes (chromedriver's descendants), in KiB."""
-        root = self.service.process.pid
+        root = self.root_pid()
         children = {}
         for pid in os.listdir("/proc"):
             if pid.isdigit():
@@ -297,9 +327,137 @@ class Profile:
                 pass
         return total
 
+    def root_pid(self):
+        return self.service.process.pid
+
     def quit(self):
         try:
             self.driver.quit()
+        finally:
+            subprocess.run(["rm", "-rf", self.profile_dir], check=False)
+
+
+class CdpProfile(Profile):
+    """A profile driven over the DevTools protocol, without chromedriver: chromedriver attaches to
+    the extension's service worker, and an attached worker is never stopped for idling. Here only
+    the control page is attached, so Chrome stops the idle worker as it does for a user."""
+
+    def __init__(self, name, extension):
+        import itertools
+        import re
+        from websockets.sync.client import connect
+        self.name = name
+        self.ext = extension
+        self.profile_dir = tempfile.mkdtemp(prefix=f"tabsync-ext-{name}-")
+        self.process = subprocess.Popen(
+            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
+             "--window-size=900,700", "--lang=en-US", f"--user-data-dir={self.profile_dir}", "--remote-debugging-port=0",
+             f"--load-extension={extension['dir']}", f"--disable-extensions-except={extension['dir']}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + WAIT
+        url = None
+        while url is None and time.monotonic() < deadline:
+            match = re.search(r"(ws://\S+)", self.process.stderr.readline())
+            url = match and match.group(1)
+        if not url:
+            raise RuntimeError(f"{name}: Chromium printed no DevTools address")
+        self.process.stderr.close()
+        self.ws = connect(url, max_size=None, open_timeout=WAIT)
+        self.ids = itertools.count(1)
+        self.base = f"chrome-extension://{extension['id']}"
+        self.window = None
+        self.control = None
+        self.session = None
+        self._open_control(0)
+
+    def cdp(self, method, session=None, **params):
+        i = next(self.ids)
+        message = {"id": i, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        self.ws.send(json.dumps(message))
+        while True:
+            reply = json.loads(self.ws.recv(timeout=WAIT))
+            if reply.get("id") == i:
+                if "error" in reply:
+                    raise AssertionError(f"{self.name}: {method}: {reply['error']}")
+                return reply["result"]
+
+    def _attach(self, target_id):
+        return self.cdp("Target.attachToTarget", targetId=target_id, flatten=True)["sessionId"]
+
+    def _evaluate(self, session, expression):
+        result = self.cdp("Runtime.evaluate", session, expression=expression, awaitPromise=True, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise AssertionError(f"{self.name}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def _open_control(self, window_id):
+        url = f"{self.base}/popup.html?window={window_id}"
+        if self.session is None:
+            self.control = self.cdp("Target.createTarget", url=url)["targetId"]
+            self.session = self._attach(self.control)
+        else:
+            self.cdp("Page.navigate", self.session, url=url)
+        ready = f"location.href === {json.dumps(url)} && document.readyState === 'complete' && typeof chrome !== 'undefined' && !!chrome.tabs"
+        wait_for(lambda: self._evaluate(self.session, ready), what=f"{self.name}: {url} loads")
+        return True
+
+    def run(self, body, *args):
+        value = self._evaluate(self.session, f"(async function () {{ {body} }}).apply(null, {json.dumps(list(args))})")
+        return value
+
+    def new_window(self, urls):
+        window_id = self.run("return (await chrome.windows.create({ url: arguments[0], focused: false })).id;", urls)
+        self.target(window_id)
+        return window_id
+
+    def target(self, window_id):
+        self.window = window_id
+        self._open_control(window_id)
+        wait_for(lambda: self.run("return document.body.dataset.status") not in (None, "loading"), what=f"{self.name}: the popup renders")
+
+    def bind(self, server_url, workspace, name, mode="follow", token=""):
+        self.run("""const [server, workspace, name, token, mode] = arguments;
+                    Object.entries({ server, workspace, name, token, mode }).forEach(([k, v]) => { document.getElementById(k).value = v; });
+                    document.getElementById('bind').click();""", server_url, workspace, name, token, mode)
+
+    def retitle(self, ws_id, title):
+        st = self.strip()
+        url = st["urls"][st["ids"].index(ws_id)]
+        target = next(t for t in self.cdp("Target.getTargets")["targetInfos"] if t["type"] == "page" and t["url"] == url)
+        session = self._attach(target["targetId"])
+        self._evaluate(session, f"document.title = {json.dumps(title)}")
+        self.cdp("Target.detachFromTarget", sessionId=session)
+
+    def popup(self):
+        return self.run("""return { status: document.body.dataset.status,
+                     why: document.getElementById('why').hidden ? '' : document.getElementById('why').textContent,
+                     peers: [...document.querySelectorAll('#peers li')].map((e) => e.textContent),
+                     tabs: [...document.querySelectorAll('#tabs li')].map((e) => e.textContent) };""")
+
+    def worker_running(self):
+        targets = self.cdp("Target.getTargets")["targetInfos"]
+        return any(t["type"] == "service_worker" and t["url"].startswith(self.base) for t in targets)
+
+    def screenshot(self, name):
+        import base64
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        path = os.path.join(ARTIFACTS, name + ".png")
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(self.cdp("Page.captureScreenshot", self.session)["data"]))
+        return path
+
+    def root_pid(self):
+        return self.process.pid
+
+    def quit(self):
+        try:
+            self.ws.close()
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - the browser is going anyway
+            self.process.kill()
         finally:
             subprocess.run(["rm", "-rf", self.profile_dir], check=False)
 
@@ -308,8 +466,8 @@ class Profile:
 def profiles(extension):
     made = []
 
-    def make(name):
-        p = Profile(name, extension)
+    def make(name, cdp=False):
+        p = (CdpProfile if cdp else Profile)(name, extension)
         made.append(p)
         return p
     yield make
