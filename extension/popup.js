@@ -45,8 +45,10 @@ async function render() {
   $("bound").hidden = !bound;
   if (!bound) {
     document.body.dataset.status = "unbound";
+    await renderDetached();
     return;
   }
+  $("detached").hidden = true;
   const s = status ?? { status: "connecting", peers: [], tabs: [] };
   document.body.dataset.status = s.status;
   document.body.dataset.version = String(s.version ?? 0);
@@ -61,6 +63,7 @@ async function render() {
   $("why").hidden = !why;
   $("why").textContent = why;
   $("reopen").hidden = !(binding.attach === "reattach" || s.stopped);
+  $("reopen").textContent = s.stopped ? "Try again" : "Reopen window";
   const peers = $("peers");
   peers.replaceChildren(...(s.peers ?? []).map((p) => {
     const li = text("li", p.name);
@@ -78,6 +81,23 @@ async function render() {
     if (t.badge) li.append(text("span", t.badge, "badge"));
     if (t.locked) li.append(text("span", " 🔒", "dim"));
     if (viewers.has(t.id)) li.append(text("span", `← ${viewers.get(t.id).join(", ")}`, "viewers"));
+    return li;
+  }));
+}
+
+/** Bindings whose window was closed: reopen them (here or in a new window) or forget them. */
+async function renderDetached() {
+  const { bindings = {} } = await chrome.storage.local.get("bindings");
+  const windows = new Set((await chrome.windows.getAll()).map((w) => w.id));
+  const detached = Object.values(bindings).filter((b) => !windows.has(b.windowId));
+  $("detached").hidden = detached.length === 0;
+  $("detached-list").replaceChildren(...detached.map((b) => {
+    const li = text("li", `${b.workspace} on ${b.server} `);
+    const reopen = text("button", "Reopen");
+    reopen.addEventListener("click", () => send({ type: "reopen", bindingId: b.id }));
+    const forget = text("button", "Forget");
+    forget.addEventListener("click", async () => { await send({ type: "unbind", bindingId: b.id }); render(); });
+    li.append(reopen, " ", forget);
     return li;
   }));
 }

@@ -362,7 +362,7 @@ class CdpProfile(Profile):
         if not url:
             raise RuntimeError(f"{name}: Chromium printed no DevTools address")
         self.process.stderr.close()
-        self.ws = connect(url, max_size=None, open_timeout=WAIT)
+        self.ws = connect(url, max_size=None, open_timeout=WAIT).__enter__()  # closed in quit()
         self.ids = itertools.count(1)
         self.base = f"chrome-extension://{extension['id']}"
         self.window = None

@@ -339,3 +339,22 @@ def test_latency_from_a_tab_action_in_one_window_to_the_other(ext_server, profil
     write_artifact("latency.json", report)
     print("latency A→B: " + "; ".join(f"{k} n={r['n']} p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms" for k, r in report.items()))
     assert report["all"]["p50_ms"] < 2000
+
+
+def test_closing_a_bound_window_keeps_the_workspace_and_reopen_brings_it_back(ext_server, profiles, pages):
+    server, ws = ext_server, "reopen"
+    a = bound(profiles("A"), server, ws, "alice", [pages.url("Alpha"), pages.url("Beta")])
+    snap = quiet(server, ws, a)
+    old_window = a.binding()["windowId"]
+    a.run("await chrome.windows.remove(arguments[0]);", old_window)
+    wait_for(lambda: a.binding()["attach"] == "reattach", what="the binding detached")
+    assert server.snapshot(ws)["ids"] == snap["ids"], "closing the window closed the workspace's tabs"
+    # The popup of another window lists the detached binding; Reopen opens the workspace again.
+    other = a.new_window(["about:blank"])
+    d = a.driver
+    wait_for(lambda: d.execute_script("return !document.getElementById('detached').hidden"), what="the detached binding listed")
+    d.execute_script("document.querySelector('#detached-list button').click()")
+    wait_for(lambda: a.binding()["windowId"] not in (old_window, other) and a.binding()["attach"] == "", what="reopened")
+    a.target(a.binding()["windowId"])
+    snap2 = quiet(server, ws, a, what="the reopened window converged")
+    assert snap2["ids"] == snap["ids"]
