@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from conftest import ARTIFACTS, LoggedServer, converged, submit, wait_for, write_artifact
+from conftest import ARTIFACTS, LoggedServer, TabsyncServer, converged, submit, wait_for, write_artifact
 
 
 def bound(profile, server, ws, name, urls, mode="follow"):
@@ -358,3 +358,44 @@ def test_closing_a_bound_window_keeps_the_workspace_and_reopen_brings_it_back(ex
     a.target(a.binding()["windowId"])
     snap2 = quiet(server, ws, a, what="the reopened window converged")
     assert snap2["ids"] == snap["ids"]
+
+
+def test_browse_mode_keeps_the_active_tab_local_and_tells_it_in_presence(ext_server, profiles, pages):
+    server, ws = ext_server, "browse"
+    a = bound(profiles("A"), server, ws, "alice", [pages.url("P1"), pages.url("P2"), pages.url("P3")])
+    b = profiles("B")
+    join(b, server, ws, "bob", mode="browse")
+    snap = quiet(server, ws, a, b, follow=False)
+    active = snap["active"]
+    viewed = next(i for i in snap["ids"] if i != active)
+    b.activate(viewed)
+    a.target(a.binding()["windowId"])
+    viewed_title = next(t["title"] for t in snap["tabs"] if t["id"] == viewed)
+    wait_for(lambda: f"bob views “{viewed_title}”" in a.popup()["peers"], what="A's popup shows the tab bob views")
+    snap = quiet(server, ws, a, b, follow=False)
+    assert snap["active"] == active and a.strip()["active"] == active  # the workspace's active tab did not move
+    assert b.strip()["active"] == viewed
+    # A (follow) activates another tab: B's own active tab stays.
+    other = next(i for i in snap["ids"] if i not in (active, viewed))
+    a.activate(other)
+    wait_for(lambda: server.snapshot(ws)["active"] == other, what="A's activation applied")
+    quiet(server, ws, a, b, follow=False)
+    assert b.strip()["active"] == viewed
+
+
+def test_bulk_changes_are_paced_under_the_servers_rate_limit(extension, profiles, pages):
+    server = TabsyncServer(extension["origin"], "--max-ops-per-second", "5")
+    try:
+        ws = "bulk"
+        a = bound(profiles("A"), server, ws, "alice", [pages.url(f"B{i}") for i in range(12)])
+        snap = quiet(server, ws, a, what="12 tabs adopted in one replace")
+        assert len(snap["ids"]) == 12 and snap["version"] <= 2
+        # Ten tabs closed at once: ten removes, paced under 5 ops/s, none refused.
+        a.run("await chrome.tabs.remove(arguments[0]);", a.strip()["chromeIds"][2:])
+        snap = quiet(server, ws, a, what="the removes paced out")
+        assert len(snap["ids"]) == 2
+        _, _, body = server.get("/metrics")
+        limited = [l for l in body.decode().splitlines() if l.startswith('tabsync_ops_rejected_total{code="RATE_LIMITED"}')]
+        assert limited and limited[0].endswith(" 0"), limited
+    finally:
+        server.stop()
