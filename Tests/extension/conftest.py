@@ -264,8 +264,9 @@ class Profile:
     def activate(self, ws_id):
         self.run("await chrome.tabs.update(arguments[0], { active: true });", self.tab_of(ws_id))
 
-    def retitle(self, ws_id, title):
-        """Sets document.title in the page of the tab, as the page itself would."""
+    def retitle(self, ws_id, title, *more, gap_ms=50):
+        """Sets document.title in the page of the tab, as the page itself would: `title`, then each
+        of `more` `gap_ms` apart (one script in the page, so the gaps are the page's own)."""
         st = self.strip()
         url = st["urls"][st["ids"].index(ws_id)]
         d = self.driver
@@ -275,7 +276,12 @@ class Profile:
                     continue
                 d.switch_to.window(handle)
                 if d.current_url == url:
-                    d.execute_script("document.title = arguments[0]", title)
+                    d.execute_async_script(ASYNC % """
+                        const [titles, gap] = arguments;
+                        for (const [i, t] of titles.entries()) {
+                          if (i > 0) await new Promise((r) => setTimeout(r, gap));
+                          document.title = t;
+                        }""", [title, *more], gap_ms)
                     return
             raise AssertionError(f"{self.name}: no page at {url}")
         finally:
@@ -343,16 +349,32 @@ class CdpProfile(Profile):
     the control page is attached, so Chrome stops the idle worker as it does for a user."""
 
     def __init__(self, name, extension):
-        import itertools
-        import re
-        from websockets.sync.client import connect
         self.name = name
         self.ext = extension
         self.profile_dir = tempfile.mkdtemp(prefix=f"tabsync-ext-{name}-")
+        self.launch()
+
+    def restart(self):
+        """Closes the browser as a user does (Browser.close, the session saved) and starts it again
+        on the same profile, restoring the last session."""
+        try:
+            self.cdp("Browser.close")
+        except Exception:  # noqa: BLE001 - the connection may close before the reply
+            pass
+        self.process.wait(timeout=WAIT)
+        self.ws.close()
+        self.launch("--restore-last-session")
+
+    def launch(self, *extra):
+        import itertools
+        import re
+        from websockets.sync.client import connect
+        extension = self.ext
+        name = self.name
         self.process = subprocess.Popen(
             [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
              "--window-size=900,700", "--lang=en-US", f"--user-data-dir={self.profile_dir}", "--remote-debugging-port=0",
-             f"--load-extension={extension['dir']}", f"--disable-extensions-except={extension['dir']}", "about:blank"],
+             f"--load-extension={extension['dir']}", f"--disable-extensions-except={extension['dir']}", *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + WAIT
         url = None
@@ -395,7 +417,8 @@ class CdpProfile(Profile):
     def _open_control(self, window_id):
         url = f"{self.base}/popup.html?window={window_id}"
         if self.session is None:
-            self.control = self.cdp("Target.createTarget", url=url)["targetId"]
+            # In a window of its own: never a tab of a window under test.
+            self.control = self.cdp("Target.createTarget", url=url, newWindow=True)["targetId"]
             self.session = self._attach(self.control)
         else:
             self.cdp("Page.navigate", self.session, url=url)

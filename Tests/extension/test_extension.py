@@ -179,8 +179,7 @@ def test_five_retitles_make_at_most_a_debounce_of_updates_and_no_ping_pong(ext_s
     snap = quiet(server, ws, a, b)
     tab = snap["ids"][0]
     before = snap["version"]
-    for i in range(5):
-        a.retitle(tab, f"Title {i}")
+    a.retitle(tab, *[f"Title {i}" for i in range(5)], gap_ms=50)  # the page retitles itself 5 times in 200 ms
     wait_for(lambda: server.snapshot(ws)["tabs"][0].get("title") == "Title 4", what="the last title")
     snap = quiet(server, ws, a, b)
     assert snap["version"] - before <= 2, f"{snap['version'] - before} updates for 5 retitles"
@@ -372,6 +371,10 @@ def test_browse_mode_keeps_the_active_tab_local_and_tells_it_in_presence(ext_ser
     a.target(a.binding()["windowId"])
     viewed_title = next(t["title"] for t in snap["tabs"] if t["id"] == viewed)
     wait_for(lambda: f"bob views “{viewed_title}”" in a.popup()["peers"], what="A's popup shows the tab bob views")
+    # The action badge on A's tabs counts the others here; its tooltip says who views what.
+    a_tab = a.strip()["chromeIds"][0]
+    wait_for(lambda: a.run("return await chrome.action.getBadgeText({ tabId: arguments[0] });", a_tab) == "1", what="A's badge")
+    assert f"bob views {viewed_title}" in a.run("return await chrome.action.getTitle({ tabId: arguments[0] });", a_tab)
     snap = quiet(server, ws, a, b, follow=False)
     assert snap["active"] == active and a.strip()["active"] == active  # the workspace's active tab did not move
     assert b.strip()["active"] == viewed
@@ -399,3 +402,18 @@ def test_bulk_changes_are_paced_under_the_servers_rate_limit(extension, profiles
         assert limited and limited[0].endswith(" 0"), limited
     finally:
         server.stop()
+
+
+def test_a_binding_survives_a_browser_restart(ext_server, profiles, pages):
+    server, ws = ext_server, "restart-browser"
+    a = bound(profiles("A", cdp=True), server, ws, "alice", [pages.url("R1"), pages.url("R2"), pages.url("R3")])
+    snap = quiet(server, ws, a)
+    a.restart()
+    wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
+             what="the binding attached again after the restart")
+    a.target(a.binding()["windowId"])
+    after = quiet(server, ws, a, what="the window converged after the restart")
+    assert after["ids"] == snap["ids"], "a tab was lost or doubled by the restart"
+    windows = a.run("""return (await chrome.windows.getAll({ populate: true }))
+        .filter((w) => w.tabs.some((t) => (t.url || '').endsWith('/p/R1'))).length;""")
+    assert windows == 1
