@@ -86,18 +86,25 @@ class Mirror {
     this.lastOrder = null; // workspace ids in the order last synced (null: none yet)
     this.lastActive = null; // the active workspace tab last synced
     this.ready = false; // the window and the workspace are attached; the reconcile may act
+    this.reconciledState = null; // the client state the last pass started from
     this.dirty = false;
     this.running = false;
     this.delayTimer = null;
     this.lastRejection = null;
-    this.tokens = 0;
+    this.tokens = Infinity; // a full bucket (capped at the rate on first use)
     this.tokensAt = Date.now();
+    this.attaching = false;
     this.client = new TabsyncClient({
       url: binding.server, workspace: binding.workspace, clientId: binding.clientId,
       name: binding.name, token: binding.token, backoff: { first: 300, max: 5000 },
     });
     if (resume) this.restore(resume);
-    this.client.addEventListener("change", () => this.schedule());
+    // A change of state needs a pass; a change of presence only (peers, their focus) needs the
+    // popup and the badge: a pass per presence message would queue the next op's pass behind it.
+    this.client.addEventListener("change", () => {
+      if (this.client.state !== this.reconciledState) this.schedule();
+      else this.presenceChanged();
+    });
     this.client.addEventListener("status", (e) => this.onStatus(e.detail));
     this.client.addEventListener("rejected", (e) => this.onRejected(e.detail));
     this.client.addEventListener("error", (e) => this.onError(e.detail));
@@ -141,8 +148,11 @@ class Mirror {
   // ------------------------------------------------------------------ client events
 
   onStatus(status) {
-    if (status === "connected" && !this.ready) {
-      this.attach().catch((error) => this.fail(`could not attach the window: ${error?.message ?? error}`));
+    if (status === "connected" && !this.ready && !this.attaching) {
+      this.attaching = true;
+      this.attach()
+        .catch((error) => this.fail(`could not attach the window: ${error?.message ?? error}`))
+        .finally(() => { this.attaching = false; });
     }
     updateRetryAlarm();
     this.publish();
@@ -320,6 +330,7 @@ class Mirror {
   async reconcile() {
     if (!this.ready || this.b.stopped) return;
     const c = this.client;
+    this.reconciledState = c.state; // a later state (an Applied, our own submit) schedules another pass
     let real = await this.windowTabs();
     const win = await chrome.windows.get(this.b.windowId).catch(() => null);
     if (!real || !win) { this.detached(); return; }
@@ -496,6 +507,12 @@ class Mirror {
     updateBadge(this, real);
   }
 
+  presenceChanged() {
+    this.publish();
+    chrome.tabs.query({ windowId: this.b.windowId, active: true })
+      .then((tabs) => updateBadge(this, tabs), () => {});
+  }
+
   realOf() {
     const m = new Map();
     for (const [tid, wid] of this.map) m.set(wid, tid);
@@ -538,7 +555,11 @@ class Mirror {
   }
 }
 
-/** The action badge on the window's tabs: how many others are here; the tooltip says who views what. */
+/**
+ * The action badge: how many others are here; the tooltip says who views what. Set on the bound
+ * window's active tab, the one whose button shows (each pass runs after an activation too), so a
+ * presence change costs two calls, not two per tab.
+ */
 function updateBadge(mirror, real) {
   const c = mirror.client;
   const others = c.peers.filter((p) => p.sessionId !== c.sessionId);
@@ -546,13 +567,13 @@ function updateBadge(mirror, real) {
   const text = others.length > 0 ? String(Math.min(others.length, 99)) : "";
   const tooltip = [`tabsync: ${mirror.b.workspace}`, ...others.map((p) =>
     `${cleanText(p.name || p.clientId, 64)} views ${cleanText(titles.get(p.focusTabId) ?? "nothing", MAX_TITLE)}`)].join("\n");
-  const signature = `${text}|${tooltip}|${real.map((t) => t.id).join(",")}`;
+  const active = real.find((t) => t.active);
+  if (!active) return;
+  const signature = `${text}|${tooltip}|${active.id}`;
   if (signature === mirror.badgeSignature) return;
   mirror.badgeSignature = signature;
-  for (const t of real) {
-    chrome.action.setBadgeText({ tabId: t.id, text }).catch(() => {});
-    chrome.action.setTitle({ tabId: t.id, title: tooltip }).catch(() => {});
-  }
+  chrome.action.setBadgeText({ tabId: active.id, text }).catch(() => {});
+  chrome.action.setTitle({ tabId: active.id, title: tooltip }).catch(() => {});
 }
 
 /**

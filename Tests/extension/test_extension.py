@@ -295,8 +295,9 @@ def percentile(values, p):
 
 
 def test_latency_from_a_tab_action_in_one_window_to_the_other(ext_server, profiles, pages):
-    """100 activations and 50 drags in A; each is timed from just before A's chrome.tabs call to
-    the matching chrome.tabs event in B's window (Date.now() in both: one machine, one clock)."""
+    """100 activations and 50 drags in A, each from a quiet state; each is timed from just before
+    A's chrome.tabs call to the matching chrome.tabs event in B's window (Date.now() in both: one
+    machine, one clock)."""
     server, ws = ext_server, "latency"
     a = bound(profiles("A"), server, ws, "alice", [pages.url(f"L{i}") for i in range(6)])
     b = profiles("B")
@@ -321,6 +322,7 @@ def test_latency_from_a_tab_action_in_one_window_to_the_other(ext_server, profil
         t0 = a.run("const t = Date.now(); await chrome.tabs.update(arguments[0], { active: true }); return t;", a_tab[target])
         t1 = wait_for(lambda: arrival("activate", t0, b_tab[target]), what=f"activation {i} in B")
         samples["activate"].append(t1 - t0)
+        quiet(server, ws, a, b, what=f"activation {i} settled")  # each action starts from quiet, as a user's would
     for i in range(50):
         order = a.strip()["ids"]
         t0 = a.run("const t = Date.now(); await chrome.tabs.move(arguments[0], { index: arguments[1] }); return t;",
@@ -371,8 +373,9 @@ def test_browse_mode_keeps_the_active_tab_local_and_tells_it_in_presence(ext_ser
     a.target(a.binding()["windowId"])
     viewed_title = next(t["title"] for t in snap["tabs"] if t["id"] == viewed)
     wait_for(lambda: f"bob views “{viewed_title}”" in a.popup()["peers"], what="A's popup shows the tab bob views")
-    # The action badge on A's tabs counts the others here; its tooltip says who views what.
-    a_tab = a.strip()["chromeIds"][0]
+    # The action badge on A's active tab counts the others here; its tooltip says who views what.
+    st = a.strip()
+    a_tab = st["chromeIds"][st["ids"].index(st["active"])]
     wait_for(lambda: a.run("return await chrome.action.getBadgeText({ tabId: arguments[0] });", a_tab) == "1", what="A's badge")
     assert f"bob views {viewed_title}" in a.run("return await chrome.action.getTitle({ tabId: arguments[0] });", a_tab)
     snap = quiet(server, ws, a, b, follow=False)
