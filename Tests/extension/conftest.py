@@ -205,8 +205,9 @@ class Profile:
         wait_for(lambda: self.driver.execute_script("return document.body.dataset.status") not in (None, "loading"),
                  what=f"{self.name}: the popup renders")
 
-    def bind(self, server_url, workspace, name, mode="follow", token=""):
-        """Binds the targeted window by filling the popup's form, as a user does."""
+    def bind(self, server_url, workspace, name, mode="follow", token="", screenshot=None):
+        """Binds the targeted window by filling the popup's form, as a user does (a screenshot of
+        the filled form first, when named)."""
         d = self.driver
         d.switch_to.window(self.control)
         for field, value in (("server", server_url), ("workspace", workspace), ("name", name), ("token", token)):
@@ -215,6 +216,8 @@ class Profile:
             if value:
                 el.send_keys(value)
         d.execute_script("document.getElementById('mode').value = arguments[0]", mode)
+        if screenshot:
+            self.screenshot(screenshot)
         d.find_element("id", "bind").click()
 
     def binding(self):
@@ -301,8 +304,8 @@ class Profile:
         os.makedirs(ARTIFACTS, exist_ok=True)
         path = os.path.join(ARTIFACTS, name + ".png")
         self.driver.switch_to.window(self.control)
-        self.driver.set_window_size(420, 400)
-        self.driver.save_screenshot(path)
+        self.driver.set_window_size(420, 800)
+        self.driver.find_element("tag name", "body").screenshot(path)  # the popup's own size
         return path
 
     def worker_running(self):

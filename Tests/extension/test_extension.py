@@ -14,10 +14,10 @@ import pytest
 from conftest import ARTIFACTS, LoggedServer, TabsyncServer, converged, submit, wait_for, write_artifact
 
 
-def bound(profile, server, ws, name, urls, mode="follow"):
+def bound(profile, server, ws, name, urls, mode="follow", screenshot=None):
     """A window of `urls` in `profile`, bound to `ws` through the popup; waits until connected."""
     profile.new_window(urls)
-    profile.bind(server.ws_url + "/", ws, name, mode)
+    profile.bind(server.ws_url + "/", ws, name, mode, screenshot=screenshot)
     wait_for(lambda: (profile.status() or {}).get("status") == "connected", what=f"{profile.name} connected")
     return profile
 
@@ -46,7 +46,8 @@ def quiet(server, ws, *profiles, follow=True, what="converged"):
 def test_two_profiles_and_the_cli_mirror_one_workspace(ext_server, profiles, pages, browser_page):
     server, ws = ext_server, "team"
     started = time.monotonic()
-    a = bound(profiles("A"), server, ws, "alice", [pages.url("Docs"), pages.url("Dash"), pages.url("Wiki")])
+    a = bound(profiles("A"), server, ws, "alice", [pages.url("Docs"), pages.url("Dash"), pages.url("Wiki")],
+              screenshot="popup-bind")
     snap = quiet(server, ws, a, what="A's window adopted into the empty workspace")
     assert len(snap["ids"]) == 3 and [t["title"] for t in snap["tabs"]] == ["Docs", "Dash", "Wiki"]
     assert all(t.get("url", "").startswith(pages.base) for t in snap["tabs"])
@@ -125,12 +126,12 @@ def side_by_side(driver, paths, captions, name):
     cells = "".join(
         f'<figure><img src="data:image/png;base64,{base64.b64encode(open(p, "rb").read()).decode()}">'
         f"<figcaption>{c}</figcaption></figure>" for p, c in zip(paths, captions))
-    page = ("<!doctype html><style>body{margin:0;display:flex;gap:16px;padding:12px;background:#e9e9ee;"
-            "font:14px system-ui}figure{margin:0}img{border:1px solid #bbb;display:block}</style>" + cells)
-    driver.set_window_size(900, 720)
+    page = ("<!doctype html><style>body{margin:0}main{display:inline-flex;gap:16px;padding:12px;background:#e9e9ee;"
+            "font:14px system-ui}figure{margin:0}img{border:1px solid #bbb;display:block}</style><main>" + cells + "</main>")
+    driver.set_window_size(1000, 900)
     driver.get("data:text/html;base64," + base64.b64encode(page.encode()).decode())
     path = os.path.join(ARTIFACTS, name + ".png")
-    driver.save_screenshot(path)
+    driver.find_element("tag name", "main").screenshot(path)
     return path
 
 
