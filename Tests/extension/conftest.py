@@ -443,10 +443,13 @@ class CdpProfile(Profile):
         self._open_control(window_id)
         wait_for(lambda: self.run("return document.body.dataset.status") not in (None, "loading"), what=f"{self.name}: the popup renders")
 
-    def bind(self, server_url, workspace, name, mode="follow", token=""):
+    def bind(self, server_url, workspace, name, mode="follow", token="", screenshot=None):
         self.run("""const [server, workspace, name, token, mode] = arguments;
-                    Object.entries({ server, workspace, name, token, mode }).forEach(([k, v]) => { document.getElementById(k).value = v; });
-                    document.getElementById('bind').click();""", server_url, workspace, name, token, mode)
+                    Object.entries({ server, workspace, name, token, mode }).forEach(([k, v]) => { document.getElementById(k).value = v; });""",
+                 server_url, workspace, name, token, mode)
+        if screenshot:
+            self.screenshot(screenshot)
+        self.run("document.getElementById('bind').click();")
 
     def retitle(self, ws_id, title):
         st = self.strip()
