@@ -56,11 +56,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // WebSocket + HTTP server on libwebsockets.
+        // Every decision of the server, without sockets, threads or clocks: events in, actions out.
+        .target(
+            name: "TabsyncServerCore",
+            dependencies: [
+                "TabsyncCore", "TabsyncProto", "TabsyncStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The driver of the core on libwebsockets: WebSocket + HTTP, TLS, admission, the store executor.
         .target(
             name: "TabsyncServer",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncLoop", "TabsyncLock", "CLibwebsockets",
+                "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncServerCore", "TabsyncLoop", "TabsyncLock", "CLibwebsockets",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -139,6 +149,15 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncServerCoreTests",
+            dependencies: [
+                "TabsyncServerCore", "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncClient", "TabsyncTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -8,6 +8,7 @@ import PackageDescription
 ///
 /// The code under test is the main package's own sources, reached through the symlinks in Linked/
 /// (a path dependency would see only the main package's products, and TabsyncProto is none);
+/// `fuzz-wire` drives the server's socket-free core, so it links the core and the store's targets too;
 /// `fuzz-text` links the one file it tests, TerminalText.swift, so it can reach its internal API.
 let swiftSettings: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
@@ -17,6 +18,7 @@ let package = Package(
     name: "tabsync-fuzz",
     dependencies: [
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         .target(name: "TabsyncCore", path: "Linked/TabsyncCore", swiftSettings: swiftSettings),
@@ -26,12 +28,39 @@ let package = Package(
             path: "Linked/TabsyncProto",
             swiftSettings: swiftSettings
         ),
+        .systemLibrary(name: "CSQLite", path: "Linked/CSQLite", pkgConfig: "sqlite3"),
+        .systemLibrary(name: "CLibpq", path: "Linked/CLibpq", pkgConfig: "libpq"),
+        .systemLibrary(name: "CThreadSanitizer", path: "Linked/CThreadSanitizer"),
+        .target(name: "TabsyncLock", dependencies: ["CThreadSanitizer"], path: "Linked/TabsyncLock", swiftSettings: swiftSettings),
+        .target(
+            name: "TabsyncStore",
+            dependencies: [
+                "TabsyncCore", "TabsyncProto", "TabsyncLock", "CSQLite", "CLibpq",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Linked/TabsyncStore",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TabsyncServerCore",
+            dependencies: [
+                "TabsyncCore", "TabsyncProto", "TabsyncStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Linked/TabsyncServerCore",
+            swiftSettings: swiftSettings
+        ),
         // libFuzzer's driver, called from each target's entry point.
         .target(name: "CFuzzerDriver"),
-        // Frames in both subprotocols, decoded, converted and submitted to a live Sequencer.
+        // Frames in both subprotocols, through the server's own core (ServerCore), one session after another.
         .executableTarget(
             name: "fuzz-wire",
-            dependencies: ["CFuzzerDriver", "TabsyncCore", "TabsyncProto", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: [
+                "CFuzzerDriver", "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncServerCore",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         // PositionKey.between on any two valid keys.

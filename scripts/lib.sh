@@ -19,6 +19,53 @@ free_port() {
     fatal "no free port found below $low"
 }
 
+# listening_url FILE PID [SECONDS]: waits (30 s by default) for the `listening on ws://HOST:PORT` line
+# a tabsync-server started in the background writes to its stdout, FILE, and prints the URL in it;
+# fails at once when PID exits first, or when the line does not come in time.
+listening_url() {
+    local file="$1" pid="$2" deadline=$((SECONDS + ${3:-30})) url
+    while :; do
+        url="$(sed -n 's/^listening on \(wss\{0,1\}:\/\/.*\)$/\1/p' "$file" 2>/dev/null | head -n 1)"
+        [ -z "$url" ] || { echo "$url"; return 0; }
+        kill -0 "$pid" 2>/dev/null || return 1
+        [ "$SECONDS" -lt "$deadline" ] || return 1
+        sleep 0.05
+    done
+}
+
+# protoc_gen_swift: prints the path of a protoc-gen-swift of the swift-protobuf version Package.resolved
+# names, built (debug: it only has to run once per check) from the package's own resolved checkout
+# (.build/checkouts/swift-protobuf; resolved first when missing) into $TABSYNC_CACHE (default
+# ~/.cache/tabsync) the first time, reused after. The build's output goes to stderr.
+protoc_gen_swift() {
+    local cache="${TABSYNC_CACHE:-$HOME/.cache/tabsync}" version checkout=.build/checkouts/swift-protobuf
+    [ -d "$checkout" ] && [ -f Package.resolved ] || swift package resolve >&2 || fatal "swift package resolve failed"
+    version="$(grep -A 8 '"identity" : "swift-protobuf"' Package.resolved | sed -n 's/.*"version" : "\(.*\)".*/\1/p')"
+    [ -n "$version" ] || fatal "Package.resolved names no swift-protobuf version"
+    local plugin="$cache/bin/protoc-gen-swift-$version"
+    if [ ! -x "$plugin" ]; then
+        log "building protoc-gen-swift $version from $checkout (once; cached in $cache)"
+        mkdir -p "$cache/bin"
+        swift build --package-path "$checkout" --scratch-path "$cache/swift-protobuf-$version-build" \
+            --product protoc-gen-swift >&2 || fatal "could not build protoc-gen-swift $version"
+        cp "$cache/swift-protobuf-$version-build/debug/protoc-gen-swift" "$plugin.tmp"
+        mv "$plugin.tmp" "$plugin"
+        rm -rf "$cache/swift-protobuf-$version-build"
+    fi
+    echo "$plugin"
+}
+
+# generate_proto OUT_DIR: runs protoc with protoc_gen_swift on proto/tabsync/v1/tabsync.proto, writing
+# OUT_DIR/tabsync.pb.swift with the options Sources/TabsyncProto/Generated/ was made with.
+generate_proto() {
+    ensure_packages protobuf-compiler
+    local plugin
+    plugin="$(protoc_gen_swift)"
+    protoc --plugin=protoc-gen-swift="$plugin" --proto_path=proto \
+        --swift_opt=Visibility=Public --swift_opt=FileNaming=DropPath \
+        --swift_out="$1" proto/tabsync/v1/tabsync.proto || fatal "protoc could not generate from proto/tabsync/v1/tabsync.proto"
+}
+
 # System packages the build, tests and tools need (Debian names).
 # openssl and curl: the TLS tests make certificates and speak https:// with them.
 TABSYNC_APT_PACKAGES=(libwebsockets-dev libev-dev libwebsockets-evlib-ev libssl-dev libsqlite3-dev pkg-config tmux openssl curl libpq-dev postgresql)

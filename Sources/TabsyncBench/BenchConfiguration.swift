@@ -23,7 +23,7 @@ public struct BenchConfiguration: Sendable, Equatable {
     }
 
     /// Which event loop libwebsockets runs on.
-    public enum EventLoop: String, Sendable, Equatable, Codable {
+    public enum LoopBackend: String, Sendable, Equatable, Codable {
         /// libev (epoll): a wakeup costs the ready connections, not all of them.
         case epoll
         /// lws' default poll() loop: every wakeup scans every connection (for comparison).
@@ -61,7 +61,7 @@ public struct BenchConfiguration: Sendable, Equatable {
         set { servers[0].port = newValue }
     }
     public var mode: Mode = .proto
-    public var eventLoop: EventLoop = .epoll
+    public var eventLoop: LoopBackend = .epoll
     public var workspaces: Int = 1
     public var clientsPerWorkspace: Int = 10
     /// Total ops per second over every connection (open loop); 0 = connect and stay idle.

@@ -159,7 +159,7 @@ public struct BenchOptions: ParsableArguments {
         }
         configuration.mode = mode
         configuration.messageBytes = try whole("--message-bytes", messageBytes, 32...65_536)
-        guard let loop = BenchConfiguration.EventLoop(rawValue: eventLoop) else {
+        guard let loop = BenchConfiguration.LoopBackend(rawValue: eventLoop) else {
             throw fail("--event-loop must be epoll or poll, not '\(eventLoop)'")
         }
         configuration.eventLoop = loop

@@ -1,7 +1,8 @@
 /// The wire codes of refusals and errors, mirroring `tabsync.v1.ErrorCode` one to one.
 ///
 /// The raw values are the proto enum's numbers, so a conversion is a plain lookup.
-/// `precedence` orders codes for DESIGN.md's rule "when several apply, the first is the answer".
+/// The codes have no order here: which refusal wins when several apply is decided by the order of
+/// the checks (docs/design.md, 'Refusals and their precedence').
 public enum ErrorCode: Int, Sendable, CaseIterable, Hashable {
     case invalidArgument = 1
     case tabExists = 2

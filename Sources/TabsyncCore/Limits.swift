@@ -1,4 +1,4 @@
-/// Every configurable limit, in one value. The defaults are DESIGN.md's.
+/// Every configurable limit, in one value. The defaults are docs/design.md's ('Limits and defaults').
 ///
 /// Core enforces `maxTabs`; the server enforces the rest (frame size, op rate, resume window,
 /// log retention, send queue bound) and tells clients the first four in `Welcome.limits`.

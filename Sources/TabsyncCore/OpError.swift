@@ -1,8 +1,8 @@
 /// Why an operation was refused. Every case maps to exactly one wire ``ErrorCode``;
 /// the message is for people and names the offending field or tab.
 ///
-/// `apply` throws the first refusal in DESIGN.md's precedence order
-/// (`INVALID_ARGUMENT`, `TAB_GONE`, `NOT_EDITABLE`, `LOCKED`, `TAB_EXISTS`, `LIMIT_EXCEEDED`),
+/// `apply` throws the first refusal in the precedence order of docs/design.md, 'Refusals and their
+/// precedence' (`INVALID_ARGUMENT`, `TAB_GONE`, `NOT_EDITABLE`, `LOCKED`, `TAB_EXISTS`, `LIMIT_EXCEEDED`),
 /// and a refused op leaves the workspace exactly as it was.
 public enum OpError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A malformed id, text, key, place or index, a missing field, or a client-submitted rekey.

@@ -15,7 +15,7 @@ public enum PositionKey {
 
     /// Longest key a client may submit (bytes); longer ones are `INVALID_ARGUMENT`.
     public static let maxSubmittedLength = 128
-    /// Longest key the server stores; a longer one makes it rekey first (DESIGN.md rule 7).
+    /// Longest key the server stores; a longer one makes it rekey first (docs/design.md rule 7).
     public static let maxStoredLength = 64
 
     /// Whether `key` is a well-formed key (any length; callers apply the length limits).

@@ -1,5 +1,5 @@
 /// What one rekey did — every tab's old and new key, in display order — so that a key a client
-/// computed before it can be translated (DESIGN.md rule 7).
+/// computed before it can be translated (docs/design.md rule 7).
 ///
 /// Guarantee: a key that sat strictly between the old keys of neighbours L and R translates to a key
 /// strictly between the new keys of L and R; a key equal to tab T's old key becomes T's new key.

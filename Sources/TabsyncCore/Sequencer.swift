@@ -1,4 +1,4 @@
-/// The server's apply path for one workspace: dedup by (clientId, seq), DESIGN.md's rule 7 (rekey
+/// The server's apply path for one workspace: dedup by (clientId, seq), docs/design.md rule 7 (rekey
 /// before storing a key over 64 bytes; translation of keys computed before a rekey, by `baseVersion`),
 /// and a bounded in-memory log of recent applied ops for resume and repeated answers.
 ///

@@ -1,6 +1,6 @@
 /// One tab of a workspace.
 ///
-/// A `Tab` value is just data; ``Validation`` checks its fields against DESIGN.md's model
+/// A `Tab` value is just data; ``Validation`` checks its fields against docs/design.md, 'The model'
 /// (id 1–64 chars of `[A-Za-z0-9._:-]`, title ≤ 256 chars, url ≤ 4096 UTF-8 bytes, icon ≤ 32,
 /// badge ≤ 16, no control characters). Empty optional text means absent.
 /// `key` is the tab's position key; in a workspace it is always valid and unique.

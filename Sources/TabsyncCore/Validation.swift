@@ -1,4 +1,5 @@
-/// DESIGN.md's field rules, as pure checks. Each throwing check names the field in its message.
+/// The field rules of docs/design.md, 'The model', as pure checks. Each throwing check names the
+/// field in its message.
 ///
 /// A "char" is a Unicode scalar; url is counted in UTF-8 bytes. Text must hold no control characters
 /// (U+0000–U+001F, U+007F–U+009F) — which also refuses every terminal escape sequence, since they

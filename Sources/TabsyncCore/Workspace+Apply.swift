@@ -1,5 +1,5 @@
 extension Workspace {
-    /// Applies `op` as the server does: validates it against DESIGN.md's rules, resolves its place to a
+    /// Applies `op` as the server does: validates it against docs/design.md's rules, resolves its place to a
     /// final key (rule 1 on collision), and returns the canonical op; or throws the first refusal in
     /// precedence order and changes nothing.
     ///
@@ -284,7 +284,7 @@ extension Workspace {
 
     // MARK: - invariants
 
-    /// DESIGN.md's invariants that do not hold, in words; empty when all hold.
+    /// The invariants of docs/design.md, 'The model', that do not hold, in words; empty when all hold.
     public func invariantViolations(limits: Limits) -> [String] {
         var problems: [String] = []
         if Set(tabs.map(\.id)).count != tabs.count { problems.append("duplicate tab ids") }

@@ -13,6 +13,11 @@ import Glibc
 /// in force is the union of every mask ``request(_:)`` was given in this process, i.e. the most
 /// verbose asked wins, whatever the order. It never narrows again.
 ///
+/// A process may also set a ceiling (``limit(to:)``): the mask in force is then the union within
+/// it. Test processes set one, so that one in-process server made with a debug logger does not make
+/// every lws context of the run log its notices (Debian's lws 4.1.6 logs each socket event of its
+/// libev loop as a notice: hundreds of `elops_io_ev` lines).
+///
 /// lws 4.1.6 can log a line per failed `accept()` in a tight loop (EMFILE); past the budget lines
 /// are counted and dropped, and one line says how many were dropped.
 ///
@@ -27,8 +32,13 @@ public enum LWSLog {
     public static var notices: Int32 { Int32(LLL_NOTICE) }
 
     private struct Routing {
+        /// The union of every request.
         var levels: Int32 = 0
+        /// The bits that may be in force at most (every bit until ``limit(to:)``).
+        var ceiling: Int32 = ~0
         var limit = RateLimit()
+
+        var inForce: Int32 { levels & ceiling }
     }
 
     private static let routing = Lock(Routing())
@@ -41,13 +51,24 @@ public enum LWSLog {
             routing.levels |= levels
             // Set every time, not only when the mask grows: lws' emitter may have been replaced by
             // a direct `lws_set_log_level` call elsewhere in the process.
-            lws_set_log_level(routing.levels, lwsLogEmit)
-            return routing.levels
+            lws_set_log_level(routing.inForce, lwsLogEmit)
+            return routing.inForce
         }
     }
 
-    /// The mask in force (the union of every request so far).
-    public static var levels: Int32 { routing.withLock { $0.levels } }
+    /// Keeps the mask in force within `ceiling` (`LLL_*` bits) from now on, whatever is requested;
+    /// the last call wins. Returns the mask now in force. For test processes (see the type's comment).
+    @discardableResult
+    public static func limit(to ceiling: Int32) -> Int32 {
+        routing.withLock { routing in
+            routing.ceiling = ceiling
+            lws_set_log_level(routing.inForce, lwsLogEmit)
+            return routing.inForce
+        }
+    }
+
+    /// The mask in force (the union of every request so far, within the ceiling).
+    public static var levels: Int32 { routing.withLock { $0.inForce } }
 
     /// The per-second line budget. Pure: the caller gives the clock.
     public struct RateLimit: Sendable, Equatable {

@@ -1,16 +1,4 @@
-/// Why the server turned a connection away, as `/metrics` labels it
-/// (`tabsync_connections_refused_total{reason}`).
-enum ConnectionRefusal: String, CaseIterable, Sendable {
-    /// The server already holds `--max-connections`.
-    case maxConnections = "max_connections"
-    /// The peer address already holds its share of open connections.
-    case ipConnections = "ip_connections"
-    /// The peer address opens connections faster than its handshake rate.
-    case ipHandshakeRate = "ip_handshake_rate"
-    /// A browser page from an origin not allowed to open a WebSocket (HTTP 403).
-    case origin
-}
-
+import TabsyncServerCore
 /// Per peer address bookkeeping at accept: how many connections each address holds, and a token
 /// bucket of new connections per second for each. Pure (the caller passes the time); owned by the
 /// event loop thread.

@@ -5,20 +5,25 @@ import TabsyncCore
 import TabsyncLock
 import TabsyncLoop
 import TabsyncStore
+@_exported import TabsyncServerCore
 
 /// The tabsync server: WebSocket (`tabsync.v1.json`, `tabsync.v1.proto`) and HTTP on one
 /// libwebsockets context, one vhost, one port.
 ///
-/// One event loop thread owns every session and workspace (``Server/Loop``); nothing on it takes a
-/// lock on the hot path. Other threads (the store thread, callers of ``shutdown()``) hand work over
-/// through ``inbox`` (a `LoopInbox`: a `Lock` queue plus `lws_cancel_service`). All public methods
-/// are safe from any thread.
+/// One event loop thread runs the ``LoopDriver``, which feeds the socket-free ``ServerCore`` (every
+/// decision) and carries out its actions; nothing on it takes a lock on the hot path or waits on
+/// disk or network. Store calls run on ``storeExecutor`` (one serial queue per server); other
+/// threads (the store executor, the token verifier, the commit feed, callers of ``shutdown()``)
+/// hand work over through ``inbox`` (a `LoopInbox`: a `Lock` queue plus `lws_cancel_service`).
+/// All public methods are safe from any thread (docs/architecture.md).
 public final class Server: Sendable {
     let configuration: Configuration
     let store: any WorkspaceStore
     let logger: Logger
     /// The one way into the event loop thread; drained in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
-    let inbox = LoopInbox<Task>()
+    let inbox = LoopInbox<Inbound>()
+    /// The store executor: every store call of this server, one at a time, off the loop.
+    let storeExecutor = DispatchQueue(label: "tabsync.store")
     private let lifecycle = Lock<Lifecycle>(.idle)
     private let stoppedSignal = DispatchSemaphore(value: 0)
 
@@ -117,7 +122,7 @@ public final class Server: Sendable {
             return false
         }
         guard running else { return }
-        inbox.post(.shutdown)
+        inbox.post(.event(.shutdown))
         waitUntilStopped()
     }
 
@@ -135,7 +140,7 @@ public final class Server: Sendable {
     // MARK: event loop thread
 
     private func runLoop(address: ResolvedHost, started: StartResult, ready: DispatchSemaphore) {
-        let loop = Loop(server: self)
+        let loop = LoopDriver(server: self)
         let created = loop.createContext(address: address)
         guard case .success(let port) = created else {
             if case .failure(let error) = created { started.value.withLock { $0 = .failure(error) } }
@@ -144,12 +149,12 @@ public final class Server: Sendable {
         }
         started.value.withLock { $0 = .success(port) }
         logger.info("listening", metadata: ["host": "\(configuration.host)", "port": "\(port)"])
-        let listener = startStoreListener()
+        let feed = startCommitFeed()
         ready.signal()
 
         withExtendedLifetime(loop) {
             loop.run()
-            listener?.stop()  // the loop has stopped: no event is wanted any more
+            feed?.stop()  // the loop has stopped: no event is wanted any more
             let left = loop.openConnections
             let stopped = ContinuousClock.now
             logger.info("event loop stopped; closing the connections left", metadata: ["connections": "\(left)"])
@@ -165,21 +170,13 @@ public final class Server: Sendable {
 
     // MARK: start-up helpers
 
-    /// A shared store with notifications: the listener of other nodes' commits, on its own thread;
-    /// its events go to the loop through the inbox (Server+Catchup.swift).
-    private func startStoreListener() -> PostgresListener? {
-        guard let notifications = configuration.sharedStore?.notifications else { return nil }
+    /// A shared store with a commit feed: started, its events go to the core through the inbox
+    /// (ServerCore+CatchUp.swift).
+    private func startCommitFeed() -> (any CommitFeed)? {
+        guard let feed = configuration.sharedStore?.feed else { return nil }
         let inbox = self.inbox
-        var ownBackend: (@Sendable () -> Int32)?
-        if let own = store as? PostgresStore { ownBackend = { own.backendPID } }
-        let listener = PostgresListener(
-            url: notifications.url, store: notifications.store, options: notifications.listener,
-            ownBackend: ownBackend
-        ) { event in
-            inbox.post(.storeEvent(event))
-        }
-        listener.start()
-        return listener
+        feed.start { event in inbox.post(.event(.heard(event))) }
+        return feed
     }
 
     /// What the loop thread reports back to `start()`.
@@ -221,34 +218,11 @@ public final class Server: Sendable {
 }
 
 extension Server {
-    /// Work other threads hand to the event loop thread (through ``Server/inbox``).
-    enum Task: Sendable {
-        /// Stop gracefully (see ``Server/shutdown()``).
-        case shutdown
-        /// The store thread finished a commit, which took `duration` there.
-        case committed(batch: UInt64, CommitResult, duration: Duration)
-        /// The store thread finished loading a workspace.
-        case loaded(workspaceId: String, Result<StoredWorkspace?, StoreError>)
-        /// A shared store: the store thread read what a workspace missed of other nodes' commits.
-        case caughtUp([String: CatchUpRead], duration: Duration)
-        /// A shared store: the store thread read the stored versions of the loaded workspaces.
-        case polled(Result<[String: UInt64], StoreError>, duration: Duration)
-        /// A shared store: the listener heard a commit, (re)connected or lost its connection.
-        case storeEvent(PostgresListener.Event)
-        /// A token check finished: for a session's Hello, or an HTTP request (by their ids).
-        case authenticated(AuthRequest, Result<AccessGrant, AuthError>)
+    /// What other threads hand to the event loop thread (through ``Server/inbox``).
+    enum Inbound: Sendable {
+        /// An event for the core: a store answer, a token check, a commit of another node, a stop.
+        case event(ServerCore.Event)
         /// Read the TLS certificate and key files again (``Server/reloadCertificates()``).
         case reloadCertificates
-    }
-
-    /// How a group commit ended (see ``CommitPipeline``).
-    enum CommitResult: Sendable {
-        /// Durable: acknowledge it.
-        case stored
-        /// Nothing stored: refuse and reload its workspaces.
-        case failed(StoreError)
-        /// Nothing stored: other nodes committed to these workspaces first; what each missed, as
-        /// read right after on the store thread.
-        case behind([String: CatchUpRead])
     }
 }

@@ -23,7 +23,7 @@ extension SQLiteStore {
     ///   from version 1's `client_seqs` refusals.
     /// - `rekeys`: per server-made rekey still inside the op log, every tab's old and new key in
     ///   display order (`\n`-separated; keys never hold one), so a key computed before it is still
-    ///   translated (DESIGN.md rule 7). Version 1 stores did not keep them: keys computed before a
+    ///   translated (docs/design.md rule 7). Version 1 stores did not keep them: keys computed before a
     ///   rekey committed by version 1 are placed untranslated.
     static let migrations: [String] = [
         """

@@ -248,7 +248,7 @@ public final class SQLiteStore: WorkspaceStore {
     // MARK: - beyond the protocol
 
     /// A refused op whose seq is a client's last consumed one: answered again on resubmission.
-    struct Rejection: Sendable, Equatable {
+    struct StoredRefusal: Sendable, Equatable {
         var seq: UInt64
         var error: OpError
 
@@ -259,18 +259,18 @@ public final class SQLiteStore: WorkspaceStore {
     }
 
     /// Per client, the refusal of its last consumed seq, for the clients whose last seq was refused.
-    func rejections(workspaceId: String) throws(StoreError) -> [String: Rejection] {
+    func rejections(workspaceId: String) throws(StoreError) -> [String: StoredRefusal] {
         try read { db throws(StoreError) in
             do {
                 let statement = try db.prepare(
                     "SELECT client_id, seq, error_code, error_detail FROM client_seqs WHERE workspace = ? AND error_code IS NOT NULL")
                 try statement.bind(.text(workspaceId))
-                var result: [String: Rejection] = [:]
+                var result: [String: StoredRefusal] = [:]
                 while try statement.step() {
                     guard let error = StoreEncoding.decodeError(code: statement.int64(2), detail: statement.text(3)) else {
                         throw StoreError.readFailed("\(self.path): unknown refusal code \(statement.int64(2))")
                     }
-                    result[statement.text(0)] = Rejection(seq: UInt64(bitPattern: statement.int64(1)), error: error)
+                    result[statement.text(0)] = StoredRefusal(seq: UInt64(bitPattern: statement.int64(1)), error: error)
                 }
                 return result
             } catch {

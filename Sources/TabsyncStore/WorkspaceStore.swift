@@ -155,7 +155,7 @@ public struct StoredWorkspace: Sendable, Equatable {
     /// many were committed), so a resubmitted refused seq is refused again after a restart.
     public var rejections: [Sequencer.Rejection]
     /// The rekeys whose version is within `log` (ascending), so a key computed before one of them
-    /// is still translated after a restart (DESIGN.md rule 7).
+    /// is still translated after a restart (docs/design.md rule 7).
     public var rekeys: [RekeyRecord]
 
     public init(
@@ -218,7 +218,8 @@ public struct CommitBatch: Sendable, Equatable {
     public var records: [CommitRecord]
     /// Each touched workspace as it is after the batch (what a snapshot of it stores).
     public var workspaces: [String: Workspace]
-    /// Ops kept per workspace log (DESIGN.md: default 10,000); older ones may be compacted away.
+    /// Ops kept per workspace log (docs/design.md, 'Durability': default 10,000); older ones may be
+    /// compacted away.
     public var logRetention: Int
 
     /// Per workspace, the stored version this batch builds on: the store refuses the whole batch

@@ -38,7 +38,7 @@ struct ServerSettings {
     var maxConnections: Int
     var helloTimeout: Double
     var idleTimeout: Double
-    var eventLoop: Server.Configuration.EventLoop
+    var eventLoop: Server.Configuration.LoopBackend
     /// Serve the browser page (off with `--no-web`).
     var serveWeb: Bool
     /// PEM certificate chain and key (both or neither): the port then serves `wss://` and `https://`.
@@ -84,7 +84,7 @@ struct ServerSettings {
         static let maxConnections = 10_000
         static let helloTimeout = 10.0
         static let idleTimeout = 60.0
-        static let eventLoop = Server.Configuration.EventLoop.epoll
+        static let eventLoop = Server.Configuration.LoopBackend.epoll
         static let checkpoint = SQLiteStore.Options.Checkpoint.background
         static let walLimit = "64M"
         static let storePollInterval = "1.5s"
@@ -183,7 +183,7 @@ struct ServerSettings {
             flags.idleTimeout, "--idle-timeout", "TABSYNC_IDLE_TIMEOUT", Default.idleTimeout,
             "seconds, 2 or more") { Double($0).flatMap { $0 >= 2 && $0.isFinite ? $0 : nil } }
         eventLoop = try read.value(flags.eventLoop, "--event-loop", "TABSYNC_EVENT_LOOP", Default.eventLoop, "epoll or poll") {
-            Server.Configuration.EventLoop(rawValue: $0.lowercased())
+            Server.Configuration.LoopBackend(rawValue: $0.lowercased())
         }
         serveWeb = !(try read.switchValue(flags.noWeb, "--no-web", "TABSYNC_NO_WEB"))
 
@@ -329,13 +329,14 @@ struct ServerSettings {
         configuration.allowedOrigins = allowedOrigins
         configuration.insecureNoAuth = insecureNoAuth
         if let url = storeURL {
-            // The listener uses the store's options (they name the channel) and the same URL.
-            configuration.sharedStore = .init(
-                pollInterval: storePollInterval, notifications: .init(url: url, store: PostgresStore.Options()))
+            // Its commit feed is made with the store (TabsyncServerCommand.openStore), on the same URL.
+            _ = url
+            configuration.sharedStore = .init(pollInterval: storePollInterval, feed: nil)
         }
         configuration.slowCloseGrace = slowCloseGrace
         configuration.diagnosticsEcho = diagnosticsEcho
         configuration.maxPresencePeers = maxPresencePeers
+        configuration.shutdownTimeout = shutdownTimeout
         if maxConnectionsPerIP != nil || maxHandshakesPerSecondPerIP != nil {
             // One of them given: the other keeps its non-loopback default.
             let exposed = Server.Configuration.PerIPLimits.exposed

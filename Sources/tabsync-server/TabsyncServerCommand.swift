@@ -29,7 +29,8 @@ struct TabsyncServerCommand: ParsableCommand {
 
             `tabsync-server token --help`: mint an access token (see --auth-key-file).
             `tabsync-server migrate --store URL`: create or migrate a PostgreSQL store's schema and exit.
-            """
+            """,
+        version: TabsyncVersion.current
     )
 
     @Option(help: "Address to listen on (exactly this one). [env: TABSYNC_HOST] (default: \(Default.host))")
@@ -257,7 +258,11 @@ struct TabsyncServerCommand: ParsableCommand {
 
     /// The store the flags ask for; an unusable data file ends the process (its path named, the
     /// file untouched), exit status 1.
-    private func openStore(_ settings: ServerSettings, logger: Logger) throws -> (any WorkspaceStore, SQLiteStore?) {
+    /// With a PostgreSQL store, also its commit feed: a listener on the same URL and channel that
+    /// skips this store connection's own notifications.
+    private func openStore(
+        _ settings: ServerSettings, logger: Logger
+    ) throws -> (any WorkspaceStore, SQLiteStore?, (any CommitFeed)?) {
         if let url = settings.storeURL {
             do throws(PostgresStore.OpenError) {
                 let store = try PostgresStore(url: url)
@@ -268,7 +273,8 @@ struct TabsyncServerCommand: ParsableCommand {
                 if dataDir != nil || !(ProcessInfo.processInfo.environment["TABSYNC_DATA_DIR"] ?? "").isEmpty {
                     logger.notice("--data-dir is not used with --store")
                 }
-                return (store, nil)
+                let feed = PostgresCommitFeed(url: url, store: PostgresStore.Options(), ownBackend: { store.backendPID })
+                return (store, nil, feed)
             } catch {
                 let line = Array("tabsync-server: \(error.description)\n".utf8)
                 line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
@@ -277,7 +283,7 @@ struct TabsyncServerCommand: ParsableCommand {
         }
         if settings.memory {
             logger.info("store: memory (nothing survives a restart)")
-            return (MemoryStore(), nil)
+            return (MemoryStore(), nil, nil)
         }
         let mode = settings.sync
         do throws(SQLiteStore.OpenError) {
@@ -286,7 +292,7 @@ struct TabsyncServerCommand: ParsableCommand {
                 "path": "\(store.path)", "sync": "\(mode.rawValue)", "epoch": "\(store.epoch)",
                 "checkpoint": "\(settings.checkpoint.rawValue)",
             ])
-            return (store, store)
+            return (store, store, nil)
         } catch {
             let line = Array("tabsync-server: \(error.description)\n".utf8)
             line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
@@ -334,7 +340,8 @@ struct TabsyncServerCommand: ParsableCommand {
         if let verifier = configuration.accessTokens {
             logger.info("access control on", metadata: ["keys": "\(verifier.keys.map(\.description).joined(separator: ", "))"])
         }
-        let (store, sqlite) = try openStore(settings, logger: logger)
+        let (store, sqlite, feed) = try openStore(settings, logger: logger)
+        configuration.sharedStore?.feed = feed
         let server = Server(configuration: configuration, store: store, logger: logger)
 
         // Signals: handled on a dispatch queue, never in a signal handler.

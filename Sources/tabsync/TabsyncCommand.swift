@@ -2,6 +2,7 @@ import ArgumentParser
 import CLibwebsockets
 import Foundation
 import TabsyncClient
+import TabsyncCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -27,6 +28,7 @@ struct TabsyncCommand: AsyncParsableCommand {
             Exit status: 0 success, 1 server unreachable or other failure, 2 bad arguments, \
             3 refused by the server.
             """,
+        version: TabsyncVersion.current,
         subcommands: [
             BarCommand.self, LsCommand.self, AddCommand.self, OpenCommand.self, MvCommand.self, RmCommand.self,
             ActivateCommand.self, RenameCommand.self, WatchCommand.self, ExportCommand.self, ImportCommand.self,

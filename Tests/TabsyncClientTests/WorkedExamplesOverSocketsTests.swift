@@ -3,9 +3,10 @@ import TabsyncClient
 import TabsyncCore
 import TabsyncTestServer
 
-/// DESIGN.md's worked examples played by two real clients over real sockets against the real
-/// server. Each client computes its op from the workspace it sees before either op arrives; the ops
-/// then reach the server in each stated order ("then" = arrival order), or race.
+/// The worked examples of docs/design.md ('Ordering rules') played by two real clients over real
+/// sockets against the real server. Each client computes its op from the workspace it sees before
+/// either op arrives; the ops then reach the server in each stated order ("then" = arrival order),
+/// or race.
 @Suite(.serialized) struct WorkedExamplesOverSocketsTests {
     enum Arrival: CaseIterable { case firstThenSecond, secondThenFirst, racing }
 

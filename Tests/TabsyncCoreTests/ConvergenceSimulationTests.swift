@@ -9,7 +9,7 @@ import TabsyncTestSupport
 
 /// Issue 3 item 5: many seeded runs of clients with random ops, delays, interleavings, drops and
 /// reconnects against the server's apply path; after quiescence everyone agrees with the server and
-/// every op and seq was handled exactly as DESIGN.md says (see ``Simulation``).
+/// every op and seq was handled exactly as docs/design.md says (see ``Simulation``).
 ///
 /// A failure names its seed. Rerun one seed with its event trace:
 /// `TABSYNC_SIM_SEED=<seed> swift test --filter ConvergenceSimulationTests` (`TABSYNC_SIM_SEED_HEAVY`

@@ -4,7 +4,7 @@ import TabsyncCore
 import TabsyncTestSupport
 
 /// Property tests of `PositionKey`: validity, strict betweenness with either end open, and how long
-/// keys get (DESIGN.md "Ordering", issue 3 item 3).
+/// keys get (docs/design.md, "Position keys"; issue 3 item 3).
 @Suite struct PositionKeyPropertyTests {
     /// A generator of random valid ordered pairs.
     static let pairs = Generator<(String, String), Shrink.None<(String, String)>> { rng in

@@ -1,6 +1,6 @@
 import TabsyncCore
 
-/// DESIGN.md's rule 7 (translation of a key computed before a rekey) followed by rule 1 (a taken key
+/// docs/design.md rule 7 (translation of a key computed before a rekey) followed by rule 1 (a taken key
 /// goes just after the tab holding it), written from the design text rather than from core's code,
 /// for the simulation's rule oracle and the rule 7 property tests.
 ///

@@ -1,6 +1,6 @@
 import TabsyncCore
 
-/// An independent check of the server's answer to each op against DESIGN.md's rules, written from
+/// An independent check of the server's answer to each op against docs/design.md's rules, written from
 /// the design text rather than from core's code: with it, the simulation catches a rule that is
 /// broken the same way for everyone (which convergence alone cannot see).
 ///

@@ -2,7 +2,7 @@ import TabsyncCore
 import TabsyncTestSupport
 
 /// An in-process tabsync deployment for tests: the server's apply path (core `Sequencer`, with
-/// DESIGN.md's Hello / Welcome / resume / dedup answers on top), clients that each hold a core
+/// docs/design.md's Hello / Welcome / resume / dedup answers on top), clients that each hold a core
 /// `Replica`, and connections between them that can be delayed, interleaved and dropped.
 ///
 /// The network model, per connection: client→server and server→client are each FIFO (WebSocket over

@@ -1,7 +1,7 @@
 import Testing
 import TabsyncCore
 
-/// DESIGN.md's worked examples (section "Ordering and conflict resolution"), each played by real
+/// docs/design.md's worked examples (section "Ordering rules"), each played by real
 /// `Replica` clients that compute their keys from what they see, against the server's `Sequencer`,
 /// in every arrival order the example states. Every replica and the server must end with exactly the
 /// stated list (and active tab, and answer).

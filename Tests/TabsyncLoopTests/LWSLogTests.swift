@@ -1,4 +1,5 @@
 import CLibwebsockets
+import Foundation
 import TabsyncLoop
 import Testing
 
@@ -7,14 +8,34 @@ import Testing
 struct LWSLogTests {
     /// Whatever the order of requests, the mask in force holds every bit asked, and a narrower
     /// request later does not take any away.
-    @Test func levelsCombineAsTheUnionOfEveryRequest() {
-        let errors = Int32(LLL_ERR)
-        let notices = Int32(LLL_NOTICE)
-        let afterNotices = LWSLog.request(notices)
-        #expect(afterNotices & notices == notices)
-        let afterErrors = LWSLog.request(errors)
-        #expect(afterErrors & (errors | notices) == errors | notices)
-        #expect(LWSLog.levels == afterErrors)
+    ///
+    /// In a child process of its own: lws' mask is process wide and never narrows, so asking for
+    /// notices here would make every lws context of the test process (servers and clients of the
+    /// other suites) log its notices for the rest of the run.
+    @Test func levelsCombineAsTheUnionOfEveryRequest() async {
+        await #expect(processExitsWith: .success) {
+            let errors = Int32(LLL_ERR)
+            let notices = Int32(LLL_NOTICE)
+            let afterNotices = LWSLog.request(notices)
+            let afterErrors = LWSLog.request(errors)
+            let holds = afterNotices & notices == notices
+                && afterErrors & (errors | notices) == errors | notices
+                && LWSLog.levels == afterErrors
+            exit(holds ? 0 : 1)
+        }
+    }
+
+    /// A ceiling keeps the mask within it whatever is requested after, and the union comes back
+    /// when the ceiling is lifted. In a child process too (the mask is process wide).
+    @Test func aCeilingKeepsTheMaskWithinIt() async {
+        await #expect(processExitsWith: .success) {
+            let errors = Int32(LLL_ERR)
+            let notices = Int32(LLL_NOTICE)
+            let capped = LWSLog.limit(to: errors)
+            let asked = LWSLog.request(errors | notices)
+            let lifted = LWSLog.limit(to: ~0)
+            exit(capped & notices == 0 && asked == errors && lifted & (errors | notices) == errors | notices ? 0 : 1)
+        }
     }
 
     /// At most `linesPerSecond` lines a second; the first line of the next second reports how many

@@ -6,7 +6,7 @@ private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 
 @Suite struct WireFormatTests {
-    // DESIGN.md's example lines, verbatim.
+    // The example lines of docs/design.md ('The protocol in brief'), verbatim.
     static let helloLine = #"{"hello":{"workspace":"team","clientId":"c1"}}"#
     static let submitLine = #"{"submit":{"seq":"1","op":{"add":{"tab":{"id":"t1","title":"Docs"},"activate":true}}}}"#
     static let appliedLine = #"{"applied":{"version":"1","op":{"add":{"tab":{"id":"t1","title":"Docs","key":"a0"},"activate":true}},"clientId":"c1","seq":"1","activeTabId":"t1"}}"#

@@ -7,7 +7,7 @@ import TabsyncStore
 import TabsyncTestSupport
 import Testing
 
-/// DESIGN.md's durability rule as an operator sees it: the real `tabsync-server` on a data dir is
+/// docs/design.md's durability rule ('Durability') as an operator sees it: the real `tabsync-server` on a data dir is
 /// killed with SIGKILL under load, several times, and restarted on the same dir. Nothing any client
 /// saw acknowledged may be lost or applied twice, and the state must be the replay of the log.
 ///

@@ -370,7 +370,7 @@ struct ServerAuthTests {
         for kind in kinds {
             #expect(!AccessRole.viewer.permits(kind))
             #expect(AccessRole.admin.permits(kind))
-            #expect(AccessRole.editor.permits(kind) == (Server.Loop.opName(kind) != "setEditable"))
+            #expect(AccessRole.editor.permits(kind) == (ServerCore.opName(kind) != "setEditable"))
         }
     }
 

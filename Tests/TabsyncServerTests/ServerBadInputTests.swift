@@ -5,7 +5,7 @@ import TabsyncTestServer
 import TabsyncTestSupport
 import Testing
 
-/// DESIGN.md's "Bad input gets a clear answer and loses nothing", row by row (auth and store rows
+/// The table of docs/design.md, 'Bad input', row by row (auth and store rows
 /// excepted): each sends the bad input over a real socket, checks the answer, then checks that the
 /// workspace is intact.
 @Suite("Bad input", .serialized)

@@ -8,7 +8,7 @@ import Testing
 
 @Suite("Sessions, ops and fan-out", .serialized)
 struct ServerSessionTests {
-    /// DESIGN.md's example, written against the JSON subprotocol as a client in another language
+    /// The example of docs/design.md ('The protocol in brief'), written against the JSON subprotocol as a client in another language
     /// would: plain text frames, no tabsync code.
     @Test func plainJSONClientDrivesAWorkspace() throws {
         let server = try TestServer()

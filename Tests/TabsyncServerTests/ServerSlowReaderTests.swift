@@ -5,8 +5,8 @@ import TabsyncTestServer
 import TabsyncTestSupport
 import Testing
 
-/// DESIGN.md: "client that reads too slowly (its queue over its byte bound): closed 1013; it
-/// reconnects and resumes; server memory stays bounded". Readers here are raw sockets that stop
+/// docs/design.md, 'Bad input': a client that reads too slowly (its queue past maxSendQueueBytes)
+/// is closed 1013, leaves the workspace at once so server memory stays bounded, and resumes. Readers here are raw sockets that stop
 /// reading for real (nothing read from the kernel), with the kernel's default buffers unless said
 /// otherwise, so the server meets what a stalled client on a real network makes it meet: kernel
 /// buffers full, lws holding the unsent part of a write, then its own queue growing.

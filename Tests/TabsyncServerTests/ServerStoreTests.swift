@@ -7,7 +7,7 @@ import Testing
 
 @Suite("Store path", .serialized)
 struct ServerStoreTests {
-    /// DESIGN.md: a store unable to write → ops refused UNAVAILABLE, never acknowledged; reads go
+    /// docs/design.md ('Durability'): a store unable to write → ops refused UNAVAILABLE, never acknowledged; reads go
     /// on; writes resume when the disk does.
     @Test func aFailingStoreRefusesOpsUnavailableAndWritesResumeAfter() throws {
         let store = MemoryStore()

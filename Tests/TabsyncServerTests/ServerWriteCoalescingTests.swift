@@ -13,8 +13,8 @@ struct ServerWriteCoalescingTests {
     /// 60 submits arrive in one TCP write, so the server applies several in one loop iteration and
     /// the watcher gets their `Applied`s in fewer writes than messages; each one still parses, in
     /// version order, with titles long enough to need the 16-bit length header.
-    @Test(arguments: [Server.Configuration.EventLoop.epoll, .poll], [WireFormat.json, .proto])
-    func opsAppliedTogetherReachAPeerInFewerWritesAndInOrder(loop: Server.Configuration.EventLoop, format: WireFormat) throws {
+    @Test(arguments: [Server.Configuration.LoopBackend.epoll, .poll], [WireFormat.json, .proto])
+    func opsAppliedTogetherReachAPeerInFewerWritesAndInOrder(loop: Server.Configuration.LoopBackend, format: WireFormat) throws {
         let server = try TestServer(configure: { $0.eventLoop = loop })
         defer { server.stop() }
         let (writer, _) = try TestClient.joined(port: server.port, workspace: "burst", clientId: "w", format: format)
@@ -52,8 +52,8 @@ struct ServerWriteCoalescingTests {
     /// A reader that stops reading with a small socket buffer makes the kernel take only part of a
     /// batch: lws keeps the rest, the queue waits behind it, and once the reader drains its socket
     /// every message arrives whole and in order (no frame cut or interleaved at a batch boundary).
-    @Test(arguments: [Server.Configuration.EventLoop.epoll, .poll])
-    func aPausedReaderGetsEveryMessageWholeAfterPartialWrites(loop: Server.Configuration.EventLoop) throws {
+    @Test(arguments: [Server.Configuration.LoopBackend.epoll, .poll])
+    func aPausedReaderGetsEveryMessageWholeAfterPartialWrites(loop: Server.Configuration.LoopBackend) throws {
         let server = try TestServer(configure: {
             $0.eventLoop = loop
             $0.limits.maxOpsPerSecond = 100_000

@@ -90,12 +90,13 @@ final class SharedStoreNodes: @unchecked Sendable {
     ) throws -> TestServer {
         let store = try PostgresStore(url: url, options: storeOptions)
         stores.append(store)
-        let notifications = hearing.listener
-            ? Server.Configuration.SharedStore.Notifications(
-                url: url, store: storeOptions, listener: .init(keepaliveSeconds: 1, keepaliveTimeoutSeconds: 2, maxBackoffSeconds: 0.5))
+        let feed: (any CommitFeed)? = hearing.listener
+            ? PostgresCommitFeed(
+                url: url, store: storeOptions, options: .init(keepaliveSeconds: 1, keepaliveTimeoutSeconds: 2, maxBackoffSeconds: 0.5),
+                ownBackend: { store.backendPID })
             : nil
         let server = try TestServer(store: wrap(store)) { configuration in
-            configuration.sharedStore = .init(pollInterval: hearing.pollInterval, notifications: notifications)
+            configuration.sharedStore = .init(pollInterval: hearing.pollInterval, feed: feed)
             configuration.limits.maxOpsPerSecond = 10_000
             configure(&configuration)
         }

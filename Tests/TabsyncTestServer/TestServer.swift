@@ -2,6 +2,7 @@ import Foundation
 import InMemoryLogging
 import Logging
 import TabsyncLock
+import TabsyncLoop
 import TabsyncServer
 import TabsyncStore
 import TabsyncTestSupport
@@ -74,6 +75,9 @@ package final class TestServer: Sendable {
         var configuration = Server.Configuration(host: "127.0.0.1", port: 0)
         configure(&configuration)
         let (logger, captured) = Self.makeLogger(capturing: capturingLog)
+        // A server with a debug logger asks lws for its notices, process wide and for good: keep
+        // them out of the whole test run's log unless TABSYNC_TEST_LOG asks for the server's log.
+        if ProcessInfo.processInfo.environment["TABSYNC_TEST_LOG"] == nil { LWSLog.limit(to: LWSLog.errorsAndWarnings) }
         let server = Server(configuration: configuration, store: store, logger: logger)
         port = try server.start()
         configuration.port = port

@@ -42,9 +42,7 @@ wait_until() {
 # --- the server: port 0, wait for its real port (time-boxed) ---
 "$SERVER" --port 0 --memory --log-level error >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
-wait_until 10 grep -q '^listening on ' "$WORK/server.out" || true
-URL=$(sed -n 's/^listening on //p' "$WORK/server.out")
-[ -n "$URL" ] || fatal "the server did not start: $(cat "$WORK/server.err")"
+URL=$(listening_url "$WORK/server.out" "$SERVER_PID" 10) || fatal "the server did not start: $(cat "$WORK/server.err")"
 log "server at $URL"
 
 export XDG_CONFIG_HOME=$WORK/config

@@ -1,25 +1,28 @@
 import CFuzzerDriver
+import Logging
 import SwiftProtobuf
 import TabsyncCore
 import TabsyncProto
+import TabsyncServerCore
+import TabsyncStore
 
-/// libFuzzer target `wire`: client frames in either subprotocol, through the server's path for them
-/// (decode → Hello picks the client → `Submit` converted to a core op → `Sequencer.submit`, or
-/// `Sequencer.refuse` when the op does not convert), against one live in-memory workspace.
-/// No sockets: this is `Server.Loop.received` without the session plumbing.
+/// libFuzzer target `wire`: client frames in either subprotocol, through the server's own core
+/// (`ServerCore`: decode, the session machine, Hello, Submit, the sequencer, the commit pipeline),
+/// one session after another on one workspace, with a `MemoryStore` answering its store calls.
+/// Each session says Hello first (made here, resuming from what the follower saw); a frame the core
+/// closes the session for (undecodable, a second Hello, ...) ends it, and the next frame is the
+/// next session's.
 ///
 /// Input (see ``FuzzInput``): one header byte (format, limits, tabs to start with), then frames,
 /// each a 2-byte big-endian length and that many bytes.
 ///
 /// Properties, checked after every frame (a violation traps, libFuzzer reports a crash):
-/// - the workspace invariants hold (`Workspace.invariantViolations`: ids and keys unique, keys valid
-///   and sorted, `activeTabId` empty exactly when there are no tabs and else an existing tab,
-///   count ≤ `maxTabs`);
-/// - an applied outcome is contiguous from the previous version, ends with the submitter's op (a
-///   rekey made by the server only before it), and no (client, seq) is applied twice;
-/// - a refused, repeated or ignored seq changes nothing in the workspace;
-/// - every applied op survives the broadcast round trip (core → `Applied` → frame in this format →
-///   decode → core) unchanged, and a follower applying those ops has the same workspace.
+/// - the workspace invariants hold on the core's live state (`Workspace.invariantViolations`: ids
+///   and keys unique, keys valid and sorted, `activeTabId` empty exactly when there are no tabs and
+///   else an existing tab, count ≤ `maxTabs`);
+/// - every broadcast `Applied` survives the round trip (frame in this format → decode → core)
+///   unchanged, follows the previous version, and a follower applying them has the core's workspace;
+/// - no (client, seq) is broadcast as applied twice, and only a server rekey has seq 0.
 @_cdecl("fuzz_wire_main")
 public func main(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
     tabsync_fuzz_run(argc, argv, fuzzWire)
@@ -62,111 +65,117 @@ struct FuzzInput {
     }
 }
 
-/// The server side of the run: the sequencer, the client the last Hello named, and a follower
-/// workspace that sees only what the server broadcasts.
+/// The server side of the run: the core, the store answering it, and a follower workspace that
+/// sees only what the core broadcasts.
 struct WireState {
     let format: WireFormat
-    var sequencer: Sequencer
+    let store = MemoryStore()
+    var core: ServerCore
     var follower: Workspace
-    var clientId = "fuzz-client"
-    var appliedSeqs: Set<String> = []
+    let clientId = "fuzz-client"
+    /// The session being fuzzed.
+    var connection: ConnectionID = 0
+    var closed = false
+    var appliedSeqs: Set<UInt64> = []
+    let now = ContinuousClock.now
+    /// Events the core's actions caused (store answers), handled in order after them.
+    var events: [ServerCore.Event] = []
 
     init(input: FuzzInput) {
         format = input.format
-        sequencer = Sequencer(workspace: Workspace(id: "fuzz", epoch: "e1"), limits: input.limits)
-        follower = sequencer.workspace
-        for n in 0..<min(input.startTabs, input.limits.maxTabs) {
-            submit(seq: UInt64(n + 1), baseVersion: 0,
-                   op: .add(tab: Tab(id: "s\(n)", title: "start \(n)"), place: .end, activate: n == 0))
+        var limits = input.limits
+        limits.maxOpsPerSecond = 1_000_000
+        var settings = ServerCore.Settings(limits: limits, storeEpoch: store.epoch)
+        settings.idleUnload = .seconds(3600)
+        core = ServerCore(settings: settings, logger: Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
+        follower = Workspace(id: "fuzz", epoch: store.epoch)
+        open()
+        for n in 0..<min(input.startTabs, limits.maxTabs) {
+            let submit = Tabsync_V1_Submit(
+                seq: UInt64(n + 1), op: .add(tab: Tab(id: "s\(n)", title: "start \(n)"), place: .end, activate: n == 0))
+            receive(format.encode(Tabsync_V1_ClientMessage(submit: submit)))
         }
     }
 
+    /// A new session: opened, its Hello sent (resuming from the follower's version).
+    mutating func open() {
+        connection += 1
+        closed = false
+        handle(.connected(connection, format: format, echo: false))
+        let hello = Tabsync_V1_Hello(
+            workspace: "fuzz", clientId: clientId, lastVersion: follower.version, epoch: follower.version > 0 ? store.epoch : "")
+        handle(.frame(connection, format.encode(Tabsync_V1_ClientMessage(hello: hello)), binary: !format.usesTextFrames))
+    }
+
     mutating func receive(_ frame: [UInt8]) {
-        // An undecodable frame closes the session (1007); the next frame is another session's.
-        guard let message = try? format.decodeClientMessage(frame) else { return }
-        switch message.message {
-        case .hello(let hello)?:
-            if Validation.isValidClientId(hello.clientID) { clientId = hello.clientID }
-        case .submit(let submit)?:
-            do throws(ConversionError) {
-                guard submit.hasOp else { throw .opKindMissing }
-                let op = try Operation(submit.op)
-                self.submit(seq: submit.seq, baseVersion: submit.baseVersion, op: op)
+        if closed {
+            handle(.disconnected(connection))
+            open()
+        }
+        handle(.frame(connection, frame, binary: !format.usesTextFrames))
+        check()
+    }
+
+    mutating func handle(_ event: ServerCore.Event) {
+        events.append(event)
+        while !events.isEmpty {
+            var actions: [ServerCore.Action] = []
+            core.handle(events.removeFirst(), now: now, into: &actions)
+            for action in actions { perform(action) }
+        }
+    }
+
+    mutating func perform(_ action: ServerCore.Action) {
+        switch action {
+        case .load(let id):
+            do throws(StoreError) {
+                events.append(.loaded(workspaceId: id, .success(try store.load(workspaceId: id))))
             } catch {
-                refuse(seq: submit.seq, error: error.opError)
+                fatalError("the memory store failed a load: \(error)")
             }
-        case .focus?, nil:
+        case .commit(let batch, let records):
+            do throws(StoreError) {
+                try store.commit(records)
+            } catch {
+                fatalError("the memory store failed a commit: \(error)")
+            }
+            events.append(.committed(batch: batch, .stored, duration: .zero))
+        case .broadcast(_, let message):
+            if case .applied? = message.message { broadcast(message) }
+        case .close(let id, _, _) where id == connection:
+            closed = true
+        default:
             break
         }
     }
 
-    mutating func submit(seq: UInt64, baseVersion: UInt64, op: Operation) {
-        let before = sequencer.workspace
-        let lastSeq = sequencer.lastSeq(of: clientId)
-        let outcome = sequencer.submit(clientId: clientId, seq: seq, baseVersion: baseVersion, op: op)
-        check(outcome, before: before, lastSeq: lastSeq, seq: seq, op: op)
-    }
-
-    mutating func refuse(seq: UInt64, error: OpError) {
-        let before = sequencer.workspace
-        let lastSeq = sequencer.lastSeq(of: clientId)
-        let outcome = sequencer.refuse(clientId: clientId, seq: seq, error: error)
-        if case .applied = outcome { fail("refuse applied an op", outcome) }
-        check(outcome, before: before, lastSeq: lastSeq, seq: seq, op: nil)
-    }
-
-    mutating func check(_ outcome: Sequencer.Outcome, before: Workspace, lastSeq: UInt64, seq: UInt64, op: Operation?) {
-        let workspace = sequencer.workspace
-        let problems = workspace.invariantViolations(limits: sequencer.limits)
-        if !problems.isEmpty { fail("invariants broken: \(problems)", outcome, op) }
-        switch outcome {
-        case .applied(let ops):
-            guard let last = ops.last else { fail("applied nothing", outcome, op) }
-            if seq <= lastSeq { fail("applied an already consumed seq \(seq) (last \(lastSeq))", outcome, op) }
-            if last.clientId != clientId || last.seq != seq { fail("last applied op is not the submitter's", outcome, op) }
-            if !appliedSeqs.insert("\(clientId) \(seq)").inserted { fail("(client, seq) applied twice", outcome, op) }
-            for (n, applied) in ops.enumerated() where applied.version != before.version + UInt64(n) + 1 {
-                fail("versions not contiguous from \(before.version)", outcome, op)
-            }
-            for applied in ops.dropLast() {
-                guard case .rekey = applied.op, applied.clientId.isEmpty, applied.seq == 0 else {
-                    fail("an op before the submitter's that is not a server rekey", outcome, op)
-                }
-            }
-            if workspace.version != last.version { fail("workspace version is not the last applied op's", outcome, op) }
-            if workspace.activeTabId != last.activeTabId { fail("active tab differs from the applied op's", outcome, op) }
-            if let missed = sequencer.missed(after: before.version), missed != ops { fail("missed(after:) differs", outcome, op) }
-            for applied in ops { broadcast(applied) }
-        case .rejected, .answeredAgain, .ignored:
-            if workspace != before { fail("a refused or repeated seq changed the workspace", outcome, op) }
-        }
-        if seq > 0 && sequencer.lastSeq(of: clientId) < seq { fail("seq \(seq) not consumed", outcome, op) }
-        if follower != workspace { fail("follower diverged: \(follower) vs \(workspace)", outcome, op) }
-        if let first = sequencer.log.first {
-            for (n, applied) in sequencer.log.enumerated() where applied.version != first.version + UInt64(n) {
-                fail("log not contiguous", outcome, op)
-            }
-            if sequencer.log.last!.version != workspace.version { fail("log does not end at the workspace version", outcome, op) }
-        }
-    }
-
-    /// What a client of this format receives for `applied`, decoded and applied to the follower.
-    mutating func broadcast(_ applied: AppliedOp) {
-        let bytes = format.encode(Tabsync_V1_ServerMessage(applied: applied))
-        let message: Tabsync_V1_ServerMessage
+    /// What every client receives for a broadcast `Applied`, decoded and applied to the follower.
+    mutating func broadcast(_ message: Tabsync_V1_ServerMessage) {
+        let bytes = format.encode(message)
+        let decoded: Tabsync_V1_ServerMessage
         do {
-            message = try format.decodeServerMessage(bytes)
+            decoded = try format.decodeServerMessage(bytes)
         } catch {
-            fatalError("an Applied the server encoded does not decode: \(error) \(applied)")
+            fatalError("an Applied the server encoded does not decode: \(error) \(message)")
         }
-        guard case .applied(let wire)? = message.message else { fatalError("Applied decoded as \(message)") }
+        guard case .applied(let wire)? = decoded.message, case .applied(let original)? = message.message else {
+            fatalError("Applied decoded as \(decoded)")
+        }
         let received: AppliedOp
+        let sent: AppliedOp
         do {
             received = try AppliedOp(wire)
+            sent = try AppliedOp(original)
         } catch {
-            fatalError("an Applied the server encoded does not convert: \(error) \(applied)")
+            fatalError("an Applied the server encoded does not convert: \(error) \(message)")
         }
-        if received != applied { fatalError("Applied round trip changed it: \(applied) -> \(received)") }
+        if received != sent { fatalError("Applied round trip changed it: \(sent) -> \(received)") }
+        if received.version != follower.version + 1 { fatalError("Applied v\(received.version) after v\(follower.version)") }
+        if received.seq == 0 {
+            guard case .rekey = received.op, received.clientId.isEmpty else { fatalError("seq 0 on a client op: \(received)") }
+        } else if !appliedSeqs.insert(received.seq).inserted {
+            fatalError("seq \(received.seq) applied twice")
+        }
         do {
             try follower.apply(applied: received)
         } catch {
@@ -174,7 +183,11 @@ struct WireState {
         }
     }
 
-    func fail(_ what: String, _ outcome: Sequencer.Outcome, _ op: Operation? = nil) -> Never {
-        fatalError("\(what)\n  client \(clientId) op \(op.map { "\($0)" } ?? "-")\n  outcome \(outcome)\n  workspace \(sequencer.workspace)")
+    func check() {
+        guard let live = core.liveWorkspace("fuzz") else { return }
+        let problems = live.invariantViolations(limits: core.settings.limits)
+        if !problems.isEmpty { fatalError("invariants broken: \(problems)\n  workspace \(live)") }
+        // Every commit was answered at once, so the live state is durable and broadcast.
+        if live != follower { fatalError("follower diverged: \(follower) vs \(live)") }
     }
 }

@@ -16,15 +16,8 @@ import Synchronization
 /// time; it must return quickly (hand the event to an inbox). ``stop()`` returns once the thread
 /// has ended; no event follows it.
 public final class PostgresListener: Sendable {
-    public enum Event: Sendable, Equatable {
-        /// `LISTEN` is active; `reconnected`: after a lost connection (catch up every workspace).
-        case listening(reconnected: Bool)
-        /// A commit reached a workspace's version, with its changes when they fit (this node's
-        /// own commits included).
-        case committed(CommitNotification)
-        /// The connection failed or broke; a reconnect follows after the back-off.
-        case disconnected(String)
-    }
+    /// What the listener tells (``CommitFeedEvent``).
+    public typealias Event = CommitFeedEvent
 
     public struct Options: Sendable, Equatable {
         /// Silence after which a keepalive query is sent.

@@ -1,0 +1,165 @@
+import CLibwebsockets
+import SwiftProtobuf
+import TabsyncCore
+import TabsyncProto
+import TabsyncServerCore
+
+extension LoopDriver {
+    /// The subprotocols served, as the 400 answer to a bad upgrade names them.
+    static var servedSubprotocols: String {
+        WireFormat.allCases.map(\.subprotocol).joined(separator: ", ")
+    }
+
+    /// protocols[0]: plain HTTP and the upgrade check. Event loop thread.
+    func handleHTTP(
+        _ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+        _ input: UnsafeMutableRawPointer?, _ length: Int
+    ) -> Int32 {
+        switch reason {
+        case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+            return confirmUpgrade(wsi)
+
+        case LWS_CALLBACK_HTTP:
+            let uri = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "/"
+            let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
+            if let response = route(path, wsi: wsi, user: user) {
+                return respond(wsi, response)
+            }
+            return 0  // answered later, from HTTP_WRITEABLE
+
+        case LWS_CALLBACK_HTTP_WRITEABLE:
+            guard let id = user?.load(as: Int.self), id != 0,
+                  let pending = pendingHTTP[id], let response = pending.response else { return 0 }
+            pendingHTTP[id] = nil
+            return respond(wsi, response)
+
+        case LWS_CALLBACK_CLOSED_HTTP:
+            if let id = user?.load(as: Int.self), id != 0, pendingHTTP.removeValue(forKey: id) != nil {
+                dispatch(.requestGone(id))
+            }
+            return 0
+
+        default:
+            return lws_callback_http_dummy(wsi, reason, user, input, length)
+        }
+    }
+
+    /// Writes a whole response and ends the transaction (keep-alive). Nonzero: close the connection.
+    private func respond(_ wsi: OpaquePointer, _ response: HTTPResponse) -> Int32 {
+        let failed = response.body.withUnsafeBufferPointer { body in
+            response.headers.isEmpty
+                ? clws_http_respond(wsi, response.status, response.contentType, body.baseAddress, body.count)
+                : clws_http_respond_with_headers(
+                    wsi, response.status, response.contentType, response.headers, body.baseAddress, body.count)
+        }
+        if failed != 0 { return -1 }
+        return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+    }
+
+    /// The response for a GET, or nil when it waits for a store load.
+    private func route(_ path: String, wsi: OpaquePointer, user: UnsafeMutableRawPointer?) -> HTTPResponse? {
+        switch path {
+        case "/healthz":
+            return HTTPResponse(status: 200, body: "ok\n")
+        case "/metrics":
+            return HTTPResponse(
+                status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: renderMetrics())
+        default:
+            break
+        }
+        if configuration.serveWeb, let page = webResponse(path, wsi: wsi) { return page }
+        let prefix = "/v1/workspaces/"
+        guard path.hasPrefix(prefix), let user else { return .notFound }
+        // The core answers (at once, or once a token check or a load is done).
+        let requestId = makeId()
+        user.storeBytes(of: requestId, as: Int.self)
+        pendingHTTP[requestId] = PendingHTTP(wsi: wsi, response: nil)
+        routing = requestId
+        dispatch(.snapshotRequested(
+            requestId, workspaceId: String(path.dropFirst(prefix.count)),
+            bearerToken: configuration.accessTokens != nil ? Self.bearerToken(wsi) : nil))
+        routing = nil
+        guard let response = pendingHTTP[requestId]?.response else { return nil }
+        pendingHTTP[requestId] = nil
+        return response
+    }
+
+    /// The token of an `Authorization: Bearer TOKEN` header, nil when there is none.
+    static func bearerToken(_ wsi: OpaquePointer) -> String? {
+        let length = Int(lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION))
+        guard length > 0, length <= 8192 else { return nil }
+        var buffer = [CChar](repeating: 0, count: length + 1)
+        guard lws_hdr_copy(wsi, &buffer, Int32(buffer.count), WSI_TOKEN_HTTP_AUTHORIZATION) >= 0 else { return nil }
+        let value = String(nulTerminated: buffer)
+        let scheme = "bearer "
+        guard value.lowercased().hasPrefix(scheme) else { return nil }
+        let token = value.dropFirst(scheme.count).trimmingCharacters(in: " \t")
+        return token.isEmpty ? nil : token
+    }
+
+    private func renderMetrics() -> String {
+        var queued = 0
+        for connection in connections.values { queued += connection.queue.bytes }
+        return core.metrics.render(Metrics.Gauges(
+            connections: connections.count, socketsOpen: openConnections, workspacesLoaded: core.workspacesInMemory,
+            sendQueueBytes: queued))
+    }
+
+    /// `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: only `/` upgrades, only to a served subprotocol, and
+    /// only from an allowed browser origin (403 otherwise, see ``OriginPolicy``).
+    /// Refusals are answered here (404 for another path, 400 naming the served subprotocols);
+    /// returning 1 tells lws the response was written.
+    private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
+        if let refusal = originRefusal(wsi) { return refuseUpgrade(wsi, refusal) }
+        var buffer = [CChar](repeating: 0, count: 1024)
+        let uriLength = clws_request_uri(wsi, &buffer, Int32(buffer.count))
+        let uri = uriLength >= 0 ? String(nulTerminated: buffer) : ""
+        let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
+        if path != "/" {
+            logger.info("upgrade refused: path", metadata: ["path": "\(path.prefix(128))"])
+            return refuseUpgrade(wsi, .notFound)
+        }
+        let listLength = clws_request_subprotocols(wsi, &buffer, Int32(buffer.count))
+        let offered = listLength > 0
+            ? String(nulTerminated: buffer).split(separator: ",").map { $0.trimmingCharacters(in: " \t") }
+            : []
+        // lws binds the first offered name it knows; it must be one of ours (not protocols[0]).
+        var known = Set(["http"] + WireFormat.allCases.map(\.subprotocol))
+        if configuration.diagnosticsEcho { known.insert(Self.echoSubprotocol) }
+        let picked = offered.first(where: { known.contains($0) })
+        guard let picked, WireFormat(subprotocol: picked) != nil || picked == Self.echoSubprotocol else {
+            logger.info("upgrade refused: subprotocol", metadata: ["offered": "\(offered.joined(separator: ",").prefix(128))"])
+            return refuseUpgrade(wsi, HTTPResponse(
+                status: 400,
+                body: "unsupported or missing WebSocket subprotocol; this server speaks: \(Self.servedSubprotocols)\n"))
+        }
+        return 0
+    }
+
+    /// Answers a refused upgrade in HTTP/1.1 (lws' helpers would say HTTP/1.0 here, which Python's
+    /// `websockets` and other strict clients cannot read) and closes the connection after it.
+    private func refuseUpgrade(_ wsi: OpaquePointer, _ response: HTTPResponse) -> Int32 {
+        let failed = response.body.withUnsafeBufferPointer { body in
+            clws_http_refuse_upgrade(wsi, response.status, response.contentType, body.baseAddress, body.count)
+        }
+        return failed != 0 ? -1 : 1
+    }
+}
+
+extension String {
+    /// The text of a NUL-terminated C buffer (invalid UTF-8 repaired).
+    init(nulTerminated buffer: [CChar]) {
+        let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        self = String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+extension Substring {
+    /// The substring without leading and trailing characters in `set`.
+    func trimmingCharacters(in set: String) -> String {
+        var s = self
+        while let c = s.first, set.contains(c) { s.removeFirst() }
+        while let c = s.last, set.contains(c) { s.removeLast() }
+        return String(s)
+    }
+}

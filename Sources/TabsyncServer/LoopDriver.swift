@@ -1,0 +1,408 @@
+import CLibwebsockets
+import Foundation
+import Logging
+import TabsyncCore
+import TabsyncLoop
+import TabsyncProto
+import TabsyncServerCore
+import TabsyncStore
+
+/// The event loop thread's driver of the ``ServerCore``: owns the lws context, turns lws callbacks,
+/// store answers, token checks and the tick into core events, and carries out the core's actions
+/// (queue and write frames, close, timers, store calls on the server's store executor, token
+/// checks, HTTP answers). It makes no protocol decision of its own (docs/architecture.md).
+///
+/// Must be used on the event loop thread only (the thread that created it, which runs the
+/// ``TabsyncLoop/EventLoop``); lws callbacks reach it as the event loop's owner. Not `Sendable`.
+final class LoopDriver {
+    let server: Server
+    let configuration: Server.Configuration
+    let logger: Logger
+    let store: any WorkspaceStore
+    let clock = ContinuousClock()
+    /// The event loop thread: the one that created the driver (checked in debug builds).
+    private let ownerThread = pthread_self()
+
+    /// Every decision; fed one event at a time by ``dispatch(_:)``.
+    var core: ServerCore
+    /// The core's actions for the event being carried out (kept to reuse its storage).
+    private var actions: [ServerCore.Action] = []
+    /// Events raised while carrying out actions (a send queue over its bound): handled after.
+    private var raised: [ServerCore.Event] = []
+    private var dispatching = false
+
+    /// The lws context and the loop it runs on; nil before ``createContext(address:)`` succeeds and
+    /// after ``destroyContext()``.
+    private(set) var eventLoop: TabsyncLoop.EventLoop?
+    /// Set when the loop should stop running iterations.
+    private(set) var finished = false
+
+    var connections: [Int: Connection] = [:]
+    /// Connections that queued frames during this loop iteration (``flushQueued()``), and the list
+    /// being flushed (swapped, so neither allocates in steady state).
+    var flushList: [Connection] = []
+    var flushing: [Connection] = []
+    /// Sends connections' queued frames, several in one write where allowed.
+    let writer = BatchedWriter()
+    private var nextId = 1
+    /// HTTP requests the core has not answered yet, by request id (in lws per-session memory).
+    var pendingHTTP: [Int: PendingHTTP] = [:]
+    /// The request being routed: an answer the core gives at once is written in the same callback.
+    var routing: Int?
+    /// Connections accepted and not yet destroyed (HTTP and WebSocket).
+    private(set) var openConnections = 0
+    /// When the graceful stop began (nil: running).
+    private(set) var shutdownStarted: ContinuousClock.Instant?
+    private var refusedConnectionsLogged: ContinuousClock.Instant?
+    /// Per-address limits and the origin policy (LoopDriver+Admission.swift).
+    var admission: Admission
+
+    /// An HTTP request waiting for the core's answer.
+    struct PendingHTTP {
+        var wsi: OpaquePointer
+        var response: HTTPResponse?
+    }
+
+    // C memory alive as long as the context.
+    private let protocols: UnsafeMutablePointer<lws_protocols>
+    private var cStrings: [UnsafeMutablePointer<CChar>] = []
+    private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
+    /// The periodic tick, made with the context.
+    private var tickTimer: LoopTimer?
+    private static var tickInterval: Duration { .milliseconds(50) }
+    /// Messages taken from the inbox, being handled (kept to reuse its storage).
+    private var inboxMessages: [Server.Inbound] = []
+
+    /// Index of each protocol in `protocols`.
+    static let httpProtocol = 0
+    /// The diagnostics echo subprotocol (`--diagnostics-echo`), the target of WebSocket
+    /// conformance suites (scripts/autobahn): each message comes back whole as one frame.
+    static let echoSubprotocol = "tabsync.echo"
+    /// Its index in the protocol list: after `http` and the wire formats.
+    static var echoProtocol: Int { 1 + WireFormat.allCases.count }
+
+    init(server: Server) {
+        self.server = server
+        configuration = server.configuration
+        logger = server.logger
+        store = server.store
+        core = ServerCore(settings: server.configuration.coreSettings(storeEpoch: server.store.epoch), logger: server.logger, now: .now)
+        admission = Admission(configuration: server.configuration, loopbackBind: true)
+        // http, the wire formats, the diagnostics echo (named only when on), the terminator.
+        protocols = .allocate(capacity: 1 + WireFormat.allCases.count + 2)
+        protocols.initialize(repeating: lws_protocols(), count: 1 + WireFormat.allCases.count + 2)
+        retryPolicy = .allocate(capacity: 1)
+        retryPolicy.initialize(to: lws_retry_bo_t())
+    }
+
+    deinit {
+        protocols.deallocate()
+        retryPolicy.deallocate()
+        for s in cStrings { free(s) }
+    }
+
+    func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
+        let p = strdup(s)!
+        cStrings.append(p)
+        return p
+    }
+
+    /// Creates the context and its one vhost, bound to exactly `address`, on the configured event
+    /// loop (poll() when epoll is unavailable); returns the bound port. The inbox wakes the loop
+    /// from here on.
+    func createContext(address: Server.ResolvedHost) -> Result<Int, Server.Error> {
+        let names = ["http"] + WireFormat.allCases.map(\.subprotocol)
+            + (configuration.diagnosticsEcho ? [Self.echoSubprotocol] : [])
+        for (i, name) in names.enumerated() {
+            protocols[i].name = UnsafePointer(cString(name))
+            protocols[i].callback = lwsCallback
+            protocols[i].per_session_data_size = MemoryLayout<Int>.stride
+            protocols[i].rx_buffer_size = 0
+            protocols[i].id = UInt32(i)
+        }
+        // Liveness: a ping after half the idle timeout without a valid pong, hang up at the timeout.
+        let idleSeconds = max(2, min(Int(configuration.idleTimeout.components.seconds), 65_535))
+        retryPolicy.pointee.secs_since_valid_ping = UInt16(max(1, idleSeconds / 2))
+        retryPolicy.pointee.secs_since_valid_hangup = UInt16(idleSeconds)
+
+        var info = lws_context_creation_info()
+        info.port = Int32(configuration.port)
+        info.iface = UnsafePointer(cString(address.address))
+        info.protocols = UnsafePointer(protocols)
+        info.vhost_name = UnsafePointer(cString("tabsync"))
+        info.options = clws_option_validate_utf8() | (address.isIPv6 ? 0 : clws_option_disable_ipv6())
+        info.retry_and_idle_policy = UnsafePointer(retryPolicy)
+        info.timeout_secs = 10
+        // Transport security: TLS from the configuration, admission policies for this bind.
+        prepareTransportSecurity(&info, address: address)
+        let wanted: TabsyncLoop.EventLoop.Backend = configuration.eventLoop == .epoll ? .epoll : .poll
+        let eventLoop: TabsyncLoop.EventLoop
+        do {
+            eventLoop = try TabsyncLoop.EventLoop(info, backend: wanted, fallbackToPoll: true, owner: self)
+        } catch {
+            return .failure(.listenFailed("lws_create_context failed for \(address.address):\(configuration.port)"))
+        }
+        if eventLoop.backend != wanted {
+            // Most likely lws' libev plugin is missing (Debian: libwebsockets-evlib-ev).
+            logger.warning("the epoll event loop is unavailable (is libwebsockets-evlib-ev installed?): using poll()")
+        }
+        guard let vhost = lws_get_vhost_by_name(eventLoop.context, "tabsync") else {
+            eventLoop.destroy()
+            return .failure(.listenFailed("no vhost"))
+        }
+        let port = Int(lws_get_vhost_listen_port(vhost))
+        guard port > 0 else {
+            eventLoop.destroy()
+            return .failure(.listenFailed("could not bind \(address.address):\(configuration.port)"))
+        }
+        self.eventLoop = eventLoop
+        tickTimer = LoopTimer(on: eventLoop) { [unowned self] in self.tick() }
+        tickTimer?.schedule(after: Self.tickInterval)
+        server.inbox.attach(eventLoop)
+        return .success(port)
+    }
+
+    /// After ``run()``: closes the inbox, then destroys the context (lws closes what is still open,
+    /// with callbacks into this driver) and forgets every connection.
+    func destroyContext() {
+        server.inbox.close()
+        tickTimer = nil
+        eventLoop?.destroy()
+        eventLoop = nil
+        connections.removeAll()
+        pendingHTTP.removeAll()
+    }
+
+    /// Runs the event loop until ``finished``: one wakeup's ready events per iteration.
+    func run() {
+        guard let eventLoop else { return }
+        while !finished {
+            eventLoop.runOnce()
+            flushQueued()
+        }
+    }
+
+    // MARK: the core
+
+    /// Hands one event to the core and carries out its actions, in order; events those actions
+    /// raise are handled after them, never inside them.
+    func dispatch(_ event: ServerCore.Event) {
+        raised.append(event)
+        guard !dispatching else { return }
+        dispatching = true
+        defer { dispatching = false }
+        var next = 0
+        while next < raised.count {
+            let event = raised[next]
+            next += 1
+            core.handle(event, now: clock.now, into: &actions)
+            for action in actions { perform(action) }
+            actions.removeAll(keepingCapacity: true)
+        }
+        raised.removeAll(keepingCapacity: true)
+    }
+
+    /// Carries out one action of the core.
+    private func perform(_ action: ServerCore.Action) {
+        switch action {
+        case .send(let id, let message):
+            guard let connection = connections[id], connection.isOpen else { return }
+            queue(OutFrame(bytes: connection.format.encode(message), isBinary: !connection.format.usesTextFrames), to: connection)
+        case .broadcast(let ids, let message):
+            var proto: OutFrame?
+            var json: OutFrame?
+            for id in ids {
+                guard let connection = connections[id], connection.isOpen else { continue }
+                switch connection.format {
+                case .proto:
+                    if proto == nil { proto = OutFrame(bytes: WireFormat.proto.encode(message), isBinary: true) }
+                    queue(proto!, to: connection)
+                case .json:
+                    if json == nil { json = OutFrame(bytes: WireFormat.json.encode(message), isBinary: false) }
+                    queue(json!, to: connection)
+                }
+            }
+        case .echo(let id, let bytes, let binary):
+            guard let connection = connections[id], connection.isOpen else { return }
+            queue(OutFrame(bytes: bytes, isBinary: binary), to: connection)
+        case .close(let id, let reason, let grace):
+            guard let connection = connections[id] else { return }
+            if reason.logLevel >= .warning || reason.code != 1001 {
+                logger.log(level: reason.logLevel, "session closed", metadata: [
+                    "session": "\(id)", "code": "\(reason.code)", "reason": "\(reason.text)",
+                ])
+            }
+            close(connection, code: reason.code, reason: reason.text, flush: reason.flushesQueue, grace: grace)
+        case .setTimer(let id, let after):
+            guard let connection = connections[id], !connection.gone else { return }
+            lws_set_timer_usecs(connection.wsi, after.map { max(1, $0.microseconds) } ?? -1)
+        case .load(let workspaceId):
+            onStoreExecutor { store in
+                do throws(StoreError) {
+                    return .loaded(workspaceId: workspaceId, .success(try store.load(workspaceId: workspaceId)))
+                } catch {
+                    return .loaded(workspaceId: workspaceId, .failure(error))
+                }
+            }
+        case .commit(let id, let batch):
+            onStoreExecutor { store in
+                let started = ContinuousClock.now
+                do throws(StoreError) {
+                    try store.commit(batch)
+                    return .committed(batch: id, .stored, duration: ContinuousClock.now - started)
+                } catch {
+                    let duration = ContinuousClock.now - started
+                    guard case .behind(let versions) = error else { return .committed(batch: id, .failed(error), duration: duration) }
+                    // Still in the same store turn: read what each behind workspace missed.
+                    var after: [String: UInt64] = [:]
+                    for workspaceId in versions.keys { after[workspaceId] = batch.baseVersions[workspaceId] ?? 0 }
+                    return .committed(batch: id, .behind(Self.readChanges(store, after: after)), duration: duration)
+                }
+            }
+        case .readChanges(let versions):
+            onStoreExecutor { store in
+                let started = ContinuousClock.now
+                let reads = Self.readChanges(store, after: versions)
+                return .caughtUp(reads, duration: ContinuousClock.now - started)
+            }
+        case .pollVersions(let ids):
+            onStoreExecutor { store in
+                let started = ContinuousClock.now
+                do throws(StoreError) {
+                    let versions = try store.storedVersions(workspaceIds: ids)
+                    return .polled(.success(versions), duration: ContinuousClock.now - started)
+                } catch {
+                    return .polled(.failure(error), duration: ContinuousClock.now - started)
+                }
+            }
+        case .verifyToken(let request, let token):
+            guard let verifier = configuration.accessTokens else {
+                return raised.append(.tokenVerified(request, .failure(.missingToken)))
+            }
+            let inbox = server.inbox
+            verifier.verify(token, now: Date()) { result in inbox.post(.event(.tokenVerified(request, result))) }
+        case .respond(let id, let response):
+            guard pendingHTTP[id] != nil else { return }
+            pendingHTTP[id]!.response = response
+            if routing != id { lws_callback_on_writable(pendingHTTP[id]!.wsi) }
+        case .stop:
+            finished = true
+            eventLoop?.wake()
+        }
+    }
+
+    /// One store call on the server's store executor (serial: store calls never overlap); its
+    /// answer comes back to the loop as an event through the inbox.
+    private func onStoreExecutor(_ body: @escaping @Sendable (any WorkspaceStore) -> ServerCore.Event) {
+        let inbox = server.inbox
+        let store = self.store
+        server.storeExecutor.async { inbox.post(.event(body(store))) }
+    }
+
+    /// What a writer at `versions` missed of each of those workspaces, in one store call. Store
+    /// executor only.
+    static func readChanges(_ store: any WorkspaceStore, after versions: [String: UInt64]) -> [String: CatchUpRead] {
+        let changes: Result<[String: StoredChanges], StoreError>
+        do throws(StoreError) {
+            changes = .success(try store.changes(after: versions))
+        } catch {
+            changes = .failure(error)
+        }
+        return CatchUpRead.reads(changes, after: versions)
+    }
+
+    // MARK: callback dispatch
+
+    /// Every lws callback for this context lands here.
+    func handle(
+        _ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+        _ input: UnsafeMutableRawPointer?, _ length: Int
+    ) -> Int32 {
+        assert(pthread_equal(pthread_self(), ownerThread) != 0, "LoopDriver used off its event loop thread")
+        let protocolId = Int(lws_get_protocol(wsi)?.pointee.id ?? 0)
+        switch reason {
+        case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            drainInbox()
+            return 0
+        case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+            return acceptConnection() && admitPeer(user) ? 0 : 1
+        case LWS_CALLBACK_WSI_CREATE:
+            openConnections += 1
+            peerConnectionCreated(wsi)
+            return 0
+        case LWS_CALLBACK_WSI_DESTROY:
+            openConnections = max(0, openConnections - 1)
+            peerConnectionDestroyed(wsi)
+            return 0
+        default:
+            break
+        }
+        if protocolId == Self.httpProtocol {
+            return handleHTTP(wsi, reason, user, input, length)
+        }
+        if protocolId == Self.echoProtocol {
+            guard configuration.diagnosticsEcho else { return 0 }
+            return handleWebSocket(wsi, .proto, reason, user, input, length, echo: true)
+        }
+        guard let format = WireFormat.allCases.dropFirst(protocolId - 1).first else { return 0 }
+        return handleWebSocket(wsi, format, reason, user, input, length)
+    }
+
+    private func acceptConnection() -> Bool {
+        if core.isDraining { return false }
+        guard openConnections >= configuration.maxConnections else { return true }
+        core.metrics.connectionsRefused[.maxConnections, default: 0] += 1
+        let now = clock.now
+        if refusedConnectionsLogged.map({ now - $0 > .seconds(10) }) ?? true {
+            refusedConnectionsLogged = now
+            logger.warning("connection refused: at max-connections", metadata: ["max": "\(configuration.maxConnections)"])
+        }
+        return false
+    }
+
+    /// A fresh id for a connection or HTTP request (never 0).
+    func makeId() -> Int {
+        defer { nextId += 1 }
+        return nextId
+    }
+
+    // MARK: cross-thread work
+
+    private func drainInbox() {
+        server.inbox.take(into: &inboxMessages)
+        defer { inboxMessages.removeAll(keepingCapacity: true) }
+        for message in inboxMessages {
+            switch message {
+            case .event(let event):
+                if case .shutdown = event, shutdownStarted == nil {
+                    shutdownStarted = clock.now
+                    logger.notice("shutting down", metadata: ["connections": "\(openConnections)"])
+                }
+                dispatch(event)
+            case .reloadCertificates:
+                reloadCertificates()
+            }
+        }
+    }
+
+    // MARK: timer
+
+    /// Every 50 ms: the core's tick (presence, idle unloads, polls, retries, the stop's deadlines).
+    fileprivate func tick() {
+        assert(pthread_equal(pthread_self(), ownerThread) != 0, "LoopDriver used off its event loop thread")
+        dispatch(.tick)
+        if !finished { tickTimer?.schedule(after: Self.tickInterval) }
+    }
+}
+
+/// The one lws callback for every protocol (a C function pointer): finds the driver as the event
+/// loop's owner. Runs on the event loop thread.
+private func lwsCallback(
+    _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+    _ input: UnsafeMutableRawPointer?, _ length: Int
+) -> Int32 {
+    guard let wsi, let driver = TabsyncLoop.EventLoop.owner(of: wsi, as: LoopDriver.self) else {
+        return lws_callback_http_dummy(wsi, reason, user, input, length)
+    }
+    return driver.handle(wsi, reason, user, input, length)
+}

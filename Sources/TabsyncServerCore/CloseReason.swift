@@ -1,0 +1,108 @@
+import Logging
+import TabsyncCore
+
+/// Every reason the server closes a WebSocket session: its close code, the reason text sent in
+/// the close frame, the level its log line is written at, and whether the frames queued before it
+/// go out first. The one place a close code is chosen (docs/design.md, "Close codes").
+///
+/// Guarantees: the code and text of a reason never depend on anything but the case and its
+/// payload; the text is at most 120 bytes of UTF-8 (cut on a scalar boundary), so it always fits a
+/// close frame (123 bytes); no case carries a token or any other secret.
+package enum CloseReason: Equatable, Sendable {
+    /// The server is stopping (1001); the client reconnects to another node or once it is back.
+    case shuttingDown
+    /// A frame that does not decode as a `ClientMessage` in the session's subprotocol (1007).
+    case undecodableFrame
+    /// A binary frame on the JSON subprotocol, or a text frame on the protobuf one (1007).
+    case wrongFrameType(binary: Bool, subprotocol: String)
+    /// A client message over `maxFrameBytes` (1009).
+    case messageTooBig(limit: Int)
+    /// Ops refused `RATE_LIMITED` for `rateLimitStrikes` seconds in a row (1008).
+    case rateLimitAbuse
+    /// The session's send queue went over `maxSendQueueBytes` (1013); it resumes.
+    case slowReader
+    /// The store could not read the workspace, or a `Welcome` could not be made durable (1013).
+    case storeUnavailable
+    /// A commit lost its answer and its outcome is unknown (1013): the client resumes and learns
+    /// what became of its seqs from `Welcome.lastSeq` and the missed ops.
+    case commitOutcomeUnknown
+    /// The workspace fell behind the store and cannot catch up op by op (1013): resume.
+    case behindStore
+    /// A read back found another history in the store (1013): resume, or take a snapshot.
+    case storeChanged
+    /// A protocol violation or a refused Hello, after `Error{code}` (4400).
+    case protocolViolation(ErrorCode)
+    /// A missing, invalid or expired token, or one for another workspace (4401); `code` is the
+    /// error the `Error` message carried.
+    case unauthorized(ErrorCode)
+    /// A write to the socket failed: the connection is dropped (1006 is never sent on the wire;
+    /// it only names the ending in the log).
+    case writeFailed
+
+    /// The WebSocket close code.
+    package var code: UInt16 {
+        switch self {
+        case .shuttingDown: 1001
+        case .undecodableFrame, .wrongFrameType: 1007
+        case .rateLimitAbuse: 1008
+        case .messageTooBig: 1009
+        case .slowReader, .storeUnavailable, .commitOutcomeUnknown, .behindStore, .storeChanged: 1013
+        case .protocolViolation: 4400
+        case .unauthorized: 4401
+        case .writeFailed: 1006
+        }
+    }
+
+    /// The reason text of the close frame.
+    package var text: String {
+        let text: String =
+            switch self {
+            case .shuttingDown: "server shutting down"
+            case .undecodableFrame: "undecodable frame"
+            case .wrongFrameType(let binary, let subprotocol): "\(binary ? "binary" : "text") frame on \(subprotocol)"
+            case .messageTooBig(let limit): "message over \(limit) bytes"
+            case .rateLimitAbuse: "sustained op rate over the limit"
+            case .slowReader: "reading too slowly"
+            case .storeUnavailable: "store unavailable"
+            case .commitOutcomeUnknown: "store commit outcome unknown: resume"
+            case .behindStore: "behind the store: resume"
+            case .storeChanged: "the store changed: resume"
+            case .protocolViolation(let code), .unauthorized(let code): code.wireName
+            case .writeFailed: "write failed"
+            }
+        return Self.cut(text, to: 120)
+    }
+
+    /// The level of the close's log line: what an operator should notice is a warning.
+    package var logLevel: Logger.Level {
+        switch self {
+        case .shuttingDown, .protocolViolation, .unauthorized, .undecodableFrame, .wrongFrameType: .info
+        case .messageTooBig, .writeFailed: .info
+        case .rateLimitAbuse, .slowReader, .behindStore, .storeChanged: .warning
+        case .storeUnavailable, .commitOutcomeUnknown: .warning
+        }
+    }
+
+    /// True when the frames queued before the close go out first (an `Error` before 4400, acks
+    /// before 1001); false when they are dropped (a reader that cannot keep up, a broken frame).
+    package var flushesQueue: Bool {
+        switch self {
+        case .messageTooBig, .undecodableFrame, .wrongFrameType, .slowReader, .writeFailed: false
+        default: true
+        }
+    }
+
+    /// At most `limit` bytes of `text`, cut on a scalar boundary.
+    static func cut(_ text: String, to limit: Int) -> String {
+        guard text.utf8.count > limit else { return text }
+        var out = ""
+        var bytes = 0
+        for scalar in text.unicodeScalars {
+            let size = String(scalar).utf8.count
+            if bytes + size > limit { break }
+            bytes += size
+            out.unicodeScalars.append(scalar)
+        }
+        return out
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import TabsyncCore
+import TabsyncProto
+
+/// Access control: tokens checked by the driver off the loop, roles applied to every Submit,
+/// sessions ended at their token's `exp`. Active only when ``ServerCore/Settings/accessControl``.
+///
+/// Guarantees:
+/// - A refused token is answered before anything of the workspace is looked at: the answer does
+///   not depend on whether the workspace exists (`Error UNAUTHORIZED`, close 4401; HTTP 401).
+/// - A session ends with 4401 at its token's `exp` (its timer), and every Submit checks `exp` again.
+/// - No token text reaches a log line or a message: only ``AuthError``'s fixed descriptions do.
+extension ServerCore {
+    /// A token check finished.
+    mutating func tokenVerified(_ request: AuthRequest, _ result: Result<AccessGrant, AuthError>) {
+        switch request {
+        case .session(let id): sessionAuthenticated(id, result)
+        case .http(let id): snapshotRequestAuthorized(id, result)
+        }
+    }
+
+    private mutating func sessionAuthenticated(_ id: ConnectionID, _ result: Result<AccessGrant, AuthError>) {
+        guard let session = sessions[id], session.closing == nil, case .authenticating(var hello) = session.phase else { return }
+        let grant: AccessGrant
+        switch result {
+        case .failure(let error):
+            return unauthorized(id, error)
+        case .success(let granted):
+            grant = granted
+        }
+        guard grant.admits(hello.workspaceId) else { return unauthorized(id, .wrongWorkspace) }
+        guard !grant.isExpired(at: wallNow) else { return unauthorized(id, .expired) }
+        sessions[id]!.access = grant
+        hello.clientName = grant.subject  // presence shows who the token names, not a chosen name
+        armExpiryTimer(id)
+        logger.info("session authenticated", metadata: [
+            "session": "\(id)", "sub": "\(grant.subject)", "role": "\(grant.role.rawValue)", "workspace": "\(hello.workspaceId)",
+        ])
+        enter(id, hello: hello)
+    }
+
+    /// Sends `Error UNAUTHORIZED` (the refusal's fixed description) and closes 4401.
+    mutating func unauthorized(_ id: ConnectionID, _ error: AuthError) {
+        logger.info("session unauthorized", metadata: ["session": "\(id)", "code": "\(error.code.wireName)", "reason": "\(error)"])
+        send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: error.code, message: error.description)), to: id)
+        close(id, .unauthorized(error.code))
+    }
+
+    /// Sets the session's timer to its token's `exp`.
+    private mutating func armExpiryTimer(_ id: ConnectionID) {
+        guard let access = sessions[id]?.access else { return }
+        let seconds = max(0, access.expiresAt.timeIntervalSince(wallNow))
+        // Past about 100 years the timer is not worth trusting: the Submit check holds anyway.
+        emit(.setTimer(id, after: .milliseconds(Int64(min(seconds, 3_153_600_000) * 1000) + 1)))
+    }
+
+    /// The session's timer fired after its Hello: ends it 4401 if its token has expired, else arms
+    /// the timer again (it fired early).
+    mutating func checkTokenExpiry(_ id: ConnectionID) {
+        guard let access = sessions[id]?.access, sessions[id]?.closing == nil else { return }
+        if access.isExpired(at: wallNow) {
+            unauthorized(id, .expired)
+        } else {
+            armExpiryTimer(id)
+        }
+    }
+
+    /// True when the session may submit this op (always, without access control). Otherwise a
+    /// token past `exp` ends the session 4401, and an op its role does not allow is refused
+    /// `NOT_PERMITTED` at once: nothing is sequenced, stored or consumed (the seq neither), though it
+    /// still spends a rate token (sustained refusals close 1008 like any flood).
+    mutating func permits(_ submit: Tabsync_V1_Submit, from id: ConnectionID) -> Bool {
+        guard settings.accessControl else { return true }
+        guard let access = sessions[id]?.access, !access.isExpired(at: wallNow) else {
+            unauthorized(id, .expired)
+            return false
+        }
+        if access.role.permits(submit.op.kind) { return true }
+        if !sessions[id]!.takeToken(rate: settings.limits.maxOpsPerSecond, now: now) { strike(id) }
+        let refusal = AuthError.notPermitted(role: access.role, op: submit.hasOp ? Self.opName(submit.op.kind) : "an empty op")
+        reject(id, seq: submit.seq, code: refusal.code, message: refusal.description)
+        return false
+    }
+
+    package static func opName(_ kind: Tabsync_V1_Op.OneOf_Kind?) -> String {
+        switch kind {
+        case .add?: "add"
+        case .open?: "open"
+        case .move?: "move"
+        case .remove?: "remove"
+        case .activate?: "activate"
+        case .update?: "update"
+        case .setEditable?: "setEditable"
+        case .replace?: "replace"
+        case .rekey?: "rekey"
+        case nil: "an empty op"
+        }
+    }
+}

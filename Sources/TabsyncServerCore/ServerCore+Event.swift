@@ -1,0 +1,127 @@
+import TabsyncCore
+import TabsyncProto
+import TabsyncStore
+
+/// A connection's id: unique for the life of the server process, never 0 (the driver keeps it in
+/// lws' per-session memory, which lws zeroes).
+package typealias ConnectionID = Int
+/// An HTTP request's id, from the same counter as connection ids.
+package typealias RequestID = Int
+
+extension ServerCore {
+    /// The clock the core reads: a monotonic instant the driver passes with every event.
+    package typealias Instant = ContinuousClock.Instant
+
+    /// Everything that can happen to a server: what the driver saw on a socket, what the store,
+    /// the token verifier or another node answered, and time passing. Each is handled whole
+    /// before the next (``ServerCore/handle(_:now:into:)``).
+    package enum Event: Sendable {
+        /// A WebSocket session opened (`ESTABLISHED`) on a subprotocol; `echo`: the diagnostics
+        /// echo subprotocol.
+        case connected(ConnectionID, format: WireFormat, echo: Bool)
+        /// One whole client message (all its fragments).
+        case frame(ConnectionID, [UInt8], binary: Bool)
+        /// The message being received went over `maxFrameBytes`.
+        case frameTooBig(ConnectionID)
+        /// The connection is gone (`CLOSED`): nothing more is sent to it.
+        case disconnected(ConnectionID)
+        /// The session's send queue would pass `maxSendQueueBytes`: it cannot keep up.
+        case backlogExceeded(ConnectionID)
+        /// The session's timer (``Action/setTimer(_:after:)``) fired.
+        case timer(ConnectionID)
+        /// About every 50 ms: presence, idle unloads, polls, retries, the stop's deadlines.
+        case tick
+        /// A store read of a workspace finished (``Action/load(_:)``).
+        case loaded(workspaceId: String, Result<StoredWorkspace?, StoreError>)
+        /// A group commit finished (``Action/commit(_:_:)``), after `duration` on the store.
+        case committed(batch: UInt64, CommitResult, duration: Duration)
+        /// A catch-up read finished (``Action/readChanges(_:)``).
+        case caughtUp([String: CatchUpRead], duration: Duration)
+        /// A poll of stored versions finished (``Action/pollVersions(_:)``).
+        case polled(Result<[String: UInt64], StoreError>, duration: Duration)
+        /// The feed of other nodes' commits told something (a shared store only).
+        case heard(CommitFeedEvent)
+        /// A token check finished (``Action/verifyToken(_:_:)``).
+        case tokenVerified(AuthRequest, Result<AccessGrant, AuthError>)
+        /// `GET /v1/workspaces/{id}`: the id as it came in the path, and the bearer token if any.
+        case snapshotRequested(RequestID, workspaceId: String, bearerToken: String?)
+        /// The HTTP request went away before it was answered.
+        case requestGone(RequestID)
+        /// Stop gracefully: drain commits, close every session 1001, then stop.
+        case shutdown
+    }
+
+    /// What the core asks the driver to do. Carried out in order, after ``ServerCore/handle(_:now:into:)``
+    /// returns; whatever an action causes comes back as a later event.
+    package enum Action: Sendable {
+        /// Encode `message` in the session's subprotocol and queue it to the session.
+        case send(ConnectionID, Tabsync_V1_ServerMessage)
+        /// Queue `message` to each session, encoded once per subprotocol.
+        case broadcast([ConnectionID], Tabsync_V1_ServerMessage)
+        /// Queue these bytes back to a diagnostics echo session as one frame.
+        case echo(ConnectionID, [UInt8], binary: Bool)
+        /// Close the session (its queue first when the reason says so). Nothing more is sent to
+        /// it; `grace`: how long the peer has to read up to the close frame.
+        case close(ConnectionID, CloseReason, grace: Duration)
+        /// Fire ``Event/timer(_:)`` for the session after this long (nil: cancel the timer).
+        case setTimer(ConnectionID, after: Duration?)
+        /// Read a workspace from the store; answer ``Event/loaded(workspaceId:_:)``.
+        case load(String)
+        /// Store one group commit; answer ``Event/committed(batch:_:duration:)``. When the store
+        /// refuses it `behind`, read what each behind workspace missed in the same store turn.
+        case commit(UInt64, CommitBatch)
+        /// Read what each workspace missed after its version; answer ``Event/caughtUp(_:duration:)``.
+        case readChanges([String: UInt64])
+        /// Read the stored versions of these workspaces; answer ``Event/polled(_:duration:)``.
+        case pollVersions([String])
+        /// Check a token off the loop; answer ``Event/tokenVerified(_:_:)``.
+        case verifyToken(AuthRequest, String)
+        /// Answer an HTTP request.
+        case respond(RequestID, HTTPResponse)
+        /// The stop is over: leave the event loop.
+        case stop
+    }
+
+    /// Who waits for a token check: a session's Hello, or an HTTP request.
+    package enum AuthRequest: Sendable, Equatable {
+        case session(ConnectionID)
+        case http(RequestID)
+    }
+
+    /// How a group commit ended.
+    package enum CommitResult: Sendable {
+        /// Durable: acknowledge it.
+        case stored
+        /// Nothing stored (or, for `outcomeUnknown`, maybe stored): refuse and read back.
+        case failed(StoreError)
+        /// Nothing stored: other nodes committed to these workspaces first; what each missed, as
+        /// read right after in the same store turn.
+        case behind([String: CatchUpRead])
+    }
+}
+
+/// An HTTP answer, written whole.
+package struct HTTPResponse: Sendable, Equatable {
+    package var status: UInt32
+    package var contentType: String
+    package var body: [UInt8]
+    /// Extra header lines, each "Name: value\r\n".
+    package var headers: String = ""
+
+    package init(status: UInt32, contentType: String = "text/plain; charset=utf-8", body: String) {
+        self.status = status
+        self.contentType = contentType
+        self.body = Array(body.utf8)
+    }
+
+    package init(status: UInt32, contentType: String, bytes: [UInt8]) {
+        self.status = status
+        self.contentType = contentType
+        self.body = bytes
+    }
+
+    package static let notFound = HTTPResponse(status: 404, body: "not found\n")
+    /// No valid token for this workspace (missing, invalid, expired or for another workspace).
+    package static let unauthorized = HTTPResponse(status: 401, body: "unauthorized\n")
+    package static let storeUnavailable = HTTPResponse(status: 503, body: "store unavailable\n")
+}

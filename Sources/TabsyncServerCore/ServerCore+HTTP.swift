@@ -1,0 +1,65 @@
+import SwiftProtobuf
+import TabsyncCore
+import TabsyncProto
+
+/// `GET /v1/workspaces/{id}`: the durable snapshot as JSON (404 when the workspace has no op), read
+/// from the store when not in memory. With access control on, `Authorization: Bearer TOKEN` for
+/// that workspace, else 401, the same answer whether or not the workspace exists or the id is valid.
+extension ServerCore {
+    mutating func snapshotRequested(_ requestId: RequestID, workspaceId id: String, bearerToken: String?) {
+        if settings.accessControl {
+            guard let token = bearerToken else { return emit(.respond(requestId, .unauthorized)) }
+            pendingHTTP[requestId] = PendingHTTP(workspaceId: id, authorizing: true)
+            emit(.verifyToken(.http(requestId), token))
+            return
+        }
+        guard Validation.isValidWorkspaceId(id) else { return emit(.respond(requestId, .notFound)) }
+        snapshotOrLoad(requestId, id)
+    }
+
+    /// Answers at once when the workspace is in memory, else once its load finishes.
+    private mutating func snapshotOrLoad(_ requestId: RequestID, _ id: String) {
+        if let response = snapshotResponse(id) { return emit(.respond(requestId, response)) }
+        pendingHTTP[requestId] = PendingHTTP(workspaceId: id, authorizing: false)
+        requestLoad(id)
+    }
+
+    mutating func snapshotRequestAuthorized(_ requestId: RequestID, _ result: Result<AccessGrant, AuthError>) {
+        guard let pending = pendingHTTP[requestId], pending.authorizing else { return }  // the client left
+        pendingHTTP[requestId] = nil
+        let id = pending.workspaceId
+        switch result {
+        case .success(let grant) where grant.admits(id) && !grant.isExpired(at: wallNow):
+            guard Validation.isValidWorkspaceId(id) else { return emit(.respond(requestId, .notFound)) }
+            snapshotOrLoad(requestId, id)
+        case .success:
+            logger.info("http unauthorized", metadata: ["reason": "\(AuthError.wrongWorkspace)"])
+            emit(.respond(requestId, .unauthorized))
+        case .failure(let error):
+            logger.info("http unauthorized", metadata: ["reason": "\(error)"])
+            emit(.respond(requestId, .unauthorized))
+        }
+    }
+
+    /// The snapshot answer for a workspace in memory (404 when it has no applied op), nil when not.
+    func snapshotResponse(_ id: String) -> HTTPResponse? {
+        guard let hub = workspaces[id]?.hub else { return nil }
+        let workspace = hub.durable
+        guard workspace.version > 0 else { return .notFound }
+        do {
+            let json: [UInt8] = try Tabsync_V1_Snapshot(workspace).jsonUTF8Bytes()
+            return HTTPResponse(status: 200, contentType: "application/json", bytes: json + [0x0A])
+        } catch {
+            return HTTPResponse(status: 500, body: "cannot encode snapshot\n")
+        }
+    }
+
+    /// Answers the requests that waited for `id` to load, in request order.
+    mutating func answerPendingHTTP(for id: String, failed: Bool) {
+        for (requestId, pending) in pendingHTTP.sorted(by: { $0.key < $1.key })
+        where pending.workspaceId == id && !pending.authorizing {
+            pendingHTTP[requestId] = nil
+            emit(.respond(requestId, failed ? .storeUnavailable : (snapshotResponse(id) ?? .notFound)))
+        }
+    }
+}

@@ -1,0 +1,256 @@
+import TabsyncCore
+import TabsyncProto
+import TabsyncStore
+
+/// Sessions: a connection opens, says Hello, is welcomed into its workspace, submits ops, leaves.
+/// Where a Welcome is decided: ``ServerCore/join(_:to:)`` makes it, the pipeline releases it
+/// (``ServerCore/welcomed(_:_:workspaceId:)``).
+extension ServerCore {
+    mutating func connected(_ id: ConnectionID, format: WireFormat, echo: Bool) {
+        sessions[id] = SessionMachine(
+            id: id, format: format, echo: echo, opsPerSecond: settings.limits.maxOpsPerSecond, now: now)
+        if !echo { emit(.setTimer(id, after: settings.helloTimeout)) }
+        if isDraining { close(id, .shuttingDown) }
+    }
+
+    mutating func disconnected(_ id: ConnectionID) {
+        guard let session = sessions.removeValue(forKey: id) else { return }
+        sessionLeft(session)
+        continueShutdown()
+    }
+
+    /// The session's timer: the Hello timeout before its Hello, its token's expiry after.
+    mutating func timerFired(_ id: ConnectionID) {
+        guard let session = sessions[id], session.closing == nil else { return }
+        if case .awaitingHello = session.phase {
+            refuse(id, code: .protocolError, message: "no Hello within \(settings.helloTimeout)")
+        } else {
+            checkTokenExpiry(id)
+        }
+    }
+
+    /// A session whose send queue would pass its bound: closed 1013 at once (its queue dropped) and
+    /// out of its workspace now rather than when the connection ends.
+    mutating func closeSlowReader(_ id: ConnectionID) {
+        guard let session = sessions[id], session.closing == nil else { return }
+        metrics.slowConsumerCloses += 1
+        logger.warning("slow consumer closed", metadata: ["session": "\(id)", "client": "\(session.hello?.clientId ?? "")"])
+        close(id, .slowReader, grace: settings.slowCloseGrace)
+        sessionLeft(session)
+    }
+
+    // MARK: receiving
+
+    /// One whole client message.
+    mutating func received(_ id: ConnectionID, _ bytes: [UInt8], binary: Bool) {
+        guard let session = sessions[id], session.closing == nil else { return }
+        if session.echo {
+            emit(.echo(id, bytes, binary: binary))
+            return
+        }
+        guard binary != session.format.usesTextFrames else {
+            close(id, .wrongFrameType(binary: binary, subprotocol: session.format.subprotocol))
+            return
+        }
+        let message: Tabsync_V1_ClientMessage
+        do {
+            message = try session.format.decodeClientMessage(bytes)
+        } catch {
+            logger.info("undecodable frame", metadata: ["session": "\(id)", "error": "\(error.reason.prefix(200))"])
+            close(id, .undecodableFrame)
+            return
+        }
+        handle(message, from: id)
+    }
+
+    /// Routes one decoded message through the session's machine and acts on the route.
+    mutating func handle(_ message: Tabsync_V1_ClientMessage, from id: ConnectionID) {
+        guard let route = sessions[id]?.route(message) else { return }
+        switch route {
+        case .violation(let code, let text):
+            refuse(id, code: code, message: text)
+        case .hello(let hello):
+            accept(hello, from: id)
+        case .deferred, .nothing:
+            break
+        case .submit(let submit, let hello):
+            self.submit(submit, from: id, hello: hello)
+        case .refocused:
+            guard let workspaceId = sessions[id]?.workspaceId, workspaces[workspaceId]?.hub != nil else { return }
+            workspaces[workspaceId]!.hub!.presence.refocused(id)
+            presenceDirty.insert(workspaceId)
+        }
+    }
+
+    /// The messages a session sent before its `Welcome`, in order (a follow-up of the Welcome).
+    mutating func handleDeferred(_ id: ConnectionID) {
+        guard let deferred = sessions[id]?.deferred, !deferred.isEmpty else { return }
+        sessions[id]!.deferred = []
+        for message in deferred { handle(message, from: id) }
+    }
+
+    // MARK: Hello
+
+    /// Checks a Hello and joins the session to its workspace (once its token checks out and the
+    /// workspace is loaded).
+    private mutating func accept(_ message: Tabsync_V1_Hello, from id: ConnectionID) {
+        if let problem = SessionMachine.helloProblem(message) {
+            refuse(id, code: .invalidArgument, message: problem)
+            return
+        }
+        emit(.setTimer(id, after: nil))  // the Hello came in time
+        let hello = SessionMachine.Hello(
+            workspaceId: message.workspace, clientId: message.clientID, clientName: message.clientName,
+            lastVersion: message.lastVersion, epoch: message.epoch, presenceDeltas: message.presenceDeltas)
+        if settings.accessControl {
+            sessions[id]!.phase = .authenticating(hello)
+            emit(.verifyToken(.session(id), message.token))
+        } else {
+            enter(id, hello: hello)
+        }
+    }
+
+    /// Joins an accepted session to its workspace: at once when loaded, else once it is.
+    mutating func enter(_ id: ConnectionID, hello: SessionMachine.Hello) {
+        sessions[id]!.phase = .loading(hello)
+        if workspaces[hello.workspaceId]?.loadedHub != nil {
+            join(id, to: hello.workspaceId)
+        } else {
+            waitForLoad(id, workspaceId: hello.workspaceId)
+        }
+    }
+
+    // MARK: joining and leaving
+
+    /// Queues the session's `Welcome` (a snapshot, or the missed ops when resuming) as of the live
+    /// state; it goes out once everything before it is durable, and the session joins then. The
+    /// workspace is loaded (its callers check).
+    mutating func join(_ id: ConnectionID, to workspaceId: String) {
+        guard let session = sessions[id], case .loading(let hello) = session.phase,
+              let hub = workspaces[workspaceId]?.hub, !hub.welcoming.contains(id) else { return }
+        workspaces[workspaceId]!.hub!.welcoming.insert(id)
+        idleSince[workspaceId] = nil  // no longer idle
+        let welcome = makeWelcome(id, hello, hub: hub)
+        commits.append(nil, .welcome(workspaceId: workspaceId, session: id, welcome: welcome))
+        startCommitIfIdle()
+        // A shared store: a client resuming from a version this node has not read yet (it saw it
+        // on another node) tells of a commit; catch up now rather than at the next poll.
+        if hub.stored != nil, hello.epoch == hub.live.workspace.epoch, hello.lastVersion > hub.live.workspace.version {
+            heardOf(workspaceId, version: hello.lastVersion)
+        }
+    }
+
+    /// The `Welcome` as of the hub's live state: the missed ops when the session resumes and the log
+    /// still holds at most `maxResumeOps` of them, else a snapshot.
+    func makeWelcome(_ id: ConnectionID, _ hello: SessionMachine.Hello, hub: WorkspaceHub) -> Tabsync_V1_Welcome {
+        let state = hub.live
+        let limits = settings.limits
+        let lastSeq = state.lastSeq(of: hello.clientId)
+        if hello.lastVersion > 0, hello.epoch == state.workspace.epoch,
+           let missed = state.missed(after: hello.lastVersion), missed.count <= limits.maxResumeOps {
+            return Tabsync_V1_Welcome(
+                sessionId: String(id), clientId: hello.clientId, lastSeq: lastSeq, limits: limits,
+                epoch: state.workspace.epoch, missed: missed)
+        }
+        return Tabsync_V1_Welcome(
+            sessionId: String(id), clientId: hello.clientId, lastSeq: lastSeq, limits: limits, snapshot: state.workspace)
+    }
+
+    /// The `Welcome` is durable: it goes out, the session joins the broadcasts and presence, and its
+    /// early messages are handled after everything this event decided (a follow-up).
+    mutating func welcomed(_ id: ConnectionID, _ welcome: Tabsync_V1_Welcome, workspaceId: String) {
+        guard workspaces[workspaceId]?.hub != nil else { return }
+        workspaces[workspaceId]!.hub!.welcoming.remove(id)
+        guard let session = sessions[id], session.closing == nil, case .loading(let hello) = session.phase else { return }
+        sessions[id]!.phase = .joined(hello)
+        send(Tabsync_V1_ServerMessage(welcome: welcome), to: id)
+        workspaces[workspaceId]!.hub!.admit(id)
+        presenceDirty.insert(workspaceId)
+        if !session.deferred.isEmpty { followUp(.deferredMessages(id)) }
+    }
+
+    /// A session went away (or was closed as a slow reader): it leaves its workspace.
+    mutating func sessionLeft(_ session: SessionMachine) {
+        guard let workspaceId = session.workspaceId, workspaces[workspaceId]?.hub != nil else { return }
+        if workspaces[workspaceId]!.hub!.dismiss(session.id) { presenceDirty.insert(workspaceId) }
+        workspaces[workspaceId]!.hub!.welcoming.remove(session.id)
+        unloadIfIdle(workspaceId)
+    }
+
+    // MARK: Submit
+
+    /// A Submit from a joined session: checked against its role and rate, then sequenced.
+    private mutating func submit(_ submit: Tabsync_V1_Submit, from id: ConnectionID, hello: SessionMachine.Hello) {
+        guard permits(submit, from: id) else { return }
+        guard let phase = workspaces[hello.workspaceId]?.phase else { return }
+        switch phase {
+        case .loaded:
+            break
+        case .reloading:
+            reject(id, seq: submit.seq, code: .unavailable, message: "the store failed; the workspace is reloading")
+            return
+        case .loading:
+            return
+        }
+        // A stopping server takes no new op and refuses none: the Submit is left unanswered and
+        // consumes nothing, so the client sends it again, with the same seq, to the next server
+        // (a refusal here would make the client drop an op the user made).
+        guard !isDraining else { return }
+        // RATE_LIMITED and an op that does not decode consume the seq like any refusal
+        // (docs/design.md, "Protocol").
+        let request: SubmitInput.Request
+        if !sessions[id]!.takeToken(rate: settings.limits.maxOpsPerSecond, now: now) {
+            request = .refuse(.rateLimited("over \(settings.limits.maxOpsPerSecond) ops per second"))
+            strike(id)
+        } else {
+            do throws(ConversionError) {
+                guard submit.hasOp else { throw .opKindMissing }
+                request = .op(try Operation(submit.op))
+            } catch {
+                request = .refuse(error.opError)
+            }
+        }
+        let input = SubmitInput(
+            clientId: hello.clientId, seq: submit.seq, baseVersion: submit.baseVersion, request: request, receivedAt: now)
+        sequence(input, from: id, workspaceId: hello.workspaceId)
+        startCommitIfIdle()
+    }
+
+    /// Runs a Submit through the workspace's live sequencer and queues what it became in the commit
+    /// pipeline: its record and its effect, with the Submit itself for re-sequencing. Seq 0 is
+    /// refused at once (nothing consumed). The caller starts the batch.
+    mutating func sequence(_ input: SubmitInput, from id: ConnectionID, workspaceId: String) {
+        guard workspaces[workspaceId]?.hub != nil else { return }
+        let outcome: Sequencer.Outcome
+        switch input.request {
+        case .op(let op):
+            outcome = workspaces[workspaceId]!.hub!.live.submit(
+                clientId: input.clientId, seq: input.seq, baseVersion: input.baseVersion, op: op)
+        case .refuse(let error):
+            outcome = workspaces[workspaceId]!.hub!.live.refuse(clientId: input.clientId, seq: input.seq, error: error)
+        }
+        let live = workspaces[workspaceId]!.hub!.live
+        let record = CommitRecord(workspaceId: workspaceId, clientId: input.clientId, seq: input.seq, outcome: outcome, after: live)
+        switch outcome {
+        case .applied(let ops):
+            commits.append(
+                record, .broadcast(workspaceId: workspaceId, submitter: id, ops: ops, receivedAt: input.receivedAt),
+                input: input)
+        case .rejected(let error) where input.seq == 0:
+            reject(id, seq: input.seq, code: error.code, message: error.message)
+        case .rejected(let error):
+            commits.append(record, .reject(workspaceId: workspaceId, session: id, seq: input.seq, error: error), input: input)
+        case .answeredAgain(let answer):
+            commits.append(nil, .answer(workspaceId: workspaceId, session: id, answer: answer), input: input)
+        case .ignored:
+            break
+        }
+    }
+
+    /// Counts a second with rate-limited ops; `rateLimitStrikes` in a row close 1008.
+    mutating func strike(_ id: ConnectionID) {
+        guard sessions[id]!.strike(now: now, limit: settings.rateLimitStrikes) else { return }
+        logger.warning("rate limit abuse closed", metadata: ["session": "\(id)"])
+        close(id, .rateLimitAbuse)
+    }
+}

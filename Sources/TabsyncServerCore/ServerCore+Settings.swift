@@ -1,0 +1,56 @@
+import Foundation
+import TabsyncCore
+
+extension ServerCore {
+    /// What the core decides with: the limits and timings of the server's configuration (the
+    /// driver's `Server.Configuration` makes it), nothing about sockets, TLS or files.
+    package struct Settings: Sendable {
+        package var limits: Limits
+        /// A connection that has not sent its Hello by then is refused `PROTOCOL_ERROR`.
+        package var helloTimeout: Duration
+        /// Presence goes out at most this often per workspace.
+        package var presenceInterval: Duration
+        /// Consecutive seconds with `RATE_LIMITED` ops after which a session is closed 1008.
+        package var rateLimitStrikes: Int
+        /// A workspace with no session and nothing to store is dropped from memory after this long
+        /// (zero: at once).
+        package var idleUnload: Duration
+        /// Peers a presence list names at most; the rest are counted.
+        package var maxPresencePeers: Int
+        /// How long a peer closed for reading too slowly has to read up to the close frame.
+        package var slowCloseGrace: Duration
+        /// Tokens are required (`Hello.token`, `Authorization: Bearer`).
+        package var accessControl: Bool
+        /// Several nodes share the store: keep each workspace's stored state and poll this often
+        /// (zero: never) for commits no notification told of. Nil: the store has one writer.
+        package var sharedStorePollInterval: Duration?
+        /// The epoch of a workspace the store has never held (the store's own).
+        package var storeEpoch: String
+        /// How long a graceful stop may take in all: commits drain for at most 70% of it, then
+        /// every session is closed 1001 and the rest waits for the close frames.
+        package var shutdownTimeout: Duration
+
+        package init(
+            limits: Limits = .default, helloTimeout: Duration = .seconds(10),
+            presenceInterval: Duration = .milliseconds(100), rateLimitStrikes: Int = 5,
+            idleUnload: Duration = .seconds(300), maxPresencePeers: Int = 128, slowCloseGrace: Duration = .seconds(5),
+            accessControl: Bool = false, sharedStorePollInterval: Duration? = nil, storeEpoch: String,
+            shutdownTimeout: Duration = .seconds(5)
+        ) {
+            self.limits = limits
+            self.helloTimeout = helloTimeout
+            self.presenceInterval = presenceInterval
+            self.rateLimitStrikes = rateLimitStrikes
+            self.idleUnload = idleUnload
+            self.maxPresencePeers = maxPresencePeers
+            self.slowCloseGrace = slowCloseGrace
+            self.accessControl = accessControl
+            self.sharedStorePollInterval = sharedStorePollInterval
+            self.storeEpoch = storeEpoch
+            self.shutdownTimeout = shutdownTimeout
+        }
+
+        /// Several nodes share the store.
+        package var sharedStore: Bool { sharedStorePollInterval != nil }
+    }
+}

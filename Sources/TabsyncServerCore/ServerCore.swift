@@ -1,0 +1,238 @@
+import Foundation
+import Logging
+import TabsyncCore
+import TabsyncProto
+import TabsyncStore
+
+/// Every decision the server makes, as one value without sockets, threads or clocks of its own.
+///
+/// The driver (`TabsyncServer`'s event loop) turns what happens into ``Event``s, calls
+/// ``handle(_:now:into:)`` with the time, and carries out the ``Action``s it gets back, in order.
+/// Whatever an action causes (a store answer, a token check, a closed socket) comes back as a later
+/// event. The pieces inside, one job each: the per-connection ``SessionMachine``, the workspace
+/// table of ``WorkspaceEntry`` / ``WorkspaceHub`` values, the ``CommitPipeline``, catch-up on other
+/// nodes' commits (``CatchUpState``), presence (``PresenceRoster``), and ``CloseReason``.
+///
+/// Guarantees:
+/// - An event is handled whole before the next one starts: work one event causes for later (a
+///   session's messages deferred until its `Welcome`) runs after everything the event itself
+///   decided, in the order it was caused. So the actions of one call are in the order the rules
+///   say, by construction: effects of the commit pipeline go out in pipeline order, and a
+///   `Welcome` never goes out ahead of the `Applied`s that came before it in the pipeline.
+/// - Nothing of a workspace reaches a session before it is durable (docs/design.md, "Durability"):
+///   `Applied`, `Rejected`, repeated answers and `Welcome` are pipeline effects.
+/// - The same events at the same instants give the same actions (no randomness, no clock reads);
+///   the deterministic simulation relies on it.
+package struct ServerCore {
+    package let settings: Settings
+    let logger: Logger
+    /// Counters and histograms for `/metrics` (the driver adds its write counts).
+    package var metrics = Metrics()
+
+    var sessions: [ConnectionID: SessionMachine] = [:]
+    var workspaces: [String: WorkspaceEntry] = [:]
+    /// Workspaces whose peer list changed since their last presence broadcast.
+    var presenceDirty: Set<String> = []
+    /// Loaded workspaces that became idle (no session, nothing to store), and since when.
+    var idleSince: [String: Instant] = [:]
+    var lastIdleScan: Instant
+    var commits = CommitPipeline()
+    /// Workspaces whose read back failed, and when to read them again.
+    var reloadRetries: [String: Instant] = [:]
+    var catchUps = CatchUpState()
+    /// Snapshot requests not answered yet: waiting for a token check or a load.
+    var pendingHTTP: [RequestID: PendingHTTP] = [:]
+    var shutdown: ShutdownState = .running
+
+    /// The instant of the event being handled.
+    private(set) var now: Instant
+    /// The wall clock at one instant, so tokens' `exp` is read against `now` without a clock read.
+    private let wallOrigin: (instant: Instant, date: Date)
+    /// Actions decided while handling the current event.
+    private var out: [Action] = []
+    /// Work the current event caused for after itself (see the guarantees).
+    private var followUps: [FollowUp] = []
+
+    enum FollowUp {
+        /// Handle, in order, the messages a session sent before its `Welcome` went out.
+        case deferredMessages(ConnectionID)
+    }
+
+    enum ShutdownState: Equatable {
+        case running
+        /// Not accepting; waiting for commits to finish (until `closeBy`), then closing every
+        /// session 1001 (`closed`), then stopping once none is left (or at `finishBy`).
+        case draining(since: Instant, closeBy: Instant, finishBy: Instant, closed: Bool)
+        case stopped
+    }
+
+    /// A snapshot request waiting for its token check (`authorizing`) or its workspace's load.
+    struct PendingHTTP {
+        var workspaceId: String
+        var authorizing: Bool
+    }
+
+    /// `now`: the instant the core starts at; `wallClock`: the wall-clock time at that instant.
+    package init(settings: Settings, logger: Logger, now: Instant, wallClock: Date = Date()) {
+        self.settings = settings
+        self.logger = logger
+        self.now = now
+        lastIdleScan = now
+        wallOrigin = (now, wallClock)
+    }
+
+    /// Handles one event at `now` and appends what to do, in order, to `actions`.
+    package mutating func handle(_ event: Event, now: Instant, into actions: inout [Action]) {
+        self.now = max(self.now, now)
+        dispatch(event)
+        while !followUps.isEmpty {
+            let next = followUps.removeFirst()
+            switch next {
+            case .deferredMessages(let id): handleDeferred(id)
+            }
+        }
+        actions.append(contentsOf: out)
+        out.removeAll(keepingCapacity: true)
+    }
+
+    private mutating func dispatch(_ event: Event) {
+        switch event {
+        case .connected(let id, let format, let echo):
+            connected(id, format: format, echo: echo)
+        case .frame(let id, let bytes, let binary):
+            received(id, bytes, binary: binary)
+        case .frameTooBig(let id):
+            close(id, .messageTooBig(limit: settings.limits.maxFrameBytes))
+        case .disconnected(let id):
+            disconnected(id)
+        case .backlogExceeded(let id):
+            closeSlowReader(id)
+        case .timer(let id):
+            timerFired(id)
+        case .tick:
+            tick()
+        case .loaded(let workspaceId, let result):
+            workspaceLoaded(workspaceId, result: result)
+        case .committed(let batch, let result, let duration):
+            commitFinished(batch: batch, result: result, duration: duration)
+        case .caughtUp(let reads, let duration):
+            caughtUp(reads, duration: duration)
+        case .polled(let result, let duration):
+            polled(result, duration: duration)
+        case .heard(let feedEvent):
+            heard(feedEvent)
+        case .tokenVerified(let request, let result):
+            tokenVerified(request, result)
+        case .snapshotRequested(let id, let workspaceId, let token):
+            snapshotRequested(id, workspaceId: workspaceId, bearerToken: token)
+        case .requestGone(let id):
+            pendingHTTP[id] = nil
+        case .shutdown:
+            beginShutdown()
+        }
+    }
+
+    // MARK: what the driver may ask
+
+    /// True from the start of a graceful stop: the driver accepts no new connection.
+    package var isDraining: Bool { shutdown != .running }
+
+    /// Open WebSocket sessions.
+    package var sessionCount: Int { sessions.count }
+
+    /// Workspaces held in memory (loading, loaded or reloading).
+    package var workspacesInMemory: Int { workspaces.count }
+
+    /// Nothing pending in the commit pipeline and nothing being stored.
+    package var commitsIdle: Bool { commits.isIdle }
+
+    /// The live state of a workspace in memory (it runs ahead of the store), for checks from
+    /// outside the core (the wire fuzzer); nil when not in memory.
+    package func liveWorkspace(_ id: String) -> Workspace? { workspaces[id]?.hub?.live.workspace }
+
+    /// The wall-clock time at `now`.
+    var wallNow: Date { wallOrigin.date.addingTimeInterval((now - wallOrigin.instant).seconds) }
+
+    // MARK: actions
+
+    /// Queues one message to one open session.
+    mutating func send(_ message: Tabsync_V1_ServerMessage, to id: ConnectionID) {
+        guard let session = sessions[id], session.closing == nil else { return }
+        out.append(.send(id, message))
+    }
+
+    /// Queues one message to every member of a hub.
+    mutating func broadcast(_ message: Tabsync_V1_ServerMessage, to members: [ConnectionID]) {
+        guard !members.isEmpty else { return }
+        out.append(.broadcast(members, message))
+    }
+
+    /// Closes a session for `reason` (once; later closes of the same session are ignored).
+    mutating func close(_ id: ConnectionID, _ reason: CloseReason, grace: Duration = .seconds(5)) {
+        guard sessions[id] != nil, sessions[id]!.closing == nil else { return }
+        sessions[id]!.closing = reason
+        out.append(.close(id, reason, grace: grace))
+    }
+
+    mutating func emit(_ action: Action) {
+        out.append(action)
+    }
+
+    mutating func followUp(_ work: FollowUp) {
+        followUps.append(work)
+    }
+
+    /// Sends `Error{code, message}`, then closes 4400 (a protocol violation or a refused Hello).
+    mutating func refuse(_ id: ConnectionID, code: ErrorCode, message: String) {
+        logger.info("session refused", metadata: ["session": "\(id)", "code": "\(code.wireName)", "message": "\(message)"])
+        send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: code, message: message)), to: id)
+        close(id, .protocolViolation(code))
+    }
+
+    /// Sends `Rejected` at once (nothing was consumed, so nothing waits for the store).
+    mutating func reject(_ id: ConnectionID, seq: UInt64, code: ErrorCode, message: String) {
+        metrics.opsRejected[code, default: 0] += 1
+        send(Tabsync_V1_ServerMessage(rejected: Tabsync_V1_Rejected(seq: seq, code: code, message: message)), to: id)
+    }
+
+    // MARK: time
+
+    /// Every tick: coalesced presence, idle unloads, polls, read-back retries, the stop's deadlines.
+    private mutating func tick() {
+        flushPresence()
+        unloadIdleWorkspaces()
+        pollStoreIfDue()
+        retryReloads()
+        continueShutdown()
+    }
+
+    // MARK: shutdown
+
+    private mutating func beginShutdown() {
+        guard shutdown == .running else { return }
+        logger.notice("shutting down", metadata: ["sessions": "\(sessions.count)"])
+        // Commits drain for at most 70% of the timeout; the close frames get the rest but 10%.
+        let timeout = max(settings.shutdownTimeout, .milliseconds(100))
+        shutdown = .draining(since: now, closeBy: now + timeout * 0.7, finishBy: now + timeout * 0.9, closed: false)
+        continueShutdown()
+    }
+
+    /// While draining (every tick, commit and close): once nothing is being stored (or at
+    /// `closeBy`), closes every session 1001; once none is left (or at `finishBy`), stops.
+    mutating func continueShutdown() {
+        guard case .draining(let since, let closeBy, let finishBy, let closed) = shutdown else { return }
+        if !closed && (commits.isIdle || now >= closeBy) {
+            shutdown = .draining(since: since, closeBy: closeBy, finishBy: finishBy, closed: true)
+            logger.notice("closing every session 1001", metadata: [
+                "sessions": "\(sessions.count)", "since_stop": "\(since.duration(to: now))",
+                "commits_idle": "\(commits.isIdle)",
+            ])
+            for id in sessions.keys.sorted() { close(id, .shuttingDown) }
+        }
+        guard case .draining(_, _, _, true) = shutdown else { return }
+        if sessions.isEmpty || now >= finishBy {
+            shutdown = .stopped
+            emit(.stop)
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import TabsyncCore
+import TabsyncProto
+import TabsyncStore
+import Testing
+@testable import TabsyncServerCore
+
+/// Several nodes: how a node hears of other nodes' commits and catches up, without sockets or a
+/// database (the test answers the store's reads and plays the commit feed).
+struct CatchUpRuleTests {
+    /// Session 1 joined to "w" on a node of a shared store; the workspace is empty.
+    static func joined() -> CoreHarness {
+        var h = CoreHarness { $0.sharedStorePollInterval = .seconds(1) }
+        h.hello(1, client: "c1")
+        h.handle(.loaded(workspaceId: "w", .success(nil)))
+        return h
+    }
+
+    /// Another node's op on "w" at version `version` (its tab `id`).
+    static func othersOp(_ id: String, version: UInt64, after tabs: [String] = []) -> AppliedOp {
+        var other = Sequencer(workspace: Workspace(id: "w", epoch: "e1"), limits: .default)
+        var seq: UInt64 = 0
+        for tab in tabs + [id] {
+            seq += 1
+            _ = other.submit(clientId: "c9", seq: seq, baseVersion: 0, op: .add(tab: Tab(id: tab), place: .end, activate: false))
+        }
+        let op = other.log.last!
+        precondition(op.version == version)
+        return op
+    }
+
+    @Test func aNotificationCarryingTheNextBatchIsTakenWithoutARead() {
+        var h = Self.joined()
+        let op = Self.othersOp("theirs", version: 1)
+        let changes = CommitNotification.Changes(base: 0, ops: [op], refusals: [], lastSeqs: ["c9": 1])
+        let actions = h.handle(.heard(.committed(CommitNotification(workspaceId: "w", version: 1, changes: changes))))
+        #expect(Said.of(actions) == [.applied(to: [1], version: 1, seq: 1)])
+        #expect(h.core.metrics.notificationsTaken == 1)
+        #expect(h.core.workspaces["w"]?.hub?.live.lastSeq(of: "c9") == 1)
+    }
+
+    @Test func aNotificationThatDoesNotFollowIsReadFromTheStore() {
+        var h = Self.joined()
+        let actions = h.handle(.heard(.committed(CommitNotification(workspaceId: "w", version: 2))))
+        guard case .readChanges(let versions)? = actions.first else {
+            Issue.record("no read: \(actions)")
+            return
+        }
+        #expect(versions == ["w": 0])
+        // The read brings both ops; they are broadcast in order.
+        let read = CatchUpRead.caughtUp(.init(
+            from: 0, ops: [Self.othersOp("a", version: 1), Self.othersOp("b", version: 2, after: ["a"])],
+            dedup: DedupState(version: 2, lastSeqs: ["c9": 2], rejections: [], rekeys: [])))
+        let caught = h.handle(.caughtUp(["w": read], duration: .zero))
+        #expect(Said.of(caught) == [.applied(to: [1], version: 1, seq: 1), .applied(to: [1], version: 2, seq: 2)])
+    }
+
+    @Test func aWorkspaceWithABatchOfItsOwnInFlightIsNotReadUntilTheBatchIsBack() {
+        var h = Self.joined()
+        #expect(h.submit(1, seq: 1, CoreHarness.add("mine")).commitId == 1)
+        let heard = h.handle(.heard(.committed(CommitNotification(workspaceId: "w", version: 1))))
+        #expect(heard.isEmpty)  // its own batch runs into `behind` and catches up there
+        let stored = h.handle(.committed(batch: 1, .stored, duration: .zero))
+        // Stored at v1 itself: nothing left to read.
+        #expect(Said.of(stored) == [.applied(to: [1], version: 1, seq: 1)])
+    }
+
+    @Test func aLogCompactedPastThisNodeClosesItsSessionsToResumeAndReadsTheWorkspaceBack() {
+        var h = Self.joined()
+        h.handle(.heard(.committed(CommitNotification(workspaceId: "w", version: 5))))
+        let caught = h.handle(.caughtUp(["w": .compacted], duration: .zero))
+        #expect(Said.of(caught) == [.close(1, 1013), .load("w")])
+    }
+
+    @Test func thePollFindsCommitsNoNotificationToldOf() {
+        var h = Self.joined()
+        h.advance(.seconds(1))
+        h.handle(.tick)  // schedules the first poll
+        h.advance(.seconds(1))
+        let polled = h.handle(.tick)
+        #expect(polled.contains { if case .pollVersions(["w"]) = $0 { true } else { false } })
+        let answer = h.handle(.polled(.success(["w": 3]), duration: .zero))
+        #expect(answer.contains { if case .readChanges(["w": 0]) = $0 { true } else { false } })
+    }
+}
+
+/// ``CloseReason``: each code, its text within a close frame's room, what flushes.
+struct CloseReasonTests {
+    static let all: [CloseReason] = [
+        .shuttingDown, .undecodableFrame, .wrongFrameType(binary: true, subprotocol: "tabsync.v1.json"),
+        .messageTooBig(limit: 1 << 20), .rateLimitAbuse, .slowReader, .storeUnavailable, .commitOutcomeUnknown,
+        .behindStore, .storeChanged, .protocolViolation(.protocolError), .unauthorized(.unauthorized), .writeFailed,
+    ]
+
+    @Test func everyReasonHasItsCodeAndATextThatFitsACloseFrame() {
+        #expect(Self.all.map(\.code) == [1001, 1007, 1007, 1009, 1008, 1013, 1013, 1013, 1013, 1013, 4400, 4401, 1006])
+        for reason in Self.all { #expect(!reason.text.isEmpty && reason.text.utf8.count <= 120) }
+    }
+
+    @Test func aReaderThatCannotKeepUpOrABrokenFrameDropsTheQueueOthersFlushIt() {
+        #expect(!CloseReason.slowReader.flushesQueue)
+        #expect(!CloseReason.messageTooBig(limit: 1).flushesQueue)
+        #expect(CloseReason.protocolViolation(.invalidArgument).flushesQueue)  // the Error goes first
+        #expect(CloseReason.shuttingDown.flushesQueue)  // acks go first
+    }
+
+    @Test func aLongTextIsCutOnAScalarBoundary() {
+        let cut = CloseReason.cut(String(repeating: "é", count: 100), to: 120)
+        #expect(cut.utf8.count == 120)
+        #expect(cut == String(repeating: "é", count: 60))
+    }
+}

@@ -1,0 +1,566 @@
+import Logging
+import SwiftProtobuf
+import TabsyncCore
+import TabsyncProto
+import TabsyncStore
+import TabsyncTestSupport
+@testable import TabsyncClient
+@testable import TabsyncServerCore
+
+/// One seeded world for the deterministic simulation of the real server core (in the manner of
+/// FoundationDB's simulator and TigerBeetle's VOPR): `nodes` ``ServerCore`` values sharing one
+/// multi-writer ``MemoryStore``, `clients` real client ``Session`` values (TabsyncClient's protocol
+/// logic) submitting random ops to one workspace, and a network of FIFO connections. One seed
+/// drives every choice: which message moves next, which store call completes, when the store fails
+/// or its answer is lost, when a connection drops, a node crashes, a client reconnects, and what
+/// op a client makes. A virtual clock moves only on ticks; there are no threads and no sleeps.
+///
+/// Invariants are checked as the world runs (``checkStep()``, and on every broadcast) and at the
+/// end (``finish()``); a broken one is appended to ``failures`` with the step it was seen at.
+struct SimulatedWorld {
+    struct Options: CustomStringConvertible {
+        var nodes = 1
+        var clients = 3
+        var steps = 400
+        /// Chance that a store commit fails (nothing stored), and that its answer is lost after it
+        /// was stored or not (`outcomeUnknown`).
+        var commitFailure = 0.03
+        var outcomeUnknown = 0.02
+        var loadFailure = 0.02
+        var disconnect = 0.02
+        var crash = 0.004
+        var logRetention = 100_000
+        /// Clients connect to any node, so the workspace is split across nodes. Off: they connect to
+        /// its home node, which moves to the next node when the home crashes (docs/design.md,
+        /// "Several nodes and placement").
+        var split = false
+
+        var description: String { "\(nodes) nodes\(split ? " (split)" : ""), \(clients) clients, \(steps) steps" }
+
+        /// A world's shape from its seed: 1–3 nodes, 1–6 clients, 200–600 steps, fault rates from
+        /// none to high.
+        static func from(seed: UInt64) -> Options {
+            var rng = SplitMix64(seed: seed ^ 0x5EED)
+            var o = Options()
+            o.nodes = rng.int(1...3)
+            o.clients = rng.int(1...6)
+            o.steps = rng.int(200...600)
+            let faults = rng.pick([0.0, 0.5, 1.0, 2.0])
+            o.commitFailure *= faults
+            o.outcomeUnknown *= faults
+            o.loadFailure *= faults
+            o.disconnect *= faults
+            o.crash *= faults
+            return o
+        }
+    }
+
+    enum Down: Equatable {
+        case frame([UInt8])
+        /// The server's close, after the frames before it.
+        case close(UInt16)
+    }
+
+    struct Link {
+        let id: ConnectionID
+        let client: Int
+        let node: Int
+        let format: WireFormat
+        var up: [[UInt8]] = []
+        var down: [Down] = []
+        /// The version the session's Welcome brought it to: a broadcast `Applied` at or below it
+        /// after the Welcome would be a Welcome ahead of an earlier `Applied`.
+        var welcomedAt: UInt64?
+    }
+
+    struct Node {
+        var core: ServerCore
+        /// Store calls in the order they were asked (each node's store executor is serial).
+        var storeCalls: [ServerCore.Action] = []
+        var timers: [ConnectionID: Duration] = [:]
+    }
+
+    struct SimClient {
+        var session: Session
+        var link: ConnectionID?
+        var attempt = 0
+        /// Seqs this client saw acknowledged (its own `Applied`) and refused, with their versions.
+        var acked: [UInt64: UInt64] = [:]
+        var refused: Set<UInt64> = []
+        var madeTabs = 0
+    }
+
+    let seed: UInt64
+    let options: Options
+    let workspace = "w"
+    var rng: SplitMix64
+    let store = MemoryStore()
+    var nodes: [Node] = []
+    /// The workspace's home node (where clients connect unless the options split it).
+    var home = 0
+    var clients: [SimClient] = []
+    var links: [ConnectionID: Link] = [:]
+    var nextId = 1
+    let start = ContinuousClock.now
+    var elapsed: Duration = .zero
+    var step = 0
+    var failures: [String] = []
+    var stats = Stats()
+    /// Store faults are drawn (off while the world settles at the end).
+    var faults = true
+    /// What happened, step by step, when tracing (`TABSYNC_SIM_TRACE=1` with one seed).
+    var trace: [String]?
+
+    mutating func note(_ line: @autoclosure () -> String) {
+        if trace != nil { trace!.append("\(step) \(line())") }
+    }
+    /// Versions every node announced stored, to tell the others (their commit feed).
+    var feed: [(node: Int, version: UInt64)] = []
+
+    struct Stats {
+        var delivered = 0
+        var commits = 0
+        var failedCommits = 0
+        var unknownOutcomes = 0
+        var behind = 0
+        var crashes = 0
+        var disconnects = 0
+    }
+
+    init(seed: UInt64, options: Options? = nil) {
+        self.seed = seed
+        self.options = options ?? .from(seed: seed)
+        rng = SplitMix64(seed: seed)
+        for _ in 0..<self.options.nodes { nodes.append(Node(core: makeCore())) }
+        for c in 0..<self.options.clients {
+            var session = Session(
+                workspaceId: workspace, clientId: "c\(c)", clientName: "client \(c)", token: "",
+                format: rng.chance(0.5) ? .json : .proto)
+            _ = session.start()
+            clients.append(SimClient(session: session))
+        }
+    }
+
+    var now: ContinuousClock.Instant { start + elapsed }
+
+    func makeCore() -> ServerCore {
+        var settings = ServerCore.Settings(storeEpoch: store.epoch)
+        settings.limits.maxOpsPerSecond = 1_000_000
+        settings.limits.logRetention = options.logRetention
+        settings.idleUnload = .seconds(1)
+        if options.nodes > 1 { settings.sharedStorePollInterval = .milliseconds(500) }
+        return ServerCore(settings: settings, logger: Logger(label: "sim", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
+    }
+
+    mutating func fail(_ what: String) {
+        failures.append("step \(step): \(what)")
+    }
+
+    // MARK: running
+
+    /// Runs the seeded steps, then lets the world settle without faults and checks the end state.
+    mutating func run() {
+        while step < options.steps && failures.isEmpty {
+            step += 1
+            randomStep()
+            checkStep()
+        }
+        if failures.isEmpty { finish() }
+    }
+
+    private mutating func randomStep() {
+        let weights: [Int] = [
+            3_000,  // a client makes an op
+            6_000,  // a frame reaches a server
+            6_000,  // a frame reaches a client
+            4_000,  // a store call completes
+            1_000,  // time passes (a tick on every node)
+            Int(options.disconnect * 50_000),
+            Int(options.crash * 50_000),
+            1_000,  // a disconnected client connects
+            1_000,  // the commit feed tells a node of another's commit
+        ]
+        switch rng.weighted(weights) {
+        case 0: clientOp(rng.int(0...(clients.count - 1)))
+        case 1: if let id = pickLink({ !$0.up.isEmpty }) { deliverUp(id) }
+        case 2: if let id = pickLink({ !$0.down.isEmpty }) { deliverDown(id) }
+        case 3: completeStoreCall(rng.int(0...(nodes.count - 1)))
+        case 4: tick()
+        case 5: if let id = pickLink({ _ in true }) { dropLink(id) }
+        case 6: crash(rng.int(0...(nodes.count - 1)))
+        case 7: connectSomeone()
+        default: tellFeed()
+        }
+    }
+
+    private mutating func pickLink(_ where: (Link) -> Bool) -> ConnectionID? {
+        let ids = links.keys.sorted().filter { `where`(links[$0]!) }
+        return ids.isEmpty ? nil : rng.pick(ids)
+    }
+
+    // MARK: clients
+
+    private mutating func clientOp(_ c: Int) {
+        let state = clients[c].session.state.optimistic
+        let tabs = state.tabs
+        var op: TabsyncCore.Operation
+        let kind = tabs.isEmpty ? 0 : rng.int(0...5)
+        switch kind {
+        case 0:
+            clients[c].madeTabs += 1
+            let place: Place = tabs.isEmpty || rng.chance(0.5) ? .end : .index(UInt32(rng.int(0...tabs.count)))
+            op = .add(tab: Tab(id: "c\(c)t\(clients[c].madeTabs)", title: "t"), place: place, activate: rng.chance(0.3))
+        case 1:
+            op = .move(tabId: rng.pick(tabs).id, place: .index(UInt32(rng.int(0...tabs.count))))
+        case 2:
+            op = .remove(tabId: rng.pick(tabs).id)
+        case 3:
+            op = .activate(.tabId(rng.pick(tabs).id))
+        case 4:
+            op = .update(TabUpdate(tabId: rng.pick(tabs).id, title: "x\(rng.int(0...99))"))
+        default:
+            // Between two neighbours by key, as a drag-and-drop client computes it.
+            let i = rng.int(0...(tabs.count - 1))
+            let moved = rng.pick(tabs)
+            let low = i == 0 ? nil : tabs[i - 1].key
+            let key = (try? PositionKey.between(low, tabs[i].key)) ?? tabs[i].key
+            op = .move(tabId: moved.id, place: .key(key))
+        }
+        let seq = clients[c].session.submit(op)
+        note("c\(c) submits seq \(seq.map(String.init) ?? "-") \(op)")
+        pumpClient(c)
+    }
+
+    /// Moves what the client queued onto its connection, and reads its events.
+    private mutating func pumpClient(_ c: Int) {
+        let frames = clients[c].session.takeOutgoing(budget: .max)
+        if let id = clients[c].link, links[id] != nil {
+            links[id]!.up.append(contentsOf: frames)
+        }
+        for event in clients[c].session.takeEvents() {
+            switch event {
+            case .applied(let op) where op.clientId == "c\(c)" && op.seq > 0:
+                if let earlier = clients[c].acked[op.seq], earlier != op.version {
+                    fail("c\(c) seq \(op.seq) acknowledged at v\(earlier) and again at v\(op.version)")
+                }
+                clients[c].acked[op.seq] = op.version
+            case .rejected(let rejection):
+                clients[c].refused.insert(rejection.seq)
+            default:
+                break
+            }
+        }
+    }
+
+    /// A client that is not connected opens a connection to a node (any node: a workspace may be
+    /// split across nodes, as several nodes allow).
+    private mutating func connectSomeone() {
+        let idle = clients.indices.filter { clients[$0].link == nil && clients[$0].session.phase != .closed }
+        guard !idle.isEmpty else { return }
+        connect(rng.pick(idle), to: options.split ? rng.int(0...(nodes.count - 1)) : home)
+    }
+
+    mutating func connect(_ c: Int, to n: Int) {
+        let id = nextId
+        nextId += 1
+        clients[c].attempt += 1
+        clients[c].session.connecting(attempt: clients[c].attempt)
+        let hello = clients[c].session.opened()
+        var up = [hello]
+        if rng.chance(0.3) {
+            // Resubmitted before the Welcome, as an eager client may (the client resubmits them
+            // again after it): the server defers them, then answers each seq once more from dedup.
+            let format = clients[c].session.format
+            for pending in clients[c].session.state.pending {
+                up.append(format.encode(Tabsync_V1_ClientMessage(
+                    submit: .init(seq: pending.seq, baseVersion: pending.baseVersion, op: pending.op))))
+            }
+        }
+        links[id] = Link(id: id, client: c, node: n, format: clients[c].session.format, up: up)
+        note("c\(c) connects to node \(n) as link \(id)")
+        clients[c].link = id
+        handle(n, .connected(id, format: clients[c].session.format, echo: false))
+        pumpClient(c)
+    }
+
+    // MARK: the network
+
+    private mutating func deliverUp(_ id: ConnectionID) {
+        guard let link = links[id], !link.up.isEmpty else { return }
+        let frame = links[id]!.up.removeFirst()
+        stats.delivered += 1
+        if trace != nil, let m = try? link.format.decodeClientMessage(frame) { note("link \(id) c\(link.client) -> node \(link.node): \(m.textFormatString().replacingOccurrences(of: "\n", with: " "))") }
+        handle(link.node, .frame(id, frame, binary: !link.format.usesTextFrames))
+    }
+
+    private mutating func deliverDown(_ id: ConnectionID) {
+        guard let link = links[id], !link.down.isEmpty else { return }
+        let item = links[id]!.down.removeFirst()
+        stats.delivered += 1
+        if trace != nil {
+            switch item {
+            case .frame(let bytes):
+                if let m = try? link.format.decodeServerMessage(bytes) { note("link \(id) node \(link.node) -> c\(link.client): \(m.textFormatString().replacingOccurrences(of: "\n", with: " ").prefix(300))") }
+            case .close(let code): note("link \(id) node \(link.node) -> c\(link.client): close \(code)")
+            }
+        }
+        let c = link.client
+        switch item {
+        case .frame(let bytes):
+            if let close = clients[c].session.received(bytes) {
+                // The client closes: the server hears of it as a closed connection.
+                endLink(id, ending: ConnectionEnding(kind: .closedLocally, code: close.code, reason: close.reason))
+            } else {
+                pumpClient(c)
+            }
+        case .close(let code):
+            endLink(id, ending: ConnectionEnding(kind: .closedByServer, code: code))
+        }
+    }
+
+    /// The network drops a connection: both ends learn it; what was in flight is lost.
+    private mutating func dropLink(_ id: ConnectionID) {
+        stats.disconnects += 1
+        endLink(id, ending: ConnectionEnding(kind: .lost))
+    }
+
+    private mutating func endLink(_ id: ConnectionID, ending: ConnectionEnding) {
+        guard let link = links.removeValue(forKey: id) else { return }
+        note("link \(id) c\(link.client) node \(link.node) ends: \(ending)")
+        let c = link.client
+        if clients[c].link == id {
+            clients[c].link = nil
+            let next = clients[c].session.closed(ending)
+            if case .stop = next, ending.code != 1001 { fail("c\(c) stopped for good after \(ending)") }
+            pumpClient(c)
+        }
+        nodes[link.node].timers[id] = nil
+        handle(link.node, .disconnected(id))
+    }
+
+    // MARK: nodes
+
+    private mutating func tick() {
+        elapsed += .milliseconds(50)
+        for n in nodes.indices {
+            handle(n, .tick)
+            for (id, at) in nodes[n].timers.sorted(by: { $0.key < $1.key }) where at <= elapsed {
+                nodes[n].timers[id] = nil
+                handle(n, .timer(id))
+            }
+        }
+    }
+
+    /// A node's process dies: every connection to it drops; a store call under way was stored or
+    /// not, unknown to anyone; a new core starts empty on the same store.
+    private mutating func crash(_ n: Int) {
+        stats.crashes += 1
+        note("node \(n) crashes")
+        if let call = nodes[n].storeCalls.first, case .commit(_, let batch) = call, rng.chance(0.5) {
+            try? store.commit(batch)
+        }
+        for id in links.keys.sorted() where links[id]!.node == n {
+            let c = links[id]!.client
+            links[id] = nil
+            if clients[c].link == id {
+                clients[c].link = nil
+                _ = clients[c].session.closed(ConnectionEnding(kind: .lost))
+                pumpClient(c)
+            }
+        }
+        nodes[n] = Node(core: makeCore())
+        if n == home { home = (home + 1) % nodes.count }
+    }
+
+    /// Completes the oldest store call of a node, with the faults the options allow.
+    private mutating func completeStoreCall(_ n: Int) {
+        guard !nodes[n].storeCalls.isEmpty else { return }
+        let call = nodes[n].storeCalls.removeFirst()
+        if trace != nil {
+            switch call {
+            case .commit(let id, let batch): note("node \(n) store: commit \(id) base \(batch.baseVersions) records \(batch.records.map { "\($0.clientId)#\($0.seq)" })")
+            default: note("node \(n) store: \(call)")
+            }
+        }
+        switch call {
+        case .load(let id):
+            if faults && rng.chance(options.loadFailure) {
+                return handle(n, .loaded(workspaceId: id, .failure(.readFailed("simulated read failure"))))
+            }
+            handle(n, .loaded(workspaceId: id, Result { () throws(StoreError) in try store.load(workspaceId: id) }))
+        case .commit(let batchId, let batch):
+            stats.commits += 1
+            if faults && rng.chance(options.commitFailure) {
+                stats.failedCommits += 1
+                return handle(n, .committed(batch: batchId, .failed(.writeFailed("simulated write failure")), duration: .zero))
+            }
+            do throws(StoreError) {
+                let stored = rng.chance(0.5)
+                if faults && rng.chance(options.outcomeUnknown) {
+                    stats.unknownOutcomes += 1
+                    if stored { try store.commit(batch) }
+                    return handle(n, .committed(batch: batchId, .failed(.outcomeUnknown("simulated lost answer")), duration: .zero))
+                }
+                try store.commit(batch)
+                if let version = batch.workspaces[workspace]?.version { feed.append((n, version)) }
+                handle(n, .committed(batch: batchId, .stored, duration: .zero))
+            } catch {
+                guard case .behind(let versions) = error else {
+                    return handle(n, .committed(batch: batchId, .failed(error), duration: .zero))
+                }
+                stats.behind += 1
+                var after: [String: UInt64] = [:]
+                for id in versions.keys { after[id] = batch.baseVersions[id] ?? 0 }
+                note("node \(n) batch \(batchId) behind \(versions)")
+                handle(n, .committed(batch: batchId, .behind(readChanges(after)), duration: .zero))
+            }
+        case .readChanges(let versions):
+            handle(n, .caughtUp(readChanges(versions), duration: .zero))
+        case .pollVersions(let ids):
+            handle(n, .polled(Result { () throws(StoreError) in try store.storedVersions(workspaceIds: ids) }, duration: .zero))
+        default:
+            break
+        }
+    }
+
+    private func readChanges(_ versions: [String: UInt64]) -> [String: CatchUpRead] {
+        CatchUpRead.reads(Result { () throws(StoreError) in try store.changes(after: versions) }, after: versions)
+    }
+
+    /// The commit feed tells every other node of the oldest announced commit.
+    private mutating func tellFeed() {
+        guard !feed.isEmpty else { return }
+        let (from, version) = feed.removeFirst()
+        for n in nodes.indices where n != from {
+            handle(n, .heard(.committed(CommitNotification(workspaceId: workspace, version: version))))
+        }
+    }
+
+    /// Hands one event to a node's core and carries out its actions.
+    mutating func handle(_ n: Int, _ event: ServerCore.Event) {
+        var actions: [ServerCore.Action] = []
+        nodes[n].core.handle(event, now: now, into: &actions)
+        for action in actions { perform(n, action) }
+    }
+
+    private mutating func perform(_ n: Int, _ action: ServerCore.Action) {
+        switch action {
+        case .send(let id, let message):
+            guard let link = links[id] else { return }
+            if case .welcome(let welcome)? = message.message {
+                links[id]!.welcomedAt = welcome.recovered ? (welcome.missed.last?.version ?? 0) : welcome.snapshot.version
+            }
+            links[id]!.down.append(.frame(link.format.encode(message)))
+        case .broadcast(let ids, let message):
+            for id in ids {
+                guard let link = links[id] else { continue }
+                if case .applied(let applied)? = message.message, let welcomedAt = link.welcomedAt,
+                   applied.version <= welcomedAt {
+                    fail("session \(id) was sent Applied v\(applied.version) after its Welcome at v\(welcomedAt)")
+                }
+                links[id]!.down.append(.frame(link.format.encode(message)))
+            }
+        case .close(let id, let reason, _):
+            guard links[id] != nil else { return }
+            if !reason.flushesQueue { links[id]!.down.removeAll() }
+            links[id]!.down.append(.close(reason.code))
+        case .setTimer(let id, let after):
+            nodes[n].timers[id] = after.map { elapsed + $0 }
+        case .load, .commit, .readChanges, .pollVersions:
+            nodes[n].storeCalls.append(action)
+        case .echo, .verifyToken, .respond, .stop:
+            break
+        }
+    }
+
+    // MARK: invariants
+
+    /// After every step: no session's deferred messages past their bound, no session the core
+    /// holds for a connection that is gone at the core.
+    private mutating func checkStep() {
+        for n in nodes.indices {
+            for (id, session) in nodes[n].core.sessions where session.deferred.count > SessionMachine.maxDeferredMessages {
+                fail("node \(n) session \(id) holds \(session.deferred.count) deferred messages")
+            }
+            let open = links.values.filter { $0.node == n }.count
+            if nodes[n].core.sessions.count > open {
+                fail("node \(n) holds \(nodes[n].core.sessions.count) sessions for \(open) connections")
+            }
+        }
+    }
+
+    /// Faults off: every client connects, everything is delivered and stored, time passes; then
+    /// the end state is checked against the store.
+    mutating func finish() {
+        faults = false
+        for round in 0..<400 {
+            var moved = false
+            for c in clients.indices where clients[c].link == nil && clients[c].session.phase != .closed {
+                connect(c, to: options.split ? c % nodes.count : home)
+                moved = true
+            }
+            for id in links.keys.sorted() {
+                while links[id] != nil && (!links[id]!.up.isEmpty || !links[id]!.down.isEmpty) {
+                    if !links[id]!.up.isEmpty { deliverUp(id) }
+                    if links[id] != nil && !links[id]!.down.isEmpty { deliverDown(id) }
+                    moved = true
+                }
+            }
+            for n in nodes.indices {
+                while !nodes[n].storeCalls.isEmpty {
+                    completeStoreCall(n)
+                    moved = true
+                }
+            }
+            while !feed.isEmpty {
+                tellFeed()
+                moved = true
+            }
+            tick()
+            if !moved && round > 40 && settled() { break }
+        }
+        checkEnd()
+    }
+
+    private func settled() -> Bool {
+        clients.allSatisfy { c in
+            c.session.phase == .ready && c.session.state.pending.isEmpty && c.session.state.unsequenced == 0
+        } && links.values.allSatisfy { $0.up.isEmpty && $0.down.isEmpty } && nodes.allSatisfy { $0.storeCalls.isEmpty }
+    }
+
+    /// The end: every acknowledged op is in the log exactly once; per-client seq order holds;
+    /// versions have no gaps; every client holds the store's workspace.
+    private mutating func checkEnd() {
+        if !settled() { return fail("the world did not settle: \(describeUnsettled())") }
+        let stored = try? store.load(workspaceId: workspace)
+        let log = stored?.log ?? []
+        let final = stored?.workspace ?? Workspace(id: workspace, epoch: store.epoch)
+        for (i, op) in log.enumerated() where op.version != UInt64(i + 1) {
+            return fail("log version \(op.version) at position \(i + 1): a gap or a version written twice")
+        }
+        if UInt64(log.count) != final.version { fail("log holds \(log.count) ops for version \(final.version)") }
+        var seen: [String: UInt64] = [:]
+        var where_: [String: [UInt64: UInt64]] = [:]
+        for op in log where op.seq > 0 {
+            if where_[op.clientId]?[op.seq] != nil { fail("\(op.clientId) seq \(op.seq) applied twice") }
+            where_[op.clientId, default: [:]][op.seq] = op.version
+            if let last = seen[op.clientId], op.seq <= last { fail("\(op.clientId) seq \(op.seq) after seq \(last)") }
+            seen[op.clientId] = op.seq
+        }
+        for (c, client) in clients.enumerated() {
+            for (seq, version) in client.acked.sorted(by: { $0.key < $1.key }) where where_["c\(c)"]?[seq] != version {
+                fail("c\(c) seq \(seq) acknowledged at v\(version) is not in the log there")
+            }
+            let confirmed = client.session.state.confirmed
+            if confirmed != final {
+                fail("c\(c) holds v\(confirmed.version) \(confirmed.tabs.map(\.id)), the store v\(final.version) \(final.tabs.map(\.id))")
+            }
+        }
+    }
+
+    private func describeUnsettled() -> String {
+        clients.enumerated().map { c, client in
+            "c\(c) \(client.session.phase) pending \(client.session.state.pending.count)"
+        }.joined(separator: ", ")
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import Testing
+@testable import TabsyncServerCore
+
+/// The deterministic simulation (``SimulatedWorld``): thousands of seeded worlds of real server
+/// cores, a shared multi-writer store that fails and loses answers, real client sessions, and a
+/// network that drops connections and crashes nodes. `TABSYNC_SIM_SEEDS` (default 2,000) seeds run
+/// from `TABSYNC_SIM_FIRST_SEED` (default 1); `scripts/simulate SEEDS` runs more. A failing seed
+/// prints the one line that replays it.
+struct SimulationTests {
+    static var seeds: UInt64 {
+        ProcessInfo.processInfo.environment["TABSYNC_SIM_SEEDS"].flatMap(UInt64.init) ?? 2_000
+    }
+    static var firstSeed: UInt64 {
+        ProcessInfo.processInfo.environment["TABSYNC_SIM_FIRST_SEED"].flatMap(UInt64.init) ?? 1
+    }
+
+    @Test func seededWorldsKeepEveryInvariant() {
+        let started = ContinuousClock.now
+        var failed: [String] = []
+        var largest = (nodes: 0, clients: 0, steps: 0)
+        var totals = SimulatedWorld.Stats()
+        for seed in Self.firstSeed..<(Self.firstSeed + Self.seeds) {
+            var options = SimulatedWorld.Options.from(seed: seed)
+            options.split = ProcessInfo.processInfo.environment["TABSYNC_SIM_SPLIT"] != nil
+            var world = SimulatedWorld(seed: seed, options: options)
+            if Self.seeds == 1 && ProcessInfo.processInfo.environment["TABSYNC_SIM_TRACE"] != nil { world.trace = [] }
+            world.run()
+            if let trace = world.trace { print(trace.joined(separator: "\n")) }
+            let o = world.options
+            if o.nodes * o.clients * o.steps > largest.nodes * largest.clients * largest.steps {
+                largest = (o.nodes, o.clients, o.steps)
+            }
+            totals.commits += world.stats.commits
+            totals.failedCommits += world.stats.failedCommits
+            totals.unknownOutcomes += world.stats.unknownOutcomes
+            totals.behind += world.stats.behind
+            totals.crashes += world.stats.crashes
+            totals.disconnects += world.stats.disconnects
+            totals.delivered += world.stats.delivered
+            if !world.failures.isEmpty {
+                failed.append("seed \(seed) (\(o)): \(world.failures[0]) -- replay: "
+                    + "TABSYNC_SIM_FIRST_SEED=\(seed) TABSYNC_SIM_SEEDS=1 swift test --filter SimulationTests")
+                if failed.count >= 5 { break }
+            }
+        }
+        let seconds = (ContinuousClock.now - started).seconds
+        print("simulation: \(Self.seeds) seeds from \(Self.firstSeed) in \(String(format: "%.1f", seconds)) s "
+            + "(\(String(format: "%.0f", Double(Self.seeds) / max(seconds, 0.001))) seeds/s); largest world "
+            + "\(largest.nodes) nodes × \(largest.clients) clients × \(largest.steps) steps; "
+            + "\(totals.delivered) messages, \(totals.commits) commits (\(totals.failedCommits) failed, "
+            + "\(totals.unknownOutcomes) answers lost, \(totals.behind) behind), \(totals.disconnects) disconnects, "
+            + "\(totals.crashes) node crashes; \(failed.count) failing")
+        for line in failed { Issue.record(Comment(rawValue: line)) }
+    }
+}
