@@ -1,7 +1,8 @@
 // A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
-// every Applied (as core's Replica does), Rejected rolled back, reconnect with backoff, version
-// gaps answered by reconnecting. Importable by any web app; web/bar.js is one user of it.
+// every Applied and their keys translated through rekeys (as core's Replica does), Rejected rolled
+// back, reconnect with backoff, version gaps answered by reconnecting; `state` is rebuilt before
+// "connected" is announced. Importable by any web app; web/bar.js is one user of it.
 //
 //   const client = new TabsyncClient({ url: "ws://127.0.0.1:7070/", workspace: "team" });
 //   client.addEventListener("change", () => render(client.state));
@@ -144,6 +145,17 @@ export function applyPending(state, op) {
         break;
       }
       case "setEditable": state.editable = body.editable ?? false; break;
+      case "replace": {
+        // As the server does: the list's order with fresh keys; the active tab stays if present,
+        // else the tab at the old active index, else the first.
+        const oldIndex = state.tabs.findIndex((t) => t.id === state.activeTabId);
+        let key = null;
+        state.tabs = (body.tabs ?? []).map((t) => ({ ...normalTab(t), key: (key = generateKeyBetween(key, null)) }));
+        if (!state.tabs.some((t) => t.id === state.activeTabId)) {
+          state.activeTabId = (state.tabs[oldIndex] ?? state.tabs[0])?.id ?? "";
+        }
+        break;
+      }
       default: return false;
     }
   } catch {
@@ -151,6 +163,45 @@ export function applyPending(state, op) {
   }
   state.tabs.sort(byKey);
   return true;
+}
+
+/** The key a submitted op carries in its place, if any (what a rekey may have to translate). */
+function submittedKey(op) {
+  const [[kind, body]] = Object.entries(op);
+  if (kind !== "add" && kind !== "open" && kind !== "move") return null;
+  const key = body.place?.key;
+  return typeof key === "string" && key !== "" ? key : null;
+}
+
+/** `op` with its place key replaced by `key`. */
+function withKey(op, key) {
+  const [[kind, body]] = Object.entries(op);
+  return { [kind]: { ...body, place: { key } } };
+}
+
+/**
+ * A rekey the client saw while it had ops pending: the keys before it (ascending) and the keys it
+ * gave the same tabs. `translate` maps a key computed against the old keys as the server does
+ * (DESIGN rule 7, core's RekeyRecord): a key equal to tab T's old key becomes T's new key; a key
+ * between the old keys of L and R becomes a key between their new keys.
+ */
+export function rekeyRecord(version, tabsBefore, rekey) {
+  const newKey = new Map((rekey.keys ?? []).map((k) => [k.tabId, k.key]));
+  const oldKeys = tabsBefore.map((t) => t.key);
+  const newKeys = tabsBefore.map((t) => newKey.get(t.id) ?? t.key);
+  return {
+    version,
+    translate(key) {
+      let lo = 0;
+      let hi = oldKeys.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (oldKeys[mid] < key) lo = mid + 1; else hi = mid;
+      }
+      if (lo < oldKeys.length && oldKeys[lo] === key) return newKeys[lo];
+      return generateKeyBetween(lo > 0 ? newKeys[lo - 1] : null, lo < newKeys.length ? newKeys[lo] : null);
+    },
+  };
 }
 
 function randomId(prefix) {
@@ -187,6 +238,7 @@ export class TabsyncClient extends EventTarget {
     this.confirmed = stateFromSnapshot({ workspace, editable: true });
     this.state = cloneState(this.confirmed);
     this.pending = []; // { seq (0 until numbered), baseVersion, op }
+    this.rekeys = []; // rekeyRecord()s since the oldest pending op's base version
     this.peers = [];
     this.sessionId = "";
     this.status = "closed";
@@ -336,6 +388,7 @@ export class TabsyncClient extends EventTarget {
       for (const applied of welcome.missed ?? []) applyCanonical(this.confirmed, applied);
     } else {
       this.confirmed = stateFromSnapshot(welcome.snapshot, welcome.epoch);
+      this.rekeys = []; // another history's rekeys say nothing about this snapshot's keys
     }
     this.confirmed.epoch = welcome.epoch ?? this.confirmed.epoch;
     // Pending ops the server already consumed are in the state (or were refused): drop them.
@@ -344,20 +397,27 @@ export class TabsyncClient extends EventTarget {
     for (const p of this.pending) if (p.seq === 0) p.seq = this.nextSeq++;
     this.welcomed = true;
     this.attempts = 0;
+    // `state` is the new one before anyone hears "connected".
+    this.rebuild();
     this.setStatus("connected");
     for (const p of this.pending) this.send({ submit: this.submitBody(p) });
     if (this.focusTabId) this.send({ focus: { tabId: this.focusTabId } });
-    this.rebuild();
   }
 
   onApplied(applied) {
     const version = Number(applied.version);
     const mine = applied.clientId === this.clientId;
     if (version > this.confirmed.version + 1) { this.resync(); return; }
-    if (version === this.confirmed.version + 1 && !applyCanonical(this.confirmed, applied)) {
-      this.confirmed.version = 0; // does not fit: take a snapshot
-      this.resync();
-      return;
+    if (version === this.confirmed.version + 1) {
+      const before = this.confirmed.tabs.map((t) => ({ id: t.id, key: t.key }));
+      if (!applyCanonical(this.confirmed, applied)) {
+        this.confirmed.version = 0; // does not fit: take a snapshot
+        this.resync();
+        return;
+      }
+      if (applied.op?.rekey && this.pending.length > 0) {
+        this.rekeys.push(rekeyRecord(version, before, applied.op.rekey));
+      }
     }
     if (mine) {
       const seq = Number(applied.seq);
@@ -376,15 +436,34 @@ export class TabsyncClient extends EventTarget {
     }));
   }
 
-  /** Rebuilds `state` as `confirmed` plus the pending ops, in seq order. */
+  /**
+   * Rebuilds `state` as `confirmed` plus the pending ops, in seq order, each op's key translated
+   * through the rekeys applied since its base version (as the server will translate it).
+   */
   rebuild() {
+    const oldestBase = Math.min(this.confirmed.version, ...this.pending.map((p) => p.baseVersion));
+    this.rekeys = this.rekeys.filter((r) => r.version > oldestBase);
     const state = cloneState(this.confirmed);
-    for (const p of this.pending) applyPending(state, p.op);
+    for (const p of this.pending) applyPending(state, this.translated(p));
     if (state.activeTabId && !state.tabs.some((t) => t.id === state.activeTabId)) {
       state.activeTabId = state.tabs[0]?.id ?? "";
     }
     this.state = state;
     this.emit("change");
+  }
+
+  /** A pending op with its place key translated through the rekeys since its base version. */
+  translated(p) {
+    const key = submittedKey(p.op);
+    if (key === null) return p.op;
+    let k = key;
+    try {
+      // baseVersion 0 means "the current version" to the server: it translates nothing then.
+      if (p.baseVersion > 0) for (const r of this.rekeys) if (r.version > p.baseVersion) k = r.translate(k);
+    } catch {
+      return p.op; // an invalid key: the server refuses it; shown untranslated until then
+    }
+    return k === key ? p.op : withKey(p.op, k);
   }
 
   setStatus(status) {

@@ -4,10 +4,12 @@
 /// - a handshake without `Origin` is allowed: browsers always send it on WebSocket handshakes, so
 ///   such a client is a program, which the `Origin` check cannot and does not try to stop;
 /// - with an allow-list, exactly the listed origins are allowed (`*` lists every one); origins
-///   compare case-insensitively, with the scheme's default port and a trailing `/` ignored;
+///   compare case-insensitively, with the scheme's default port and a trailing `/` ignored; a
+///   browser extension's origin (`chrome-extension://ID`, `moz-extension://UUID`) can be listed;
 /// - with no allow-list: any origin when clients authenticate (a page needs a token like any
 ///   client); only loopback pages (`localhost`, `127.0.0.0/8`, `[::1]`) when auth is off on a
-///   loopback bind; none when auth is off on any other address (`--insecure-no-auth`).
+///   loopback bind (an extension is not a loopback page: list it); none when auth is off on any
+///   other address (`--insecure-no-auth`).
 struct OriginPolicy: Sendable, Equatable {
     enum Rule: Sendable, Equatable {
         case list(Set<String>)
@@ -39,7 +41,9 @@ struct OriginPolicy: Sendable, Equatable {
         }
     }
 
-    /// True for `*`, `null` and `scheme://host[:port]` (no path, query or user info): what
+    /// True for `*`, `null`, `scheme://host[:port]` (http or https; no path, query or user info)
+    /// and a browser extension's origin: `chrome-extension://ID` (Chromium: 32 letters `a`–`p`)
+    /// or `moz-extension://UUID` (Firefox: the per-install UUID, hex and dashes). What
     /// `--allow-origin` accepts.
     static func isValidEntry(_ entry: String) -> Bool {
         if entry == "*" || entry == "null" { return true }
@@ -47,8 +51,16 @@ struct OriginPolicy: Sendable, Equatable {
         let scheme = entry[..<split.lowerBound].lowercased()
         var rest = entry[split.upperBound...]
         if rest.hasSuffix("/") { rest = rest.dropLast() }
-        guard ["http", "https"].contains(scheme), !rest.isEmpty else { return false }
-        return !rest.contains { "/?#@ ".contains($0) }
+        switch scheme {
+        case "chrome-extension":
+            return rest.count == 32 && rest.lowercased().allSatisfy { ("a"..."p").contains($0) }
+        case "moz-extension":
+            return (1...64).contains(rest.count) && rest.lowercased().allSatisfy { $0.isHexDigit || $0 == "-" }
+        case "http", "https":
+            return !rest.isEmpty && !rest.contains { "/?#@ ".contains($0) }
+        default:
+            return false
+        }
     }
 
     /// Lower case, no trailing `/`, no default port (`:443` for https, `:80` for http).

@@ -204,7 +204,7 @@ struct ServerSettings {
         }
         allowedOrigins = try read.list(
             flags.allowOrigin, "--allow-origin", "TABSYNC_ALLOW_ORIGIN",
-            "scheme://host[:port] (http or https), null, or *", valid: Server.Configuration.isValidAllowedOrigin)
+            "scheme://host[:port] (http or https), chrome-extension://ID, moz-extension://UUID, null, or *", valid: Server.Configuration.isValidAllowedOrigin)
         insecureNoAuth = try read.switchValue(flags.insecureNoAuth, "--insecure-no-auth", "TABSYNC_INSECURE_NO_AUTH")
         maxConnectionsPerIP = try read.optionalValue(
             flags.maxConnectionsPerIP, "--max-connections-per-ip", "TABSYNC_MAX_CONNECTIONS_PER_IP",

@@ -106,7 +106,7 @@ struct TabsyncServerCommand: ParsableCommand {
     var tlsKey: String?
 
     @Option(help: ArgumentHelp(
-        "A browser origin allowed to open a WebSocket (repeatable; https://app.example.com, or *); "
+        "A browser origin allowed to open a WebSocket (repeatable; https://app.example.com, chrome-extension://ID, or *); "
             + "other origins get 403. Default: any when clients authenticate, loopback pages when auth is off "
             + "on a loopback bind, none otherwise. [env: TABSYNC_ALLOW_ORIGIN, comma-separated]",
         valueName: "origin"))

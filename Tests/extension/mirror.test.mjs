@@ -1,0 +1,58 @@
+// node --test Tests/extension/: the pure parts of the extension's reconcile (extension/mirror.js):
+// what a real tab gives its workspace tab, which tabs a user moved, and the fewest moves that put
+// a window's tabs in the workspace's order.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { cleanText, movedTabs, movesToOrder, tabFields, workspaceTabId } from "../../extension/mirror.js";
+
+/** Applies chrome.tabs.move calls to an array as Chrome does (index: the position after the move). */
+function apply(order, moves) {
+  const out = order.slice();
+  for (const { id, index } of moves) {
+    out.splice(out.indexOf(id), 1);
+    out.splice(index, 0, id);
+  }
+  return out;
+}
+
+test("a page's title, badge and url as the workspace gets them", () => {
+  assert.deepEqual(tabFields({ title: "(12) Inbox", url: "https://mail.example/" }),
+    { title: "Inbox", badge: "12", url: "https://mail.example/" });
+  assert.deepEqual(tabFields({ title: "New Tab", url: "chrome://newtab/" }), { title: "New Tab", badge: "", url: null });
+  assert.equal(tabFields({ title: "x", url: "", pendingUrl: "http://a.example/" }).url, "http://a.example/");
+  assert.equal(tabFields({ title: "a\u0007b\u001b[31mc\u0085d" }).title, "a b [31mc d");
+  assert.equal(Array.from(tabFields({ title: "é".repeat(300) }).title).length, 256);
+  assert.equal(tabFields({ title: "t", url: "https://a.example/" + "x".repeat(5000) }).url, null);
+  assert.equal(cleanText(" a \n b ", 10), "a b");
+});
+
+test("workspace ids made from Chrome tab ids are valid ids", () => {
+  const id = workspaceTabId("abc123", "n0n3", 1817107931);
+  assert.match(id, /^[A-Za-z0-9._:-]{1,64}$/);
+  assert.equal(id, workspaceTabId("abc123", "n0n3", 1817107931));
+});
+
+test("the tabs a user moved are those outside a longest common subsequence", () => {
+  assert.deepEqual(movedTabs(["a", "b", "c", "d"], ["d", "a", "b", "c"]), ["d"]);
+  assert.deepEqual(movedTabs(["a", "b", "c", "d"], ["b", "c", "d", "a"]), ["a"]);
+  assert.deepEqual(movedTabs(["a", "b", "c"], ["a", "b", "c"]), []);
+  // Tabs only one side knows (opened, closed) are not moves.
+  assert.deepEqual(movedTabs(["a", "b", "c"], ["a", "x", "c"]), []);
+});
+
+test("the fewest moves put the window in the workspace's order, pinned tabs untouched", () => {
+  const seeded = (seed) => () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const random = seeded(7);
+  for (let round = 0; round < 200; round++) {
+    const n = 1 + Math.floor(random() * 9);
+    const ids = Array.from({ length: n }, (_, i) => `t${i}`);
+    const desired = ids.slice().sort(() => random() - 0.5);
+    const current = ["pin", ...ids.slice().sort(() => random() - 0.5)];
+    const moves = movesToOrder(current, desired, new Set(["pin"]));
+    const after = apply(current, moves);
+    assert.deepEqual(after, ["pin", ...desired], JSON.stringify({ current, desired, moves }));
+    assert.ok(moves.every((m) => m.id !== "pin"));
+  }
+  assert.deepEqual(movesToOrder(["a", "b", "c", "d"], ["d", "a", "b", "c"]), [{ id: "d", index: 0 }]);
+  assert.deepEqual(movesToOrder(["a", "b"], ["a", "b"]), []);
+});

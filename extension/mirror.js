@@ -1,0 +1,100 @@
+// Pure helpers of the extension's reconcile loop (no chrome.* here, so node can test them):
+// what a real tab says about its workspace tab, and the order arithmetic.
+
+/** Unicode scalars (code points) a workspace title may hold (DESIGN: Model). */
+export const MAX_TITLE = 256;
+export const MAX_BADGE = 16;
+export const MAX_URL_BYTES = 4096;
+
+// Control characters the protocol refuses (U+0000–U+001F, U+007F–U+009F).
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+
+/** `text` without control characters (each becomes a space, runs collapsed), at most `max` scalars. */
+export function cleanText(text, max) {
+  const clean = String(text ?? "").replace(CONTROL, " ").replace(/ {2,}/g, " ").trim();
+  return Array.from(clean).slice(0, max).join("");
+}
+
+/**
+ * What a real tab gives its workspace tab: `title` (a leading "(N) " taken off into `badge`, as
+ * pages count unread items), `badge` ("" for none), and `url` (http or https only, else null:
+ * an extension's placeholder, chrome://newtab or a file never reaches the workspace).
+ */
+export function tabFields(tab) {
+  let title = cleanText(tab.title ?? "", 4 * MAX_TITLE);
+  let badge = "";
+  const counted = /^\((\d{1,15}\+?)\)\s*(.*)$/.exec(title);
+  if (counted) {
+    badge = counted[1];
+    title = counted[2];
+  }
+  const raw = tab.url || tab.pendingUrl || "";
+  const url = /^https?:\/\//i.test(raw) && new TextEncoder().encode(raw).length <= MAX_URL_BYTES ? raw : null;
+  return { title: cleanText(title, MAX_TITLE), badge: cleanText(badge, MAX_BADGE), url };
+}
+
+/** A workspace tab id for a real tab: stable for that tab in this browser session, valid as an id. */
+export function workspaceTabId(tag, nonce, chromeTabId) {
+  return `x${tag}-${nonce}-${chromeTabId}`.replace(/[^A-Za-z0-9._:-]/g, "").slice(0, 64);
+}
+
+/** The elements of a longest common subsequence of `a` and `b` (arrays of strings), as a Set. */
+export function lcsSet(a, b) {
+  const n = a.length;
+  const m = b.length;
+  const table = Array.from({ length: n + 1 }, () => new Uint16Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) {
+      table[i][j] = a[i] === b[j] ? table[i + 1][j + 1] + 1 : Math.max(table[i + 1][j], table[i][j + 1]);
+    }
+  }
+  const keep = new Set();
+  let i = 0;
+  let j = 0;
+  while (i < n && j < m) {
+    if (a[i] === b[j]) { keep.add(a[i]); i++; j++; } else if (table[i + 1][j] >= table[i][j + 1]) i++; else j++;
+  }
+  return keep;
+}
+
+/**
+ * The tabs a user moved: those of `now` (the real order) outside a longest common subsequence with
+ * `before` (the order last synced), both restricted to the ids they share. In `now`'s order.
+ */
+export function movedTabs(before, now) {
+  const common = new Set(before.filter((id) => now.includes(id)));
+  const b = before.filter((id) => common.has(id));
+  const n = now.filter((id) => common.has(id));
+  const keep = lcsSet(b, n);
+  return n.filter((id) => !keep.has(id));
+}
+
+/**
+ * The chrome.tabs.move calls that turn `current` (real tab ids in window order, all of them) into
+ * an order where the ids of `desired` appear in that order, moving only tabs outside a longest
+ * common subsequence. `fixed` ids (pinned, not mirrored) are never moved and nothing goes before
+ * them. Returns [{ id, index }] in call order (each index as chrome.tabs.move reads it).
+ */
+export function movesToOrder(current, desired, fixed = new Set()) {
+  const cur = current.slice();
+  const present = new Set(cur);
+  const want = desired.filter((id) => present.has(id));
+  const inCur = cur.filter((id) => want.includes(id));
+  const keep = lcsSet(inCur, want);
+  const moves = [];
+  for (let j = 0; j < want.length; j++) {
+    const id = want[j];
+    if (keep.has(id)) continue;
+    cur.splice(cur.indexOf(id), 1);
+    let index;
+    if (j > 0) {
+      index = cur.indexOf(want[j - 1]) + 1;
+    } else {
+      const firstFree = cur.findIndex((x) => !fixed.has(x));
+      index = firstFree < 0 ? cur.length : firstFree;
+    }
+    cur.splice(index, 0, id);
+    moves.push({ id, index });
+  }
+  return moves;
+}
