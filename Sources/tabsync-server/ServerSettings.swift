@@ -328,9 +328,8 @@ struct ServerSettings {
         configuration.tlsKeyFile = tlsKeyFile
         configuration.allowedOrigins = allowedOrigins
         configuration.insecureNoAuth = insecureNoAuth
-        if let url = storeURL {
+        if storeURL != nil {
             // Its commit feed is made with the store (TabsyncServerCommand.openStore), on the same URL.
-            _ = url
             configuration.sharedStore = .init(pollInterval: storePollInterval, feed: nil)
         }
         configuration.slowCloseGrace = slowCloseGrace
