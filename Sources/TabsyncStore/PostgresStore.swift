@@ -286,7 +286,7 @@ public final class PostgresStore: WorkspaceStore {
                 default:
                     let code = try rows.int64(row, 7) ?? -1
                     guard let error = StoreEncoding.decodeError(code: code, detail: rows.text(row, 5)) else {
-                        throw Self.carry(.readFailed("unknown refusal code \(code) in \(id)"))
+                        throw PGError.store(.readFailed("unknown refusal code \(code) in \(id)"))
                     }
                     refusals[id, default: []].append(Sequencer.Rejection(
                         clientId: rows.text(row, 3), seq: UInt64(bitPattern: try rows.int64(row, 4) ?? 0), error: error))
@@ -347,9 +347,7 @@ public final class PostgresStore: WorkspaceStore {
                     db?.close()
                     db = nil
                 }
-                if case .unexpectedResult(let why) = error, why.hasPrefix(StoreError.marker) {
-                    throw Self.decode(why, failure)
-                }
+                if case .store(let carried) = error { throw carried }
                 throw failure(error.description)
             }
         }
@@ -370,33 +368,6 @@ public final class PostgresStore: WorkspaceStore {
         }
     }
 
-    /// A ``StoreError`` carried through the `PGError`-typed closures as `.unexpectedResult`.
-    private static func carry(_ error: StoreError) -> PGError {
-        switch error {
-        case .behind(let versions):
-            .unexpectedResult(StoreError.marker + "behind:" + versions.map { "\($0.key)\u{1}\($0.value)" }.joined(separator: "\u{2}"))
-        case .readFailed(let why): .unexpectedResult(StoreError.marker + "read:" + why)
-        case .writeFailed(let why): .unexpectedResult(StoreError.marker + "write:" + why)
-        case .outcomeUnknown(let why): .unexpectedResult(StoreError.marker + "unknown:" + why)
-        }
-    }
-
-    private static func decode(_ carried: String, _ failure: (String) -> StoreError) -> StoreError {
-        let body = carried.dropFirst(StoreError.marker.count)
-        if body.hasPrefix("behind:") {
-            var versions: [String: UInt64] = [:]
-            for pair in body.dropFirst("behind:".count).split(separator: "\u{2}") {
-                let parts = pair.split(separator: "\u{1}", omittingEmptySubsequences: false)
-                if parts.count == 2, let version = UInt64(parts[1]) { versions[String(parts[0])] = version }
-            }
-            return .behind(storedVersions: versions)
-        }
-        if body.hasPrefix("read:") { return .readFailed(String(body.dropFirst(5))) }
-        if body.hasPrefix("write:") { return .writeFailed(String(body.dropFirst(6))) }
-        if body.hasPrefix("unknown:") { return .outcomeUnknown(String(body.dropFirst(8))) }
-        return failure(String(body))
-    }
-
     // MARK: - reads
 
     private func load(_ workspaceId: String, _ db: PGConnection) throws(PGError) -> StoredWorkspace? {
@@ -410,21 +381,12 @@ public final class PostgresStore: WorkspaceStore {
         }
         let lastSeqs = try self.lastSeqs(workspaceId, db)
         let log = try ops(workspaceId, after: 0, limit: .max, db)
-        if workspace == nil && lastSeqs.isEmpty && log.isEmpty { return nil }
+        if StoredWorkspace.neverStored(snapshot: workspace, lastSeqs: lastSeqs, log: log) { return nil }
         let rejections = try self.rejections(workspaceId, db)
-        // Only the rekeys inside the log window translate keys (as the sequencer keeps them).
-        let rekeys = try self.rekeys(workspaceId, from: log.first?.version ?? UInt64(Int64.max), db)
+        let rekeys = try self.rekeys(workspaceId, from: StoredWorkspace.rekeyWindowStart(of: log), db)
 
-        var state = workspace ?? Workspace(id: workspaceId, epoch: epoch)
-        for applied in log where applied.version > state.version {
-            do throws(OpError) {
-                try state.apply(applied: applied)
-            } catch {
-                throw Self.carry(.readFailed("op log of \(workspaceId) does not replay at version \(applied.version): \(error)"))
-            }
-        }
-        if let last = log.last, last.version != state.version {
-            throw Self.carry(.readFailed("op log of \(workspaceId) ends at \(last.version), snapshot is at \(state.version)"))
+        let state = try encoded { () throws(StoreError) in
+            try StoredWorkspace.replayed(snapshot: workspace, log: log, workspaceId: workspaceId, epoch: epoch, source: "")
         }
         return StoredWorkspace(workspace: state, lastSeqs: lastSeqs, log: log, rejections: rejections, rekeys: rekeys)
     }
@@ -433,7 +395,7 @@ public final class PostgresStore: WorkspaceStore {
         do {
             return try body()
         } catch {
-            throw Self.carry(error)
+            throw PGError.store(error)
         }
     }
 
@@ -452,7 +414,7 @@ public final class PostgresStore: WorkspaceStore {
         for row in 0..<rows.rowCount {
             let code = try rows.int64(row, 2) ?? -1
             guard let error = StoreEncoding.decodeError(code: code, detail: rows.text(row, 3)) else {
-                throw Self.carry(.readFailed("unknown refusal code \(code) in \(workspaceId)"))
+                throw PGError.store(.readFailed("unknown refusal code \(code) in \(workspaceId)"))
             }
             result.append(Sequencer.Rejection(clientId: rows.text(row, 0), seq: UInt64(bitPattern: try rows.int64(row, 1) ?? 0), error: error))
         }
@@ -469,7 +431,7 @@ public final class PostgresStore: WorkspaceStore {
             let oldKeys = StoreEncoding.decodeKeys(rows.text(row, 1))
             let newKeys = StoreEncoding.decodeKeys(rows.text(row, 2))
             guard oldKeys.count == newKeys.count else {
-                throw Self.carry(.readFailed("rekey \(rekeyVersion) of \(workspaceId) maps \(oldKeys.count) keys to \(newKeys.count)"))
+                throw PGError.store(.readFailed("rekey \(rekeyVersion) of \(workspaceId) maps \(oldKeys.count) keys to \(newKeys.count)"))
             }
             result.append(RekeyRecord(version: rekeyVersion, oldKeys: oldKeys, newKeys: newKeys))
         }
@@ -488,7 +450,7 @@ public final class PostgresStore: WorkspaceStore {
         for row in 0..<rows.rowCount {
             let opVersion = UInt64(bitPattern: try rows.int64(row, 0) ?? 0)
             if let previous = result.last, previous.version + 1 != opVersion {
-                throw Self.carry(.readFailed("op log of \(workspaceId) jumps from \(previous.version) to \(opVersion)"))
+                throw PGError.store(.readFailed("op log of \(workspaceId) jumps from \(previous.version) to \(opVersion)"))
             }
             let op = try decoded { () throws(StoreError) in
                 try StoreEncoding.decodeOp(rows.bytes(row, 4), context: "op \(opVersion) of \(workspaceId)")
@@ -525,7 +487,7 @@ public final class PostgresStore: WorkspaceStore {
             guard stale.isEmpty else {
                 try db.execute("ROLLBACK")
                 ended = true
-                throw Self.carry(.behind(storedVersions: stale))
+                throw PGError.store(.behind(storedVersions: stale))
             }
             try write(touched, byWorkspace, batch, locked.rows, db)
             do throws(PGError) {
@@ -761,12 +723,7 @@ public final class PostgresStore: WorkspaceStore {
         do {
             return try body()
         } catch {
-            throw Self.carry(error)
+            throw PGError.store(error)
         }
     }
-}
-
-extension StoreError {
-    /// Prefix of a ``StoreError`` carried inside a `PGError` (see `PostgresStore.carry`).
-    static let marker = "\u{0}tabsync-store-error:"
 }

@@ -329,7 +329,7 @@ public final class SQLiteStore: WorkspaceStore {
             while try seqQuery.step() { lastSeqs[seqQuery.text(0)] = UInt64(bitPattern: seqQuery.int64(1)) }
 
             let log = try ops(workspaceId, after: 0, db)
-            if workspace == nil && lastSeqs.isEmpty && log.isEmpty { return nil }
+            if StoredWorkspace.neverStored(snapshot: workspace, lastSeqs: lastSeqs, log: log) { return nil }
 
             let rejectionQuery = try db.prepare(
                 "SELECT client_id, seq, error_code, error_detail FROM rejections WHERE workspace = ? ORDER BY n")
@@ -343,10 +343,9 @@ public final class SQLiteStore: WorkspaceStore {
                     clientId: rejectionQuery.text(0), seq: UInt64(bitPattern: rejectionQuery.int64(1)), error: error))
             }
 
-            // Only the rekeys inside the log window translate keys (as the sequencer keeps them).
             let rekeyQuery = try db.prepare(
                 "SELECT version, old_keys, new_keys FROM rekeys WHERE workspace = ? AND version >= ? ORDER BY version")
-            try rekeyQuery.bind(.text(workspaceId), .integer(Int64(bitPattern: log.first?.version ?? UInt64(Int64.max))))
+            try rekeyQuery.bind(.text(workspaceId), .integer(Int64(bitPattern: StoredWorkspace.rekeyWindowStart(of: log))))
             var rekeys: [RekeyRecord] = []
             while try rekeyQuery.step() {
                 let version = UInt64(bitPattern: rekeyQuery.int64(0))
@@ -358,18 +357,8 @@ public final class SQLiteStore: WorkspaceStore {
                 rekeys.append(RekeyRecord(version: version, oldKeys: oldKeys, newKeys: newKeys))
             }
 
-            var state = workspace ?? Workspace(id: workspaceId, epoch: epoch)
-            for applied in log where applied.version > state.version {
-                do throws(OpError) {
-                    try state.apply(applied: applied)
-                } catch {
-                    throw StoreError.readFailed(
-                        "\(path): op log of \(workspaceId) does not replay at version \(applied.version): \(error)")
-                }
-            }
-            if let last = log.last, last.version != state.version {
-                throw StoreError.readFailed("\(path): op log of \(workspaceId) ends at \(last.version), snapshot is at \(state.version)")
-            }
+            let state = try StoredWorkspace.replayed(
+                snapshot: workspace, log: log, workspaceId: workspaceId, epoch: epoch, source: "\(path): ")
             return StoredWorkspace(workspace: state, lastSeqs: lastSeqs, log: log, rejections: rejections, rekeys: rekeys)
         } catch {
             throw Self.readFailure(error)

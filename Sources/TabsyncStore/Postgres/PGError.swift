@@ -7,6 +7,9 @@ public enum PGError: Error, Sendable, Equatable, CustomStringConvertible {
     case statement(sqlState: String, message: String, context: String)
     /// A result did not have the shape the caller expected (column type, row count).
     case unexpectedResult(String)
+    /// A store rule failed inside a transaction's body (a batch is behind, a stored row does not
+    /// decode): the ``StoreError`` itself, carried out of the `PGError`-typed closure unchanged.
+    case store(StoreError)
 
     /// True for errors after which the connection is unusable: it must be reopened.
     public var isConnectionLost: Bool {
@@ -19,6 +22,7 @@ public enum PGError: Error, Sendable, Equatable, CustomStringConvertible {
         case .connection(let why): "PostgreSQL connection: \(why)"
         case .statement(let state, let message, let context): "PostgreSQL \(state) in \(context): \(message)"
         case .unexpectedResult(let why): "PostgreSQL result: \(why)"
+        case .store(let error): error.description
         }
     }
 }
