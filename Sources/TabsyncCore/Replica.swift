@@ -2,7 +2,10 @@
 /// and its own pending ops replayed on top of it (the optimistic state a UI shows).
 ///
 /// Guarantees: `confirmed` only ever changes by whole, contiguous `Applied` ops or a snapshot;
-/// a pending op leaves when its `Applied` or `Rejected` arrives or when a `Welcome.lastSeq` covers it;
+/// a pending op leaves when its `Applied` or `Rejected` arrives, when a `Welcome.lastSeq` covers it,
+/// or when an answer to a later seq of this client arrives (the server consumes a client's seqs in
+/// increasing order, so a seq below an answered one that got no answer of its own was consumed
+/// already or never will be: docs/design.md, 'Submit, seqs and dedup');
 /// `optimistic` is always `confirmed` plus the pending ops that still apply, in seq order.
 /// Seqs it hands out start at 1 and only increase.
 public struct Replica: Sendable {
@@ -70,7 +73,14 @@ public struct Replica: Sendable {
 
     /// Receives one `Applied` from the server.
     public mutating func receive(applied: AppliedOp) -> Receipt {
-        if applied.version <= confirmed.version { return .stale }
+        if applied.version <= confirmed.version {
+            // Its effect is in the confirmed state: an own op it answers (again) is settled, and so
+            // is every pending op below it.
+            if applied.clientId == clientId, pending.contains(where: { $0.seq <= applied.seq }) {
+                acknowledge(upTo: applied.seq)
+            }
+            return .stale
+        }
         if applied.version != confirmed.version + 1 {
             return .gap(expected: confirmed.version + 1, got: applied.version)
         }
@@ -83,18 +93,20 @@ public struct Replica: Sendable {
         if case .rekey(let keys) = applied.op, !pending.isEmpty {
             rekeys.append(RekeyRecord(version: applied.version, before: before, rekey: keys))
         }
-        if applied.clientId == clientId, let i = pending.firstIndex(where: { $0.seq == applied.seq }) {
-            pending.remove(at: i)
+        if applied.clientId == clientId {
+            pending.removeAll { $0.seq <= applied.seq }
         }
         replay()
         return .applied
     }
 
     /// Receives a `Rejected` for one of this client's seqs; returns the op it refused, if pending.
+    /// Pending ops below it, which got no answer, leave too (see the type's guarantees).
     @discardableResult
     public mutating func receive(rejectedSeq seq: UInt64) -> PendingOp? {
-        guard let i = pending.firstIndex(where: { $0.seq == seq }) else { return nil }
-        let op = pending.remove(at: i)
+        let op = pending.first { $0.seq == seq }
+        guard pending.contains(where: { $0.seq <= seq }) else { return nil }
+        pending.removeAll { $0.seq <= seq }
         replay()
         return op
     }

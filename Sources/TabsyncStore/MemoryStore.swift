@@ -28,7 +28,8 @@ public final class MemoryStore: WorkspaceStore {
     public func commit(_ batch: CommitBatch) throws(StoreError) {
         if let error = failure.withLock({ $0 }) { throw error }
         try state.withLock { (stored: inout [String: StoredWorkspace]) throws(StoreError) in
-            let stale = try batch.staleWorkspaces { stored[$0]?.workspace.version ?? 0 }
+            let stale = try batch.staleWorkspaces(
+                stored: { stored[$0]?.workspace.version ?? 0 }, lastSeq: { stored[$0]?.lastSeqs[$1] ?? 0 })
             if !stale.isEmpty { throw StoreError.behind(storedVersions: stale) }
             let fresh = { (id: String) in StoredWorkspace(workspace: Workspace(id: id, epoch: self.epoch)) }
             for record in batch.records {

@@ -398,18 +398,28 @@ public final class SQLiteStore: WorkspaceStore {
         }
         do {
             // Inside the write transaction (BEGIN IMMEDIATE): no other writer can move a version on now.
-            let stale = try batch.staleWorkspaces { (id: String) throws(StoreError) -> UInt64 in
-                do {
-                    let version = try db.scalar(
-                        """
-                        SELECT max(coalesce((SELECT max(version) FROM ops WHERE workspace = ?1), 0),
-                                   coalesce((SELECT version FROM snapshots WHERE workspace = ?1), 0))
-                        """, .text(id))
-                    return UInt64(bitPattern: version ?? 0)
-                } catch {
-                    throw .writeFailed("\(path): \(error)")
-                }
-            }
+            let stale = try batch.staleWorkspaces(
+                stored: { (id: String) throws(StoreError) -> UInt64 in
+                    do {
+                        let version = try db.scalar(
+                            """
+                            SELECT max(coalesce((SELECT max(version) FROM ops WHERE workspace = ?1), 0),
+                                       coalesce((SELECT version FROM snapshots WHERE workspace = ?1), 0))
+                            """, .text(id))
+                        return UInt64(bitPattern: version ?? 0)
+                    } catch {
+                        throw .writeFailed("\(path): \(error)")
+                    }
+                },
+                lastSeq: { (id: String, client: String) throws(StoreError) -> UInt64 in
+                    do {
+                        let seq = try db.scalar(
+                            "SELECT seq FROM client_seqs WHERE workspace = ?1 AND client_id = ?2", .text(id), .text(client))
+                        return UInt64(bitPattern: seq ?? 0)
+                    } catch {
+                        throw .writeFailed("\(path): \(error)")
+                    }
+                })
             if !stale.isEmpty { throw StoreError.behind(storedVersions: stale) }
             for record in batch.records { try write(record, db) }
             let retention = max(batch.logRetention, 1)

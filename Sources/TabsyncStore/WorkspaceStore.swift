@@ -240,12 +240,37 @@ public struct CommitBatch: Sendable, Equatable {
         self.baseVersions = baseVersions
     }
 
-    /// The workspaces whose stored version differs from their base version, with the stored one.
-    func staleWorkspaces(stored: (String) throws(StoreError) -> UInt64) throws(StoreError) -> [String: UInt64] {
+    /// Per checked workspace (one with a base version), the lowest seq each client consumes in
+    /// this batch.
+    ///
+    /// The seq fence: a writer consumes a client's seq only above the last one it knows consumed,
+    /// so when the store already holds that client's seq at or above the batch's lowest, another
+    /// writer decided it (a refusal, which leaves the version where it was, included): the batch is
+    /// `behind` though every version matches (docs/design.md, 'Several nodes').
+    var firstSeqs: [String: [String: UInt64]] {
+        var first: [String: [String: UInt64]] = [:]
+        for record in records where record.seq > 0 && baseVersions[record.workspaceId] != nil {
+            let known = first[record.workspaceId]?[record.clientId] ?? .max
+            first[record.workspaceId, default: [:]][record.clientId] = min(known, record.seq)
+        }
+        return first
+    }
+
+    /// The workspaces whose stored version differs from their base version, or where another
+    /// writer consumed a seq this batch consumes (``firstSeqs``), with the stored version.
+    func staleWorkspaces(
+        stored: (String) throws(StoreError) -> UInt64, lastSeq: (String, String) throws(StoreError) -> UInt64
+    ) throws(StoreError) -> [String: UInt64] {
         var stale: [String: UInt64] = [:]
         for (id, base) in baseVersions {
             let version = try stored(id)
             if version != base { stale[id] = version }
+        }
+        for (id, clients) in firstSeqs where stale[id] == nil {
+            for (client, seq) in clients where try lastSeq(id, client) >= seq {
+                stale[id] = try stored(id)
+                break
+            }
         }
         return stale
     }

@@ -36,6 +36,39 @@ import Testing
         #expect(r.receive(rejectedSeq: 99) == nil)
     }
 
+    /// Seqs are consumed in increasing order, so an answer to seq s settles every pending op below
+    /// it that got none (its commit failed and the refusal was lost with a connection, and a later
+    /// seq was consumed first: it can never be consumed now).
+    @Test func anAnswerToALaterSeqSettlesTheUnansweredOpsBelowIt() {
+        var server = Sequencer(workspace: Workspace(id: "w"), limits: .default)
+        var r = Replica(clientId: "me", workspace: Workspace(id: "w"))
+        let skipped = r.submit(.add(tab: Tab(id: "a"), place: .end, activate: false))
+        let later = r.submit(.add(tab: Tab(id: "b"), place: .end, activate: false))
+        let third = r.submit(.add(tab: Tab(id: "c"), place: .end, activate: false))
+        guard case .applied(let ops) = server.submit(clientId: "me", seq: later.seq, baseVersion: 0, op: later.op) else {
+            Issue.record("not applied"); return
+        }
+        #expect(r.receive(applied: ops[0]) == .applied)
+        #expect(r.pending == [third])
+        #expect(r.optimistic.tabs.map(\.id) == ["b", "c"])
+        #expect(!r.pending.contains(skipped))
+
+        // The same through a Rejected, and through an Applied seen again (stale).
+        var refused = Replica(clientId: "me", workspace: Workspace(id: "w"))
+        refused.submit(.remove(tabId: "x"))
+        let second = refused.submit(.remove(tabId: "y"))
+        let kept = refused.submit(.remove(tabId: "z"))
+        #expect(refused.receive(rejectedSeq: second.seq) == second)
+        #expect(refused.pending == [kept])
+
+        var again = Replica(clientId: "me", workspace: Workspace(id: "w"))
+        _ = again.receive(applied: ops[0].with(clientId: "someone else"))
+        let lower = again.submit(.add(tab: Tab(id: "d"), place: .end, activate: false))
+        #expect(again.receive(applied: ops[0].with(clientId: "me", seq: lower.seq)) == .stale)
+        #expect(again.pending.isEmpty)
+        #expect(again.nextSeq == lower.seq + 1)
+    }
+
     @Test func gapsAndStaleOpsAreReported() {
         var r = Replica(clientId: "me", workspace: Workspace(id: "w"))
         let op = AppliedOp(version: 2, op: .setEditable(false), clientId: "x", seq: 1, activeTabId: "")
@@ -87,5 +120,12 @@ import Testing
         #expect(me.confirmed == server.workspace)
         #expect(me.optimistic == server.workspace)
         #expect(me.rekeys.isEmpty)
+    }
+}
+
+extension AppliedOp {
+    /// This op as if another client (and seq) had made it.
+    func with(clientId: String, seq: UInt64? = nil) -> AppliedOp {
+        AppliedOp(version: version, op: op, clientId: clientId, seq: seq ?? self.seq, activeTabId: activeTabId)
     }
 }

@@ -345,7 +345,9 @@ struct Simulation {
     private mutating func receiveApplied(_ client: Int, _ applied: AppliedOp, again: Bool, fromMissed: Bool) {
         let id = clients[client].id
         let wasPending = applied.clientId == id && clients[client].replica.pending.contains { $0.seq == applied.seq }
+        let below = applied.clientId == id ? pendingSeqs(client, below: applied.seq) : []
         let receipt = clients[client].replica.receive(applied: applied)
+        recordCovered(client, below)
         switch (receipt, again) {
         case (.applied, false), (.stale, true):
             break
@@ -368,6 +370,8 @@ struct Simulation {
 
     private mutating func receiveRejected(_ client: Int, seq: UInt64, _ error: OpError, again: Bool) {
         let id = clients[client].id
+        let below = pendingSeqs(client, below: seq)
+        defer { recordCovered(client, below) }
         if clients[client].replica.receive(rejectedSeq: seq) != nil {
             record(client, seq: seq, .rejected(error.code))
         } else if let earlier = clients[client].answers[seq] {
@@ -376,6 +380,18 @@ struct Simulation {
             }
         } else {
             fail("\(id): Rejected for seq \(seq), which was never pending")
+        }
+    }
+
+    /// The client's pending seqs below `seq`: an answer to `seq` settles them (the replica drops
+    /// them, as a `Welcome.lastSeq` would).
+    private func pendingSeqs(_ client: Int, below seq: UInt64) -> [UInt64] {
+        clients[client].replica.pending.map(\.seq).filter { $0 < seq }
+    }
+
+    private mutating func recordCovered(_ client: Int, _ seqs: [UInt64]) {
+        for seq in seqs where !clients[client].replica.pending.contains(where: { $0.seq == seq }) {
+            record(client, seq: seq, .coveredByWelcome)
         }
     }
 

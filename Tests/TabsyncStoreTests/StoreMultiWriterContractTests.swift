@@ -69,6 +69,41 @@ struct StoreMultiWriterContractTests {
         #expect(try nodeA.load(workspaceId: "w")?.workspace.version == 3)
     }
 
+    /// The seq fence: a refusal leaves the version where it was, so only the consumed seq tells a
+    /// second writer that the seq is taken. A batch consuming a seq another writer already consumed
+    /// is `behind` though its base version is current; a later seq of the same client, or another
+    /// client's, is not (docs/design.md, 'Several nodes').
+    @Test(arguments: StoreKind.allCases)
+    func aSeqAnotherWriterRefusedFencesTheBatchThatConsumesItAgain(kind: StoreKind) throws {
+        let harness = try StoreHarness(kind)
+        let nodeA = harness.store
+        let nodeB = try harness.secondWriter()
+        var a = Driver(epoch: nodeA.epoch)
+        a.submit("w", "alice", 1, .add(tab: Tab(id: "x"), place: .end, activate: true))
+        try nodeA.commit(Self.based(a.takeBatch(), on: ["w": 0]))
+
+        // Both writers at version 1. A refuses alice's seq 2: the version stays 1.
+        var b = try Driver(store: nodeB, workspaces: ["w"])
+        a.submit("w", "alice", 2, .remove(tabId: "ghost"))
+        try nodeA.commit(Self.based(a.takeBatch(), on: ["w": 1]))
+        #expect(try nodeA.dedupState(workspaceId: "w")?.version == 1)
+
+        // B, which has not heard of it, decides seq 2 again (alice moved to B and resubmitted it).
+        b.submit("w", "alice", 2, .add(tab: Tab(id: "y"), place: .end, activate: false))
+        #expect(throws: StoreError.behind(storedVersions: ["w": 1])) {
+            try nodeB.commit(Self.based(b.takeBatch(), on: ["w": 1]))
+        }
+        #expect(try nodeB.load(workspaceId: "w")?.workspace.tabs.map(\.id) == ["x"])
+
+        // Seqs above the stored one, of alice or of anyone else, go through on the same base.
+        var c = try Driver(store: nodeB, workspaces: ["w"])
+        c.submit("w", "alice", 3, .add(tab: Tab(id: "y"), place: .end, activate: false))
+        c.submit("w", "bob", 1, .add(tab: Tab(id: "z"), place: .end, activate: false))
+        try nodeB.commit(Self.based(c.takeBatch(), on: ["w": 1]))
+        #expect(try nodeA.load(workspaceId: "w")?.workspace.tabs.map(\.id) == ["x", "y", "z"])
+        #expect(try nodeA.dedupState(workspaceId: "w")?.lastSeqs == ["alice": 3, "bob": 1])
+    }
+
     /// ``WorkspaceStore/changes(after:)``: what a writer at some version missed of several
     /// workspaces at once; adopting it gives the writer's sequencer the stored state (every
     /// consumed seq, every answer), refusals and all, also when refusals were trimmed meanwhile.
