@@ -17,6 +17,9 @@ extension PostgresStore {
     /// - `tabsync_rekeys`: per server-made rekey still inside the op log, every tab's old and new key.
     ///
     /// Version 2: `tabsync_rejections.at_version`, the workspace's version when the refusal was made.
+    ///
+    /// Version 3: the holder registry (``HolderRegistry``): `tabsync_nodes` (each live node and its
+    /// last heartbeat) and `tabsync_holders` (which node holds which workspace loaded).
     static let migrations: [String] = [
         """
         CREATE TABLE tabsync_workspaces (
@@ -70,6 +73,20 @@ extension PostgresStore {
         -- from an older version reads them again, which changes nothing).
         UPDATE tabsync_rejections r SET at_version = w.version FROM tabsync_workspaces w WHERE w.workspace = r.workspace;
         CREATE INDEX tabsync_rejections_at_version ON tabsync_rejections (workspace, at_version);
+        """,
+        // Version 3: which nodes hold which workspaces, so a commit notifies only when another
+        // node holds the workspace (docs/design.md, 'Several nodes').
+        """
+        CREATE TABLE tabsync_nodes (
+            node text PRIMARY KEY,
+            seen timestamptz NOT NULL
+        );
+        CREATE TABLE tabsync_holders (
+            workspace text NOT NULL,
+            node text NOT NULL,
+            PRIMARY KEY (workspace, node)
+        );
+        CREATE INDEX tabsync_holders_node ON tabsync_holders (node);
         """,
     ]
 

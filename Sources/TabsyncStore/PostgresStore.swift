@@ -44,11 +44,16 @@ public final class PostgresStore: WorkspaceStore {
         /// How long a commit whose `COMMIT` lost its answer keeps asking PostgreSQL whether it took
         /// effect (reconnecting meanwhile) before it gives up with `outcomeUnknown`.
         public var commitResolveTimeoutSeconds: Double
+        /// How long a node's holds stay live after its last heartbeat (``HolderRegistry``): past
+        /// it the node is taken for gone and commits stop notifying it (it still polls).
+        public var holderTimeoutSeconds: Double
 
         public init(
             snapshotInterval: Int = 256, connectTimeoutSeconds: Int = 3, schema: String? = nil,
-            applicationName: String = "tabsync-server", commitResolveTimeoutSeconds: Double = 15
+            applicationName: String = "tabsync-server", commitResolveTimeoutSeconds: Double = 15,
+            holderTimeoutSeconds: Double = 10
         ) {
+            self.holderTimeoutSeconds = holderTimeoutSeconds
             self.snapshotInterval = snapshotInterval
             self.connectTimeoutSeconds = connectTimeoutSeconds
             self.schema = schema
@@ -89,6 +94,12 @@ public final class PostgresStore: WorkspaceStore {
     /// node's own, which its listener can skip (``PostgresListener``'s `ownBackend`).
     private let currentBackendPID = Atomic<Int32>(0)
 
+    /// This node's name in the holder registry (``HolderRegistry``): one per store instance, so a
+    /// restarted node is a new one and the old one's holds expire.
+    public let node: String
+    /// Notifications sent by this store's commits (``HolderRegistry/notificationsSent``).
+    let notified = Atomic<UInt64>(0)
+
     /// The PostgreSQL server process of the connection commits go through now; 0 when none is open.
     public var backendPID: Int32 { currentBackendPID.load(ordering: .relaxed) }
 
@@ -96,6 +107,7 @@ public final class PostgresStore: WorkspaceStore {
     public init(url: String, options: Options = Options()) throws(OpenError) {
         self.url = url
         self.options = options
+        node = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(StoreEpoch.random().prefix(8))"
         let db = try Self.connect(url: url, options: options)
         epoch = try Self.migrate(db, schema: options.schema, newEpoch: StoreEpoch.random())
         let pid = db.backendPID
@@ -323,7 +335,7 @@ public final class PostgresStore: WorkspaceStore {
 
     /// Runs `body` on the connection, opening one first when there is none (PostgreSQL restarted).
     /// A broken connection is dropped, so the next call reconnects.
-    private func withConnection<T: Sendable>(
+    func withConnection<T: Sendable>(
         failure: @escaping (String) -> StoreError, _ body: (PGConnection) throws(PGError) -> T
     ) throws(StoreError) -> T {
         try connection.withLock { (db: inout PGConnection?) throws(StoreError) -> T in
@@ -482,16 +494,19 @@ public final class PostgresStore: WorkspaceStore {
             var stale: [String: UInt64] = [:]
             for (id, base) in batch.baseVersions {
                 let stored = locked.rows[id]?.version ?? 0
-                if stored != base || (base > 0 && locked.rows[id] == nil) { stale[id] = stored }
+                if stored != base || (base > 0 && locked.rows[id] == nil) || locked.rows[id]?.seqTaken == true {
+                    stale[id] = stored
+                }
             }
             guard stale.isEmpty else {
                 try db.execute("ROLLBACK")
                 ended = true
                 throw PGError.store(.behind(storedVersions: stale))
             }
-            try write(touched, byWorkspace, batch, locked.rows, db)
+            let notifications = try write(touched, byWorkspace, batch, locked.rows, db)
             do throws(PGError) {
                 try db.execute("COMMIT")
+                notified.add(notifications, ordering: .relaxed)
             } catch {
                 if error.isConnectionLost || !db.isUsable { lostCommit = locked.transaction }
                 ended = true  // nothing to roll back: the transaction ended or the connection did
@@ -503,16 +518,20 @@ public final class PostgresStore: WorkspaceStore {
         }
     }
 
-    /// A workspace's version row, locked, and its snapshot's version (-1: none).
+    /// A workspace's version row, locked, its snapshot's version (-1: none), and whether another
+    /// writer already consumed a seq the batch consumes (``CommitBatch/firstSeqs``: the seq fence).
     private struct LockedRow {
         var version: UInt64
         var snapshotVersion: Int64
+        var seqTaken: Bool
     }
 
     /// Creates the version rows of workspaces that may be new (no base version, or base 0), then
     /// locks every touched row in workspace order (so two nodes never deadlock) and reads its
     /// stored version, its snapshot's version and the transaction's id (for `pg_xact_status`
-    /// should the answer to `COMMIT` be lost).
+    /// should the answer to `COMMIT` be lost). Then, for a batch with base versions, the seq fence:
+    /// a statement of its own, so its snapshot is taken after the lock is held (a subquery of the
+    /// locking statement would read the dedup rows as they were before it waited for the lock).
     private func lockVersionRows(
         _ touched: [String], _ batch: CommitBatch, _ db: PGConnection
     ) throws(PGError) -> (rows: [String: LockedRow], transaction: String) {
@@ -522,16 +541,33 @@ public final class PostgresStore: WorkspaceStore {
                 "INSERT INTO tabsync_workspaces (workspace, version) SELECT unnest($1::text[]), 0 ON CONFLICT (workspace) DO NOTHING",
                 [.array(.text, maybeNew.map(PGValue.text))], prepared: true)
         }
+        var fence: [[PGValue]] = [[], [], []]
+        for (id, clients) in batch.firstSeqs.sorted(by: { $0.key < $1.key }) {
+            for (client, seq) in clients.sorted(by: { $0.key < $1.key }) {
+                append(&fence, [.text(id), .text(client), .int64(Int64(bitPattern: seq))])
+            }
+        }
         let result = try db.execute(
             """
             SELECT w.workspace, w.version, coalesce(s.version, -1), pg_current_xact_id()::text
             FROM tabsync_workspaces w LEFT JOIN tabsync_snapshots s ON s.workspace = w.workspace
             WHERE w.workspace = ANY($1::text[]) ORDER BY w.workspace FOR UPDATE OF w
             """, [.array(.text, touched.map(PGValue.text))], prepared: true)
+        var taken: Set<String> = []
+        if !fence[0].isEmpty {
+            let clashes = try db.execute(
+                """
+                SELECT DISTINCT f.workspace FROM unnest($1::text[], $2::text[], $3::int8[]) AS f(workspace, client_id, seq)
+                JOIN tabsync_client_seqs c ON c.workspace = f.workspace AND c.client_id = f.client_id AND c.seq >= f.seq
+                """, arrays(fence, [.text, .text, .int64]), prepared: true)
+            for row in 0..<clashes.rowCount { taken.insert(clashes.text(row, 0)) }
+        }
         var rows: [String: LockedRow] = [:]
         for row in 0..<result.rowCount {
-            rows[result.text(row, 0)] = LockedRow(
-                version: UInt64(bitPattern: try result.int64(row, 1) ?? 0), snapshotVersion: try result.int64(row, 2) ?? -1)
+            let id = result.text(row, 0)
+            rows[id] = LockedRow(
+                version: UInt64(bitPattern: try result.int64(row, 1) ?? 0), snapshotVersion: try result.int64(row, 2) ?? -1,
+                seqTaken: taken.contains(id))
         }
         let transaction = result.rowCount > 0
             ? result.text(0, 3) : try db.execute("SELECT pg_current_xact_id()::text", prepared: true).text(0, 0)
@@ -544,7 +580,8 @@ public final class PostgresStore: WorkspaceStore {
     private func write(
         _ touched: [String], _ byWorkspace: [String: [CommitRecord]], _ batch: CommitBatch, _ locked: [String: LockedRow],
         _ db: PGConnection
-    ) throws(PGError) {
+    ) throws(PGError) -> UInt64 {
+        var notifications: UInt64 = 0
         let retention = max(batch.logRetention, 1)
         var versionIds: [PGValue] = [], versions: [PGValue] = [], payloads: [PGValue] = []
         var seqRows: [[PGValue]] = [[], [], [], [], []]
@@ -635,13 +672,21 @@ public final class PostgresStore: WorkspaceStore {
             if plan.horizon > 0 { append(&horizonRows, [workspace, .int64(plan.horizon)]) }
         }
 
-        try db.execute(
+        // A workspace another live node holds is announced to it (pg_notify runs only for the rows
+        // its WHERE keeps; the statement's snapshot, taken after the version rows were locked, sees
+        // every registration made before: HolderRegistry).
+        let announced = try db.execute(
             """
             UPDATE tabsync_workspaces AS w SET version = v.version
             FROM unnest($1::text[], $2::int8[], $3::text[]) AS v(workspace, version, payload) WHERE w.workspace = v.workspace
-            RETURNING pg_notify($4, v.payload)
-            """, [.array(.text, versionIds), .array(.int64, versions), .array(.text, payloads), .text(options.channel)],
-            prepared: true)
+            RETURNING (SELECT count(*) FROM (SELECT pg_notify($4, v.payload) WHERE EXISTS (
+                SELECT 1 FROM tabsync_holders h JOIN tabsync_nodes n ON n.node = h.node
+                WHERE h.workspace = v.workspace AND h.node <> $5 AND n.seen > now() - $6::int8 * interval '1 millisecond')) x)
+            """, [
+                .array(.text, versionIds), .array(.int64, versions), .array(.text, payloads), .text(options.channel), .text(node),
+                .int64(holderTimeoutMillis),
+            ], prepared: true)
+        for row in 0..<announced.rowCount { notifications += UInt64(try announced.int64(row, 0) ?? 0) }
         if !seqRows[0].isEmpty {
             try db.execute(
                 """
@@ -707,6 +752,7 @@ public final class PostgresStore: WorkspaceStore {
                         SELECT workspace, version FROM tabsync_ops y WHERE y.workspace = h.workspace AND y.version <= h.horizon OFFSET 0) x)
                 """, arrays(horizonRows, [.text, .int64]), prepared: true)
         }
+        return notifications
     }
 
     /// Appends one row to column arrays.

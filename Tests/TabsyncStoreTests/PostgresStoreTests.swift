@@ -31,7 +31,7 @@ struct PostgresStoreTests {
         #expect(try schema.scalar("SELECT value FROM tabsync_meta WHERE key = 'schema_version'") == "\(PostgresStore.schemaVersion)")
         #expect(try schema.scalar("SELECT value FROM tabsync_meta WHERE key = 'epoch'") == values.first)
         #expect(try schema.scalar("SELECT count(*)::text FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'tabsync_%'",
-                                  [.text(schema.name)]) == "7")
+                                  [.text(schema.name)]) == "9")
     }
 
     @Test func aNewerSchemaIsRefusedAndLeftAlone() throws {
@@ -68,16 +68,26 @@ struct PostgresStoreTests {
     }
 
     /// A store on a fresh schema (dropped when `schema` goes) and a listener on its channel,
-    /// listening (its events in the inbox).
-    static func storeAndListener() throws
+    /// listening (its events in the inbox). `heldElsewhere`: workspaces another node holds, so
+    /// commits to them notify (``HolderRegistry``: a commit notifies only then).
+    static func storeAndListener(heldElsewhere: [String] = ["v", "w"]) throws
         -> (schema: PostgresSchema, store: PostgresStore, listener: PostgresListener, events: Inbox<PostgresListener.Event>) {
         let schema = try PostgresSchema()
         let store = try PostgresStore(url: schema.url, options: schema.options())
+        try holdElsewhere(heldElsewhere, schema)
         let events = Inbox<PostgresListener.Event>()
         let listener = PostgresListener(url: schema.url, store: schema.options()) { events.append($0) }
         listener.start()
         #expect(events.wait { $0.contains(.listening(reconnected: false)) })
         return (schema, store, listener, events)
+    }
+
+    /// Another node, registered as holding `workspaces` (its store then closed; its heartbeat
+    /// stays fresh for the holder timeout, longer than any of these tests).
+    static func holdElsewhere(_ workspaces: [String], _ schema: PostgresSchema) throws {
+        let other = try PostgresStore(url: schema.url, options: schema.options())
+        defer { other.close() }
+        for id in workspaces { _ = try other.hold(workspaceId: id) }
     }
 
     @Test func everyCommitNotifiesOncePerWorkspaceAndTheListenerReceivesIt() throws {
@@ -119,6 +129,7 @@ struct PostgresStoreTests {
         let schema = try PostgresSchema()
         let mine = try PostgresStore(url: schema.url, options: schema.options())
         let other = try PostgresStore(url: schema.url, options: schema.options())
+        try Self.holdElsewhere(["v", "w"], schema)
         let events = Inbox<PostgresListener.Event>()
         let listener = PostgresListener(url: schema.url, store: schema.options(), ownBackend: { mine.backendPID }) {
             events.append($0)
@@ -142,7 +153,7 @@ struct PostgresStoreTests {
     /// A batch too big for a notification's 8,000 bytes announces its version only (the other
     /// nodes read it): the payload is never refused, and the commit goes through.
     @Test func aBatchTooBigForItsNotificationAnnouncesItsVersionOnly() throws {
-        let (schema, store, listener, events) = try Self.storeAndListener()
+        let (schema, store, listener, events) = try Self.storeAndListener(heldElsewhere: ["big"])
         defer { listener.stop(); withExtendedLifetime(schema) {} }
         var driver = Driver(epoch: store.epoch)
         let long = "https://example.com/" + String(repeating: "x", count: 1_900)
@@ -160,6 +171,7 @@ struct PostgresStoreTests {
     @Test func aListenerWhoseConnectionIsKilledReconnectsAndListensAgain() throws {
         let schema = try PostgresSchema()
         let store = try PostgresStore(url: schema.url, options: schema.options())
+        try Self.holdElsewhere(["w"], schema)
         let application = "tabsync-test-" + schema.name
         let events = Inbox<PostgresListener.Event>()
         let listener = PostgresListener(
