@@ -165,6 +165,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TabsyncServerSettingsTests",
+            dependencies: [
+                "TabsyncServerSettings", "TabsyncServer", "TabsyncStore", "TabsyncCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TabsyncServerCoreTests",
             dependencies: [
                 "TabsyncServerCore", "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncClient", "TabsyncTestSupport",
