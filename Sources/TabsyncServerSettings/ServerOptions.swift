@@ -1,83 +1,85 @@
 import ArgumentParser
 
 /// The server's flags as typed on the command line (nil, false or empty: not given). Each is the
-/// property wrapper swift-argument-parser needs, named and documented by its ``SettingTable``
-/// entry: its flag, help, `[env: …]` and `(default: …)` are stated there, not here.
+/// property wrapper swift-argument-parser needs, made from its ``SettingTable`` entry: its flag,
+/// help, `[env: …]` and `(default: …)` are stated there, not here.
 /// ``ServerSettings/init(options:environment:)`` resolves them.
 public struct ServerOptions: ParsableArguments {
     public init() {}
 
-    @Option(name: .of(SettingTable.host), help: .of(SettingTable.host)) public var host: String?
-    @Option(name: .of(SettingTable.port), help: .of(SettingTable.port)) public var port: String?
-    @Option(name: .of(SettingTable.dataDir), help: .of(SettingTable.dataDir)) public var dataDir: String?
-    @Flag(name: .of(SettingTable.memory), help: .of(SettingTable.memory)) public var memory = false
-    @Option(name: .of(SettingTable.sync), help: .of(SettingTable.sync)) public var sync: String?
-    @Option(name: .of(SettingTable.idleUnload), help: .of(SettingTable.idleUnload)) public var idleUnload: String?
-    @Option(name: .of(SettingTable.logLevel), help: .of(SettingTable.logLevel)) public var logLevel: String?
-    @Option(name: .of(SettingTable.maxTabs), help: .of(SettingTable.maxTabs)) public var maxTabs: String?
-    @Option(name: .of(SettingTable.maxFrameBytes), help: .of(SettingTable.maxFrameBytes)) public var maxFrameBytes: String?
-    @Option(name: .of(SettingTable.maxOpsPerSecond), help: .of(SettingTable.maxOpsPerSecond))
-    public var maxOpsPerSecond: String?
-    @Option(name: .of(SettingTable.maxResumeOps), help: .of(SettingTable.maxResumeOps)) public var maxResumeOps: String?
-    @Option(name: .of(SettingTable.logRetention), help: .of(SettingTable.logRetention)) public var logRetention: String?
-    @Option(name: .of(SettingTable.maxSendQueueBytes), help: .of(SettingTable.maxSendQueueBytes))
-    public var maxSendQueueBytes: String?
-    @Option(name: .of(SettingTable.maxConnections), help: .of(SettingTable.maxConnections))
-    public var maxConnections: String?
-    @Option(name: .of(SettingTable.helloTimeout), help: .of(SettingTable.helloTimeout)) public var helloTimeout: String?
-    @Option(name: .of(SettingTable.idleTimeout), help: .of(SettingTable.idleTimeout)) public var idleTimeout: String?
-    @Option(name: .of(SettingTable.eventLoop), help: .of(SettingTable.eventLoop)) public var eventLoop: String?
-    @Flag(name: .of(SettingTable.noWeb), help: .of(SettingTable.noWeb)) public var noWeb = false
+    @Option(SettingTable.host) public var host: String?
+    @Option(SettingTable.port) public var port: String?
+    @Option(SettingTable.dataDir) public var dataDir: String?
+    @Flag(SettingTable.memory) public var memory = false
+    @Option(SettingTable.sync) public var sync: String?
+    @Option(SettingTable.idleUnload) public var idleUnload: String?
+    @Option(SettingTable.logLevel) public var logLevel: String?
+    @Option(SettingTable.maxTabs) public var maxTabs: String?
+    @Option(SettingTable.maxFrameBytes) public var maxFrameBytes: String?
+    @Option(SettingTable.maxOpsPerSecond) public var maxOpsPerSecond: String?
+    @Option(SettingTable.maxResumeOps) public var maxResumeOps: String?
+    @Option(SettingTable.logRetention) public var logRetention: String?
+    @Option(SettingTable.maxSendQueueBytes) public var maxSendQueueBytes: String?
+    @Option(SettingTable.maxConnections) public var maxConnections: String?
+    @Option(SettingTable.helloTimeout) public var helloTimeout: String?
+    @Option(SettingTable.idleTimeout) public var idleTimeout: String?
+    @Option(SettingTable.eventLoop) public var eventLoop: String?
+    @Flag(SettingTable.noWeb) public var noWeb = false
 
     // MARK: transport security (TLS, origins, per-address limits, the refusal to run open)
 
-    @Option(name: .of(SettingTable.tlsCert), help: .of(SettingTable.tlsCert)) public var tlsCert: String?
-    @Option(name: .of(SettingTable.tlsKey), help: .of(SettingTable.tlsKey)) public var tlsKey: String?
-    @Option(name: .of(SettingTable.allowOrigin), help: .of(SettingTable.allowOrigin)) public var allowOrigin: [String] = []
-    @Flag(name: .of(SettingTable.insecureNoAuth), help: .of(SettingTable.insecureNoAuth)) public var insecureNoAuth = false
-    @Option(name: .of(SettingTable.maxConnectionsPerIP), help: .of(SettingTable.maxConnectionsPerIP))
-    public var maxConnectionsPerIP: String?
-    @Option(name: .of(SettingTable.maxHandshakesPerSecondPerIP), help: .of(SettingTable.maxHandshakesPerSecondPerIP))
-    public var maxHandshakesPerSecondPerIP: String?
+    @Option(SettingTable.tlsCert) public var tlsCert: String?
+    @Option(SettingTable.tlsKey) public var tlsKey: String?
+    @Option(SettingTable.allowOrigin) public var allowOrigin: [String] = []
+    @Flag(SettingTable.insecureNoAuth) public var insecureNoAuth = false
+    @Option(SettingTable.maxConnectionsPerIP) public var maxConnectionsPerIP: String?
+    @Option(SettingTable.maxHandshakesPerSecondPerIP) public var maxHandshakesPerSecondPerIP: String?
 
     // MARK: access control (tokens)
 
-    @Option(name: .of(SettingTable.authKeyFile), help: .of(SettingTable.authKeyFile)) public var authKeyFile: [String] = []
+    @Option(SettingTable.authKeyFile) public var authKeyFile: [String] = []
 
     // MARK: the SQLite store's checkpoints
 
-    @Option(name: .of(SettingTable.checkpoint), help: .of(SettingTable.checkpoint)) public var checkpoint: String?
-    @Option(name: .of(SettingTable.walLimit), help: .of(SettingTable.walLimit)) public var walLimit: String?
-    @Option(name: .of(SettingTable.storeTrace), help: .of(SettingTable.storeTrace)) public var storeTrace: String?
+    @Option(SettingTable.checkpoint) public var checkpoint: String?
+    @Option(SettingTable.walLimit) public var walLimit: String?
+    @Option(SettingTable.storeTrace) public var storeTrace: String?
 
     // MARK: several nodes on one PostgreSQL
 
-    @Option(name: .of(SettingTable.store), help: .of(SettingTable.store)) public var store: String?
-    @Option(name: .of(SettingTable.storePollInterval), help: .of(SettingTable.storePollInterval))
-    public var storePollInterval: String?
+    @Option(SettingTable.store) public var store: String?
+    @Option(SettingTable.storePollInterval) public var storePollInterval: String?
 
     // MARK: slow readers and diagnostics
 
-    @Option(name: .of(SettingTable.slowCloseGrace), help: .of(SettingTable.slowCloseGrace))
-    public var slowCloseGrace: String?
-    @Option(name: .of(SettingTable.shutdownTimeout), help: .of(SettingTable.shutdownTimeout))
-    public var shutdownTimeout: String?
-    @Flag(name: .of(SettingTable.diagnosticsEcho), help: .of(SettingTable.diagnosticsEcho)) public var diagnosticsEcho = false
+    @Option(SettingTable.slowCloseGrace) public var slowCloseGrace: String?
+    @Option(SettingTable.shutdownTimeout) public var shutdownTimeout: String?
+    @Flag(SettingTable.diagnosticsEcho) public var diagnosticsEcho = false
 
     // MARK: presence
 
-    @Option(name: .of(SettingTable.maxPresencePeers), help: .of(SettingTable.maxPresencePeers))
-    public var maxPresencePeers: String?
+    @Option(SettingTable.maxPresencePeers) public var maxPresencePeers: String?
 }
 
-extension NameSpecification {
-    /// A setting's long flag.
-    static func of<Value>(_ setting: Setting<Value>) -> NameSpecification { .customLong(setting.flag) }
+extension Option where Value == String? {
+    /// A one-value setting's flag, as typed: named and documented by its table entry.
+    init<Resolved>(_ setting: Setting<Resolved>) {
+        self.init(name: .customLong(setting.flag), help: ArgumentHelp(setting.help, valueName: setting.valueName))
+    }
 }
 
-extension ArgumentHelp {
-    /// A setting's whole `--help` text and value name.
-    static func of<Value>(_ setting: Setting<Value>) -> ArgumentHelp {
-        ArgumentHelp(setting.help, valueName: setting.valueName)
+extension Option where Value == [String] {
+    /// A repeatable setting's flag: every value given, in order.
+    init(wrappedValue: [String], _ setting: Setting<[String]>) {
+        self.init(
+            wrappedValue: wrappedValue, name: .customLong(setting.flag),
+            help: ArgumentHelp(setting.help, valueName: setting.valueName))
+    }
+}
+
+extension Flag where Value == Bool {
+    /// A switch's flag.
+    init(wrappedValue: Bool, _ setting: Setting<Bool>) {
+        self.init(wrappedValue: wrappedValue, name: .customLong(setting.flag), help: ArgumentHelp(setting.help))
     }
 }

@@ -112,6 +112,19 @@ extension Setting where Value == Bool {
     }
 }
 
+extension Setting where Value == Duration {
+    /// A duration (`<duration>` in `--help`, its default printed as `5m` or `1.5s`) in seconds or
+    /// with a unit (``SettingValue/duration(_:)``) that `valid` accepts.
+    init(
+        duration flag: String, default defaultValue: Duration, doc: String, expected: String,
+        valid: @escaping @Sendable (Duration) -> Bool = { _ in true }
+    ) {
+        self.init(
+            flag, default: defaultValue, show: SettingValue.durationText, doc: doc, valueName: "duration",
+            expected: expected) { SettingValue.duration($0).flatMap { valid($0) ? $0 : nil } }
+    }
+}
+
 extension Setting where Value == [String] {
     /// A repeatable flag: empty unless given. A variable's entries are split at commas, blanks
     /// around them dropped and empty ones skipped; at least one is needed.

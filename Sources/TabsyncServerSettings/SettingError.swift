@@ -8,12 +8,6 @@ public struct SettingError: Error, CustomStringConvertible, Equatable {
     /// What would have been accepted.
     public let expected: String
 
-    public init(source: String, value: String, expected: String) {
-        self.source = source
-        self.value = value
-        self.expected = expected
-    }
-
     public var description: String {
         let shown = source.hasPrefix("--") ? "\(source) \"\(value)\"" : "\(source)=\"\(value)\""
         return "invalid \(shown): expected \(expected)"

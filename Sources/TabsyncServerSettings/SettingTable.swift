@@ -42,10 +42,10 @@ public enum SettingTable {
     ) { SQLiteStore.Options.Sync(rawValue: $0.lowercased()) }
 
     public static let idleUnload = Setting<Duration>(
-        "idle-unload", default: server.idleUnload, show: SettingValue.durationText,
+        duration: "idle-unload", default: server.idleUnload,
         doc: "A workspace with no session for this long leaves memory after its last commit: seconds, or "
             + "a duration such as 300s, 5m, 1h, 500ms; 0 unloads at once.",
-        valueName: "duration", expected: "seconds or a duration such as 300s, 5m, 1h, 500ms", parse: SettingValue.duration)
+        expected: "seconds or a duration such as 300s, 5m, 1h, 500ms")
 
     public static let logLevel = Setting<Logger.Level>(
         "log-level", default: .info, show: \.rawValue, doc: "trace, debug, info, notice, warning, error or critical.",
@@ -181,31 +181,29 @@ public enum SettingTable {
         shown: SettingValue.redacted, parse: SettingValue.postgresURL)
 
     public static let storePollInterval = Setting<Duration>(
-        "store-poll-interval", default: Server.Configuration.SharedStore(feed: nil).pollInterval,
-        show: SettingValue.durationText,
+        duration: "store-poll-interval", default: Server.Configuration.SharedStore(feed: nil).pollInterval,
         doc: "With --store: how often the stored version of every loaded workspace is checked, in case a commit "
             + "notification was lost: seconds or a duration such as 1.5s, 500ms; 0: never.",
-        valueName: "duration", expected: "seconds or a duration such as 1.5s, 500ms; 0: no poll",
-        parse: SettingValue.duration)
+        expected: "seconds or a duration such as 1.5s, 500ms; 0: no poll")
 
     // MARK: slow readers and diagnostics
 
     public static let slowCloseGrace = Setting<Duration>(
-        "slow-close-grace", default: server.slowCloseGrace, show: SettingValue.durationText,
+        duration: "slow-close-grace", default: server.slowCloseGrace,
         doc: "Time a connection closed 1013 for reading too slowly has for its close frame to leave before "
             + "it is dropped: seconds or 5s, 500ms.",
-        valueName: "duration", expected: "a duration of more than 0 such as 5, 5s, 500ms"
-    ) { SettingValue.duration($0).flatMap { $0 > .zero ? $0 : nil } }
+        expected: "a duration of more than 0 such as 5, 5s, 500ms"
+    ) { $0 > .zero }
 
     /// The executable's deadline is longer than an in-process server's (``Server/Configuration``):
     /// a process has its store to close as well.
     public static let shutdownTimeout = Setting<Duration>(
-        "shutdown-timeout", default: .seconds(15), show: SettingValue.durationText,
+        duration: "shutdown-timeout", default: .seconds(15),
         doc: "How long SIGTERM or SIGINT may take to stop the server in all (closing every client 1001, "
             + "closing the store) before the process exits anyway with status 1: at least 5s. A second "
             + "signal exits at once. Acknowledged ops are stored either way.",
-        valueName: "duration", expected: "a duration of at least 5s such as 15, 15s, 1m"
-    ) { SettingValue.duration($0).flatMap { $0 >= .seconds(5) ? $0 : nil } }
+        expected: "a duration of at least 5s such as 15, 15s, 1m"
+    ) { $0 >= .seconds(5) }
 
     public static let diagnosticsEcho = Setting<Bool>(
         switch: "diagnostics-echo",
