@@ -96,10 +96,22 @@ let package = Package(
         ),
         // The terminal client's pure layout, rendering and key decoding, plus a small termios/ANSI layer.
         .target(name: "TabsyncTerminal", dependencies: ["TabsyncCore", "TabsyncLock"], swiftSettings: swiftSettings),
+        // The server's settings, each declared once (flag, variable, default, doc, accepted values),
+        // its flags (`ServerOptions`) and their resolution into a `Server.Configuration`.
+        .target(
+            name: "TabsyncServerSettings",
+            dependencies: [
+                "TabsyncServer", "TabsyncStore", "TabsyncCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "tabsync-server",
             dependencies: [
-                "TabsyncServer", "TabsyncLock", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "TabsyncServer", "TabsyncServerSettings", "TabsyncLock",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -149,6 +161,15 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TabsyncServerSettingsTests",
+            dependencies: [
+                "TabsyncServerSettings", "TabsyncServer", "TabsyncStore", "TabsyncCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TabsyncServerSettings
 import TabsyncStore
 
 /// `tabsync-server migrate`: creates or migrates a PostgreSQL store's schema, then exits, for
@@ -24,7 +25,7 @@ struct MigrateCommand: ParsableCommand {
     private func url() throws -> String {
         let resolved: String?
         do throws(SettingError) {
-            resolved = try ServerSettings.storeURL(store, environment: ProcessInfo.processInfo.environment)
+            resolved = try SettingTable.store.resolve(flag: store, environment: ProcessInfo.processInfo.environment)
         } catch {
             throw ValidationError(error.description)
         }
@@ -45,7 +46,7 @@ struct MigrateCommand: ParsableCommand {
             line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
             throw ExitCode(1)
         }
-        let line = Array("migrated \(ServerSettings.redacted(url))\n".utf8)
+        let line = Array("migrated \(SettingValue.redacted(url))\n".utf8)
         line.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
     }
 }
