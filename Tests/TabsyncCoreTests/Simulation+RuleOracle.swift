@@ -1,4 +1,5 @@
 import TabsyncCore
+import TabsyncTestSupport
 
 /// An independent check of the server's answer to each op against docs/design.md's rules, written from
 /// the design text rather than from core's code: with it, the simulation catches a rule that is
