@@ -127,10 +127,11 @@ let package = Package(
 
         // test targets
         // Shared by every test target: the seeded generator, waits on a condition with a deadline,
-        // `withTimeout`, temporary directories. Standard library, Foundation and TabsyncLock only, so
-        // the core, store and terminal tests use it without building or linking the server.
+        // `withTimeout`, temporary directories, the rule 7 oracle. Standard library, Foundation,
+        // TabsyncLock and TabsyncCore only, so the core, store and terminal tests use it without
+        // building or linking the server.
         .target(
-            name: "TabsyncTestSupport", dependencies: ["TabsyncLock"], path: "Tests/TabsyncTestSupport",
+            name: "TabsyncTestSupport", dependencies: ["TabsyncLock", "TabsyncCore"], path: "Tests/TabsyncTestSupport",
             swiftSettings: swiftSettings
         ),
         // The in-process server harness (port 0, memory or SQLite store) of the integration tests.

@@ -44,7 +44,7 @@ import TabsyncTestSupport
                     if applied.op.kind == .rekey { rekeyVersions.append(applied.version) }
                 }
             }
-            guard let (key, moving) = Simulation.keyPlace(of: op) else { return }
+            guard let (key, moving) = RuleSevenOracle.keyPlace(of: op) else { return }
             let since = baseVersion > 0 ? rekeyVersions.filter { $0 > baseVersion && $0 <= before.version } : []
             let forgotten = since.filter { !held.contains($0) }
             let what = "\(op) base \(baseVersion) at v\(before.version)"
@@ -88,7 +88,7 @@ import TabsyncTestSupport
         case 0...1 where !view.tabs.isEmpty:
             let removed = view.tabs.filter { current.index(of: $0.id) == nil }
             return .key(rng.pick(!removed.isEmpty && rng.chance(0.6) ? removed : view.tabs).key)
-        case 2: return .key(Simulation.deepKey(between: lower, upper, length: rng.int(65...120)))
+        case 2: return .key(RuleSevenOracle.deepKey(between: lower, upper, length: rng.int(65...120)))
         default: return .key(PositionKey.between(lower, upper))
         }
     }

@@ -4,16 +4,62 @@ import TabsyncCore
 /// docs/design.md's worked examples (section "Ordering rules"), each played by real
 /// `Replica` clients that compute their keys from what they see, against the server's `Sequencer`,
 /// in every arrival order the example states. Every replica and the server must end with exactly the
-/// stated list (and active tab, and answer).
+/// stated list (and active tab, and answer). (The server's sessions around the `Sequencer` are the
+/// real core's, simulated in `Tests/TabsyncServerCoreTests`.)
 @Suite struct WorkedExampleTests {
+    /// Three replicas and the server's sequencer; each client's Submits wait in flight until the
+    /// server reads them, and every answer reaches the clients after the reads of one arrival.
+    struct Table {
+        var server = Sequencer(workspace: Workspace(id: "w", epoch: "e1"), limits: .default)
+        var clients = (1...3).map { Replica(clientId: "c\($0)", workspace: Workspace(id: "w", epoch: "e1")) }
+        var inFlight: [[Replica.PendingOp]] = [[], [], []]
+        /// Per client, the answer to each seq: nil when applied, the code when refused.
+        var answers: [[UInt64: ErrorCode?]] = [[:], [:], [:]]
+
+        @discardableResult
+        mutating func submit(_ i: Int, _ op: Operation) -> Replica.PendingOp {
+            let p = clients[i].submit(op)
+            inFlight[i].append(p)
+            return p
+        }
+
+        /// The server reads the in-flight ops of the clients in `order`; then every client gets the
+        /// applied ops, in order, and each submitter its refusals.
+        mutating func arrive(_ order: [Int]) {
+            var applied: [AppliedOp] = []
+            var refused: [(client: Int, seq: UInt64, code: ErrorCode)] = []
+            for i in order {
+                for p in inFlight[i] {
+                    switch server.submit(clientId: clients[i].clientId, seq: p.seq, baseVersion: p.baseVersion, op: p.op) {
+                    case .applied(let ops): applied += ops
+                    case .rejected(let error): refused.append((i, p.seq, error.code))
+                    case let other: Issue.record("seq \(p.seq) of c\(i + 1) was \(other)")
+                    }
+                }
+                inFlight[i] = []
+            }
+            for op in applied {
+                for i in clients.indices {
+                    #expect(clients[i].receive(applied: op) == .applied, "c\(i + 1) v\(op.version)")
+                    if op.clientId == clients[i].clientId { answers[i][op.seq] = .some(nil) }
+                }
+            }
+            for r in refused {
+                #expect(clients[r.client].receive(rejectedSeq: r.seq) != nil)
+                answers[r.client][r.seq] = r.code
+            }
+        }
+
+        /// Every client's ops arrive, client 0's first.
+        mutating func flush() { arrive(Array(clients.indices)) }
+    }
+
     /// Client 0 sets up `tabs` (in order, each appended after the last it sees), optionally activates
     /// one, and everyone syncs. Clients 1 and 2 play the example.
-    static func cluster(tabs: [String], active: String? = nil) -> Simulation {
-        var sim = Simulation(clients: 3, limits: .default)
-        for i in sim.clients.indices { sim.connect(i) }
-        sim.flush()
+    static func cluster(tabs: [String], active: String? = nil) -> Table {
+        var sim = Table()
         for id in tabs {
-            let last = sim.clients[0].replica.optimistic.tabs.last?.key
+            let last = sim.clients[0].optimistic.tabs.last?.key
             sim.submit(0, .add(tab: Tab(id: id, title: id), place: .key(PositionKey.between(last, nil)), activate: false))
         }
         if let active { sim.submit(0, .activate(.tabId(active))) }
@@ -22,26 +68,24 @@ import TabsyncCore
     }
 
     /// What client `i` sees.
-    static func view(_ sim: Simulation, _ i: Int) -> Workspace { sim.clients[i].replica.optimistic }
+    static func view(_ sim: Table, _ i: Int) -> Workspace { sim.clients[i].optimistic }
 
     static func key(_ w: Workspace, _ id: String) -> String { w.tab(id)!.key }
 
     /// The server reads the in-flight ops of the clients in `order`, then everything is delivered;
-    /// checks the server and every replica (confirmed and optimistic) show `expected`, and the
-    /// simulation's own checks (every seq answered once, states equal, invariants).
-    static func arrive(_ sim: inout Simulation, order: [Int], expect expected: [String], active: String? = nil,
+    /// checks the server and every replica (confirmed and optimistic) show `expected`, nothing is
+    /// pending, and the server's state keeps the invariants.
+    static func arrive(_ sim: inout Table, order: [Int], expect expected: [String], active: String? = nil,
                        sourceLocation: SourceLocation = #_sourceLocation) {
-        for i in order { sim.deliverToServer(sim.clients[i].connection!) }
-        sim.flush()
-        sim.checkQuiescent()
-        #expect(sim.failures.isEmpty, "\(sim.failures)", sourceLocation: sourceLocation)
-        #expect(sim.sequencer.workspace.tabs.map(\.id) == expected, "server, order \(order)", sourceLocation: sourceLocation)
+        sim.arrive(order)
+        #expect(sim.server.workspace.invariantViolations(limits: .default).isEmpty, sourceLocation: sourceLocation)
+        #expect(sim.server.workspace.tabs.map(\.id) == expected, "server, order \(order)", sourceLocation: sourceLocation)
         for c in sim.clients {
-            #expect(c.replica.confirmed.tabs.map(\.id) == expected, "\(c.id) confirmed, order \(order)", sourceLocation: sourceLocation)
-            #expect(c.replica.optimistic.tabs.map(\.id) == expected, "\(c.id) optimistic, order \(order)", sourceLocation: sourceLocation)
-            if let active { #expect(c.replica.confirmed.activeTabId == active, "\(c.id) active", sourceLocation: sourceLocation) }
+            #expect(c.pending.isEmpty, "\(c.clientId) pending", sourceLocation: sourceLocation)
+            #expect(c.confirmed == sim.server.workspace, "\(c.clientId) confirmed, order \(order)", sourceLocation: sourceLocation)
+            #expect(c.optimistic.tabs.map(\.id) == expected, "\(c.clientId) optimistic, order \(order)", sourceLocation: sourceLocation)
         }
-        if let active { #expect(sim.sequencer.workspace.activeTabId == active, sourceLocation: sourceLocation) }
+        if let active { #expect(sim.server.workspace.activeTabId == active, sourceLocation: sourceLocation) }
     }
 
     static let bothOrders = [[1, 2], [2, 1]]
@@ -89,7 +133,7 @@ import TabsyncCore
         let v2 = Self.view(sim, 2)
         let move = sim.submit(2, .move(tabId: "B", place: .key(PositionKey.between(nil, Self.key(v2, "A")))))
         Self.arrive(&sim, order: [1, 2], expect: ["A", "C"], active: "C")
-        #expect(sim.clients[2].answers[move.seq] == .rejected(.tabGone))
+        #expect(sim.answers[2][move.seq] == .some(.tabGone))
     }
 
     /// `[A B C]`: clients 1 and 2 both add a tab with the same key between A's and B's (X, then Y) →
@@ -104,7 +148,7 @@ import TabsyncCore
         #expect(keyX == keyY, "both clients see the same gap, so compute the same key")
         sim.submit(2, .add(tab: Tab(id: "Y"), place: .key(keyY), activate: false))
         Self.arrive(&sim, order: [1, 2], expect: ["A", "X", "Y", "B", "C"])
-        guard case .add(let y, _, _) = sim.sequencer.log.last?.op else {
+        guard case .add(let y, _, _) = sim.server.log.last?.op else {
             Issue.record("the last applied op is not Y's add")
             return
         }

@@ -15,8 +15,10 @@ import TabsyncTestSupport
 /// or its answer is lost, when a connection drops, a node crashes, a client reconnects, and what
 /// op a client makes. A virtual clock moves only on ticks; there are no threads and no sleeps.
 ///
-/// Invariants are checked as the world runs (``checkStep()``, and on every broadcast) and at the
-/// end (``finish()``); a broken one is appended to ``failures`` with the step it was seen at.
+/// Invariants are checked as the world runs (``checkStep()``, and on every broadcast), on every
+/// batch the store accepts (``RuleOracle``: docs/design.md's rules for each op against the state it
+/// was applied to) and at the end (``finish()``); a broken one is appended to ``failures`` with the
+/// step it was seen at.
 struct SimulatedWorld {
     struct Options: CustomStringConvertible {
         var nodes = 1
@@ -30,15 +32,39 @@ struct SimulatedWorld {
         var disconnect = 0.02
         var crash = 0.004
         var logRetention = 100_000
+        var maxTabs = Limits.default.maxTabs
+        var maxResumeOps = Limits.default.maxResumeOps
+        /// How clients choose places (``PlaceMix``).
+        var placeMix = PlaceMix.usual
+        /// Chance that a dropped connection's head (1-3 frames the client had sent) still reaches
+        /// the server after the drop, even after the client reconnected: a server that has not
+        /// noticed the close yet reads it.
+        var lateDelivery = 0.5
+        /// Late delivery also on a connection the server refused a Submit `UNAVAILABLE` on (which
+        /// consumes nothing). Off by default: it finds a known defect. The server refuses seqs
+        /// 4-5 `UNAVAILABLE` while it reads the workspace back after a failed commit, the refusals
+        /// go to the dropped connection, and the late 6-7 are consumed; the client, which resumed
+        /// before they were read, sends 4-5 again and they are ignored as at or below the last
+        /// consumed seq: never applied, never answered, pending until its next reconnect. Seeds
+        /// 805 and 1508 with it on.
+        var lateAfterUnavailable = false
         /// Clients connect to any node, so the workspace is split across nodes. Off: they connect to
         /// its home node, which moves to the next node when the home crashes (docs/design.md,
         /// "Several nodes and placement").
         var split = false
 
-        var description: String { "\(nodes) nodes\(split ? " (split)" : ""), \(clients) clients, \(steps) steps" }
+        var description: String {
+            "\(nodes) nodes\(split ? " (split)" : ""), \(clients) clients, \(steps) steps"
+                + (placeMix == .rekeyHeavy ? ", rekey-heavy" : "")
+                + (logRetention < 100_000 ? ", logRetention \(logRetention)" : "")
+                + (maxTabs != Limits.default.maxTabs ? ", maxTabs \(maxTabs)" : "")
+                + (maxResumeOps != Limits.default.maxResumeOps ? ", maxResumeOps \(maxResumeOps)" : "")
+        }
 
         /// A world's shape from its seed: 1–3 nodes, 1–6 clients, 200–600 steps, fault rates from
-        /// none to high.
+        /// none to high; a quarter of the worlds rekey-heavy (rule 7's hard cases: 2-20 clients whose
+        /// places are mostly keys, deep ones among them, a log window of 6-400 ops so that rekeys
+        /// leave it), and a third of the others with a small log window or few tabs allowed.
         static func from(seed: UInt64) -> Options {
             var rng = SplitMix64(seed: seed ^ 0x5EED)
             var o = Options()
@@ -51,6 +77,17 @@ struct SimulatedWorld {
             o.loadFailure *= faults
             o.disconnect *= faults
             o.crash *= faults
+            if rng.chance(0.25) {
+                o.placeMix = .rekeyHeavy
+                o.clients = rng.int(2...20)
+                o.logRetention = rng.int(6...400)
+                o.maxTabs = rng.int(8...40)
+                o.maxResumeOps = rng.int(1...200)
+            } else if rng.chance(0.33) {
+                o.logRetention = rng.int(6...200)
+                o.maxTabs = rng.int(4...30)
+                o.maxResumeOps = rng.int(1...60)
+            }
             return o
         }
     }
@@ -68,6 +105,12 @@ struct SimulatedWorld {
         let format: WireFormat
         var up: [[UInt8]] = []
         var down: [Down] = []
+        /// The client's end is gone (the network dropped it) but the server has not heard yet: it
+        /// still reads what is left in `up`, its sends go nowhere, and it hears of the close once
+        /// `up` is empty.
+        var clientGone = false
+        /// The server refused a Submit `UNAVAILABLE` on it (see ``Options/lateAfterUnavailable``).
+        var refusedUnavailable = false
         /// The version the session's Welcome brought it to: a broadcast `Applied` at or below it
         /// after the Welcome would be a Welcome ahead of an earlier `Applied`.
         var welcomedAt: UInt64?
@@ -110,6 +153,10 @@ struct SimulatedWorld {
     var faults = true
     /// What happened, step by step, when tracing (`TABSYNC_SIM_TRACE=1` with one seed).
     var trace: [String]?
+    /// docs/design.md's rules, checked on every batch the store accepts.
+    var oracle: RuleOracle
+    /// Every tab id a client made, for ops on tabs others removed.
+    var knownTabIds: [String] = []
 
     mutating func note(_ line: @autoclosure () -> String) {
         if trace != nil { trace!.append("\(step) \(line())") }
@@ -125,12 +172,15 @@ struct SimulatedWorld {
         var behind = 0
         var crashes = 0
         var disconnects = 0
+        /// Frames of dropped connections the server read after the drop.
+        var lateDelivered = 0
     }
 
     init(seed: UInt64, options: Options? = nil) {
         self.seed = seed
         self.options = options ?? .from(seed: seed)
         rng = SplitMix64(seed: seed)
+        oracle = RuleOracle(workspace: Workspace(id: workspace, epoch: store.epoch), limits: Self.limits(self.options))
         for _ in 0..<self.options.nodes { nodes.append(Node(core: makeCore())) }
         for c in 0..<self.options.clients {
             var session = Session(
@@ -143,10 +193,18 @@ struct SimulatedWorld {
 
     var now: ContinuousClock.Instant { start + elapsed }
 
+    static func limits(_ options: Options) -> Limits {
+        var limits = Limits.default
+        limits.maxOpsPerSecond = 1_000_000
+        limits.logRetention = options.logRetention
+        limits.maxTabs = options.maxTabs
+        limits.maxResumeOps = options.maxResumeOps
+        return limits
+    }
+
     func makeCore() -> ServerCore {
         var settings = ServerCore.Settings(storeEpoch: store.epoch)
-        settings.limits.maxOpsPerSecond = 1_000_000
-        settings.limits.logRetention = options.logRetention
+        settings.limits = Self.limits(options)
         settings.idleUnload = .seconds(1)
         if options.nodes > 1 { settings.sharedStorePollInterval = .milliseconds(500) }
         return ServerCore(settings: settings, logger: Logger(label: "sim", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
@@ -183,10 +241,10 @@ struct SimulatedWorld {
         switch rng.weighted(weights) {
         case 0: clientOp(rng.int(0...(clients.count - 1)))
         case 1: if let id = pickLink({ !$0.up.isEmpty }) { deliverUp(id) }
-        case 2: if let id = pickLink({ !$0.down.isEmpty }) { deliverDown(id) }
+        case 2: if let id = pickLink({ !$0.down.isEmpty && !$0.clientGone }) { deliverDown(id) }
         case 3: completeStoreCall(rng.int(0...(nodes.count - 1)))
         case 4: tick()
-        case 5: if let id = pickLink({ _ in true }) { dropLink(id) }
+        case 5: if let id = pickLink({ !$0.clientGone }) { dropLink(id) }
         case 6: crash(rng.int(0...(nodes.count - 1)))
         case 7: connectSomeone()
         default: tellFeed()
@@ -201,40 +259,26 @@ struct SimulatedWorld {
     // MARK: clients
 
     private mutating func clientOp(_ c: Int) {
-        let state = clients[c].session.state.optimistic
-        let tabs = state.tabs
-        var op: TabsyncCore.Operation
-        let kind = tabs.isEmpty ? 0 : rng.int(0...5)
-        switch kind {
-        case 0:
-            clients[c].madeTabs += 1
-            let place: Place = tabs.isEmpty || rng.chance(0.5) ? .end : .index(UInt32(rng.int(0...tabs.count)))
-            op = .add(tab: Tab(id: "c\(c)t\(clients[c].madeTabs)", title: "t"), place: place, activate: rng.chance(0.3))
-        case 1:
-            op = .move(tabId: rng.pick(tabs).id, place: .index(UInt32(rng.int(0...tabs.count))))
-        case 2:
-            op = .remove(tabId: rng.pick(tabs).id)
-        case 3:
-            op = .activate(.tabId(rng.pick(tabs).id))
-        case 4:
-            op = .update(TabUpdate(tabId: rng.pick(tabs).id, title: "x\(rng.int(0...99))"))
-        default:
-            // Between two neighbours by key, as a drag-and-drop client computes it.
-            let i = rng.int(0...(tabs.count - 1))
-            let moved = rng.pick(tabs)
-            let low = i == 0 ? nil : tabs[i - 1].key
-            let key = (try? PositionKey.between(low, tabs[i].key)) ?? tabs[i].key
-            op = .move(tabId: moved.id, place: .key(key))
-        }
+        let op = randomOp(for: c)
         let seq = clients[c].session.submit(op)
-        note("c\(c) submits seq \(seq.map(String.init) ?? "-") \(op)")
+        let base = clients[c].session.state.confirmed.version
+        note("c\(c) submits seq \(seq.map(String.init) ?? "-") base \(base) \(op)")
         pumpClient(c)
+    }
+
+    /// Tells the oracle of a Submit in a frame client `c` sends, as the server will decode it.
+    private mutating func noteSent(_ c: Int, _ frame: [UInt8]) {
+        guard let message = try? clients[c].session.format.decodeClientMessage(frame),
+              case .submit(let submit)? = message.message else { return }
+        let op = submit.hasOp ? try? TabsyncCore.Operation(submit.op) : nil
+        if let problem = oracle.sent(client: "c\(c)", seq: submit.seq, baseVersion: submit.baseVersion, op: op) { fail(problem) }
     }
 
     /// Moves what the client queued onto its connection, and reads its events.
     private mutating func pumpClient(_ c: Int) {
         let frames = clients[c].session.takeOutgoing(budget: .max)
         if let id = clients[c].link, links[id] != nil {
+            for frame in frames { noteSent(c, frame) }
             links[id]!.up.append(contentsOf: frames)
         }
         for event in clients[c].session.takeEvents() {
@@ -276,6 +320,7 @@ struct SimulatedWorld {
                     submit: .init(seq: pending.seq, baseVersion: pending.baseVersion, op: pending.op))))
             }
         }
+        for frame in up.dropFirst() { noteSent(c, frame) }
         links[id] = Link(id: id, client: c, node: n, format: clients[c].session.format, up: up)
         note("c\(c) connects to node \(n) as link \(id)")
         clients[c].link = id
@@ -290,7 +335,9 @@ struct SimulatedWorld {
         let frame = links[id]!.up.removeFirst()
         stats.delivered += 1
         if trace != nil, let m = try? link.format.decodeClientMessage(frame) { note("link \(id) c\(link.client) -> node \(link.node): \(m.textFormatString().replacingOccurrences(of: "\n", with: " "))") }
+        if link.clientGone { stats.lateDelivered += 1 }
         handle(link.node, .frame(id, frame, binary: !link.format.usesTextFrames))
+        if let link = links[id], link.clientGone, link.up.isEmpty { serverHearsClose(id) }
     }
 
     private mutating func deliverDown(_ id: ConnectionID) {
@@ -318,10 +365,36 @@ struct SimulatedWorld {
         }
     }
 
-    /// The network drops a connection: both ends learn it; what was in flight is lost.
+    /// The network drops a connection: what the server had queued to the client is lost, and of
+    /// what the client had sent, the tail is lost and sometimes a head of 1-3 frames still reaches
+    /// the server later (``Options/lateDelivery``), maybe after the client reconnected. The client
+    /// learns of the drop at once; the server when it has read that head.
     private mutating func dropLink(_ id: ConnectionID) {
         stats.disconnects += 1
-        endLink(id, ending: ConnectionEnding(kind: .lost))
+        guard let link = links[id], !link.up.isEmpty, rng.chance(options.lateDelivery),
+              !link.refusedUnavailable || options.lateAfterUnavailable else {
+            return endLink(id, ending: ConnectionEnding(kind: .lost))
+        }
+        let keep = min(rng.int(1...3), link.up.count)
+        links[id]!.up.removeSubrange(keep...)
+        links[id]!.down.removeAll()
+        links[id]!.clientGone = true
+        note("link \(id) c\(link.client) node \(link.node) dropped; \(keep) sent frames still in flight to the server")
+        let c = link.client
+        if clients[c].link == id {
+            clients[c].link = nil
+            let next = clients[c].session.closed(ConnectionEnding(kind: .lost))
+            if case .stop = next { fail("c\(c) stopped for good after a lost connection") }
+            pumpClient(c)
+        }
+    }
+
+    /// The server hears that a connection whose client end is gone has closed.
+    private mutating func serverHearsClose(_ id: ConnectionID) {
+        guard let link = links.removeValue(forKey: id) else { return }
+        note("link \(id) c\(link.client) node \(link.node): the server hears of the drop")
+        nodes[link.node].timers[id] = nil
+        handle(link.node, .disconnected(id))
     }
 
     private mutating func endLink(_ id: ConnectionID, ending: ConnectionEnding) {
@@ -357,7 +430,7 @@ struct SimulatedWorld {
         stats.crashes += 1
         note("node \(n) crashes")
         if let call = nodes[n].storeCalls.first, case .commit(_, let batch) = call, rng.chance(0.5) {
-            try? store.commit(batch)
+            try? commitToStore(batch)
         }
         for id in links.keys.sorted() where links[id]!.node == n {
             let c = links[id]!.client
@@ -398,10 +471,10 @@ struct SimulatedWorld {
                 let stored = rng.chance(0.5)
                 if faults && rng.chance(options.outcomeUnknown) {
                     stats.unknownOutcomes += 1
-                    if stored { try store.commit(batch) }
+                    if stored { try commitToStore(batch) }
                     return handle(n, .committed(batch: batchId, .failed(.outcomeUnknown("simulated lost answer")), duration: .zero))
                 }
-                try store.commit(batch)
+                try commitToStore(batch)
                 if let version = batch.workspaces[workspace]?.version { feed.append((n, version)) }
                 handle(n, .committed(batch: batchId, .stored, duration: .zero))
             } catch {
@@ -423,6 +496,12 @@ struct SimulatedWorld {
         }
     }
 
+    /// Commits a batch to the store; when the store accepts it, the oracle checks its records.
+    private mutating func commitToStore(_ batch: CommitBatch) throws(StoreError) {
+        try store.commit(batch)
+        for problem in oracle.stored(batch) { fail(problem) }
+    }
+
     private func readChanges(_ versions: [String: UInt64]) -> [String: CatchUpRead] {
         CatchUpRead.reads(Result { () throws(StoreError) in try store.changes(after: versions) }, after: versions)
     }
@@ -441,19 +520,28 @@ struct SimulatedWorld {
         var actions: [ServerCore.Action] = []
         nodes[n].core.handle(event, now: now, into: &actions)
         for action in actions { perform(n, action) }
+        // Dropped connections whose late frames were lost after all (``Options/lateAfterUnavailable``).
+        for id in links.keys.sorted() where links[id].map({ $0.node == n && $0.clientGone && $0.up.isEmpty }) == true {
+            serverHearsClose(id)
+        }
     }
 
     private mutating func perform(_ n: Int, _ action: ServerCore.Action) {
         switch action {
         case .send(let id, let message):
             guard let link = links[id] else { return }
+            if case .rejected(let r)? = message.message, r.code == .unavailable {
+                links[id]!.refusedUnavailable = true
+                if link.clientGone && !options.lateAfterUnavailable { links[id]!.up.removeAll() }
+            }
+            guard !link.clientGone else { return }
             if case .welcome(let welcome)? = message.message {
                 links[id]!.welcomedAt = welcome.recovered ? (welcome.missed.last?.version ?? 0) : welcome.snapshot.version
             }
             links[id]!.down.append(.frame(link.format.encode(message)))
         case .broadcast(let ids, let message):
             for id in ids {
-                guard let link = links[id] else { continue }
+                guard let link = links[id], !link.clientGone else { continue }
                 if case .applied(let applied)? = message.message, let welcomedAt = link.welcomedAt,
                    applied.version <= welcomedAt {
                     fail("session \(id) was sent Applied v\(applied.version) after its Welcome at v\(welcomedAt)")
@@ -461,7 +549,7 @@ struct SimulatedWorld {
                 links[id]!.down.append(.frame(link.format.encode(message)))
             }
         case .close(let id, let reason, _):
-            guard links[id] != nil else { return }
+            guard let link = links[id], !link.clientGone else { return }
             if !reason.flushesQueue { links[id]!.down.removeAll() }
             links[id]!.down.append(.close(reason.code))
         case .setTimer(let id, let after):
@@ -529,27 +617,30 @@ struct SimulatedWorld {
     }
 
     /// The end: every acknowledged op is in the log exactly once; per-client seq order holds;
-    /// versions have no gaps; every client holds the store's workspace.
+    /// versions have no gaps; every client holds the store's workspace. The store's log keeps only
+    /// its window (`logRetention`), so the whole history is read from the batches it accepted
+    /// (``RuleOracle``), and the log must be their tail.
     private mutating func checkEnd() {
         if !settled() { return fail("the world did not settle: \(describeUnsettled())") }
         let stored = try? store.load(workspaceId: workspace)
         let log = stored?.log ?? []
         let final = stored?.workspace ?? Workspace(id: workspace, epoch: store.epoch)
-        for (i, op) in log.enumerated() where op.version != UInt64(i + 1) {
-            return fail("log version \(op.version) at position \(i + 1): a gap or a version written twice")
+        let first = log.first?.version ?? final.version + 1
+        for (i, op) in log.enumerated() where op.version != first + UInt64(i) {
+            return fail("log version \(op.version) at position \(i + 1) after v\(first): a gap or a version written twice")
         }
-        if UInt64(log.count) != final.version { fail("log holds \(log.count) ops for version \(final.version)") }
-        var seen: [String: UInt64] = [:]
-        var where_: [String: [UInt64: UInt64]] = [:]
-        for op in log where op.seq > 0 {
-            if where_[op.clientId]?[op.seq] != nil { fail("\(op.clientId) seq \(op.seq) applied twice") }
-            where_[op.clientId, default: [:]][op.seq] = op.version
-            if let last = seen[op.clientId], op.seq <= last { fail("\(op.clientId) seq \(op.seq) after seq \(last)") }
-            seen[op.clientId] = op.seq
+        if log.count < min(options.logRetention, Int(final.version)) || (log.last?.version ?? 0) != final.version {
+            fail("log holds v\(first)...v\(log.last?.version ?? 0) for version \(final.version) (retention \(options.logRetention))")
         }
+        if oracle.current != final {
+            fail("the store holds v\(final.version) \(final.tabs.map(\.id)), its accepted batches make "
+                + "v\(oracle.current.version) \(oracle.current.tabs.map(\.id))")
+        }
+        if log != Array(oracle.log.suffix(log.count)) { fail("the store's log is not the tail of the ops its batches brought") }
         for (c, client) in clients.enumerated() {
-            for (seq, version) in client.acked.sorted(by: { $0.key < $1.key }) where where_["c\(c)"]?[seq] != version {
-                fail("c\(c) seq \(seq) acknowledged at v\(version) is not in the log there")
+            for (seq, version) in client.acked.sorted(by: { $0.key < $1.key })
+            where oracle.appliedAt[RuleOracle.ClientSeq(client: "c\(c)", seq: seq)] != version {
+                fail("c\(c) seq \(seq) acknowledged at v\(version) is not stored there")
             }
             let confirmed = client.session.state.confirmed
             if confirmed != final {
@@ -560,7 +651,7 @@ struct SimulatedWorld {
 
     private func describeUnsettled() -> String {
         clients.enumerated().map { c, client in
-            "c\(c) \(client.session.phase) pending \(client.session.state.pending.count)"
+            "c\(c) \(client.session.phase) pending \(client.session.state.pending.map(\.seq))"
         }.joined(separator: ", ")
     }
 }
