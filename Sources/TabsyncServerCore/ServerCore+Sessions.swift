@@ -102,10 +102,10 @@ extension ServerCore {
         // Before the token and the workspace are looked at: the answer says nothing of either
         // (docs/design.md, "Close codes").
         if let path = sessions[id]?.pathWorkspace, path != message.workspace {
-            let text = "Hello names workspace \"\(message.workspace)\"; the URL path names \"\(path)\""
-            logger.info("session refused", metadata: ["session": "\(id)", "code": "PROTOCOL_ERROR", "message": "\(text)"])
-            send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: .protocolError, message: text)), to: id)
-            close(id, .workspaceNotInPath(path: path, hello: message.workspace))
+            refuse(
+                id, code: .protocolError,
+                message: "Hello names workspace \"\(message.workspace)\"; the URL path names \"\(path)\"",
+                closing: .workspaceNotInPath(path: path, hello: message.workspace))
             return
         }
         emit(.setTimer(id, after: nil))  // the Hello came in time

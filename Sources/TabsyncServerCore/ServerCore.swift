@@ -183,11 +183,12 @@ package struct ServerCore {
         followUps.append(work)
     }
 
-    /// Sends `Error{code, message}`, then closes 4400 (a protocol violation or a refused Hello).
-    mutating func refuse(_ id: ConnectionID, code: ErrorCode, message: String) {
+    /// Sends `Error{code, message}`, then closes 4400 (a protocol violation or a refused Hello):
+    /// `.protocolViolation(code)` unless `reason` names a more precise one.
+    mutating func refuse(_ id: ConnectionID, code: ErrorCode, message: String, closing reason: CloseReason? = nil) {
         logger.info("session refused", metadata: ["session": "\(id)", "code": "\(code.wireName)", "message": "\(message)"])
         send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: code, message: message)), to: id)
-        close(id, .protocolViolation(code))
+        close(id, reason ?? .protocolViolation(code))
     }
 
     /// Sends `Rejected` at once (nothing was consumed, so nothing waits for the store).

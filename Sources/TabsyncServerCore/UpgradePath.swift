@@ -29,7 +29,8 @@ package enum UpgradePath: Equatable, Sendable {
               path.utf8.count >= prefix.utf8.count + suffix.utf8.count
         else { throw .notFound }
         let id = String(path.dropFirst(prefix.count).dropLast(suffix.count))
-        // `/v1/workspaces/a/b/ws` is not a workspace path at all; `/v1/workspaces//ws` names none.
+        // `/v1/workspaces/a/b/ws` is not a workspace path at all; `/v1/workspaces//ws` names an
+        // empty id, which the rule refuses (400).
         if id.contains("/") { throw .notFound }
         guard Validation.isValidWorkspaceId(id) else { throw .invalidWorkspaceId(String(id.prefix(80))) }
         return .workspace(id)
