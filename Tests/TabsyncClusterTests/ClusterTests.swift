@@ -269,12 +269,12 @@ struct ClusterTests {
     ///
     /// The bounded load counts connections: with a handful of them the bound is one or two per
     /// node, and a workspace's second session would overflow to the next node, as it should. So
-    /// 30 one-session workspaces come first, then the checked workspaces' sessions round by round;
+    /// 60 one-session workspaces come first, then the checked workspaces' sessions round by round;
     /// everything one by one, so HAProxy's choices are the same on every run.
     @Test func everySessionOfAWorkspaceLandsOnItsHomeNodeThroughHAProxy() async throws {
         let cluster = try LocalCluster()
         let loop = try ClientLoop()
-        let warm = try (0..<30).map { i in
+        let warm = try (0..<60).map { i in
             try ClusterClient(name: "warm", port: cluster.frontPort, workspace: "warm-\(i)", clientId: "warm\(i)", loop: loop)
         }
         try await Self.joinOneByOne(warm, cluster: cluster)
