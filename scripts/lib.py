@@ -201,6 +201,44 @@ class MirrorServer:
         return stop_process(self.proc, sig, timeout)
 
 
+class HAProxy:
+    """HAProxy with deploy/haproxy.cfg (the file the cluster tests and docker-compose use) on a free
+    loopback port in front of exactly three `servers` (its TABSYNC_NODE1..3), waited for until a
+    GET /healthz through it succeeds. `cpu_seconds()` reads its CPU time (user + system) from
+    /proc/PID/stat."""
+
+    def __init__(self, servers, start_timeout=15):
+        if len(servers) != 3:
+            raise ValueError("deploy/haproxy.cfg names three nodes")
+        self.port = free_port()
+        env = dict(os.environ, TABSYNC_HAPROXY_BIND=f"127.0.0.1:{self.port}")
+        for n, server in enumerate(servers, 1):
+            env[f"TABSYNC_NODE{n}"] = f"127.0.0.1:{server.port}"
+        self.proc = subprocess.Popen(["haproxy", "-db", "-f", os.path.join(ROOT, "deploy", "haproxy.cfg")], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     stdin=subprocess.DEVNULL, preexec_fn=raise_nofile)
+        self.pid = self.proc.pid
+        deadline = time.time() + start_timeout
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1).read()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.time() > deadline:
+                    self.stop()
+                    raise RuntimeError("HAProxy did not start with deploy/haproxy.cfg")
+                time.sleep(0.05)
+
+    def cpu_seconds(self):
+        with open(f"/proc/{self.pid}/stat") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self, sig=signal.SIGTERM, timeout=6):
+        return stop_process(self.proc, sig, timeout)
+
+
 class Postgres:
     """A throwaway PostgreSQL cluster of scripts/postgres (fsync on, loopback, a free port), removed by
     `destroy`; `fresh_url()` makes a new database in it for each run."""
@@ -243,14 +281,21 @@ class Postgres:
 
 # ------------------------------------------------------------------ measuring
 
-def bench(tabsync, servers, args, time_limit=120, timeout=None, json_path=None, store_pids=(), keep_json=True):
+def bench(tabsync, servers, args, time_limit=120, timeout=None, json_path=None, store_pids=(), keep_json=True,
+          front=None):
     """One `tabsync bench` run against `servers` (objects with `port` and `pid`): returns its JSON
     report with `_load` (the load average at its start and end, "a-b") and `_stderr`, or None when it
-    failed (the reason is logged). The report file is `json_path` (a temp file, removed, when None)."""
+    failed (the reason is logged). The report file is `json_path` (a temp file, removed, when None).
+    With `front` (a port: HAProxy's), every client connects there and `servers` only give the pids
+    whose CPU is measured."""
     path = json_path or f"/tmp/tabsync-bench-{os.getpid()}-{time.time_ns()}.json"
     command = [tabsync, "bench", "--time-limit", str(time_limit), "--json", path]
+    if front is not None:
+        command += ["--server", f"127.0.0.1:{front}"]
     for server in servers:
-        command += ["--server", f"127.0.0.1:{server.port}", "--server-pid", str(server.pid)]
+        if front is None:
+            command += ["--server", f"127.0.0.1:{server.port}"]
+        command += ["--server-pid", str(server.pid)]
     for pid in store_pids:
         command += ["--store-pid", str(pid)]
     command += list(args)

@@ -204,6 +204,20 @@ export function rekeyRecord(version, tabsBefore, rekey) {
   };
 }
 
+/**
+ * The URL a session of `workspace` connects to (docs/design.md, "The protocol in brief"):
+ * `/v1/workspaces/{workspace}/ws` under the server URL's path (its trailing "/" dropped, its query
+ * kept), so that a proxy in front of several nodes routes by workspace. A URL whose path already
+ * ends in `/ws` is kept as it is.
+ */
+export function sessionUrl(url, workspace) {
+  const match = /^(wss?:\/\/[^/?#]*)([^?#]*)(\?[^#]*)?$/i.exec(url);
+  if (!match) return url;
+  const [, origin, path, query = ""] = match;
+  if (path.endsWith("/ws")) return url;
+  return `${origin}${path.replace(/\/+$/, "")}/v1/workspaces/${encodeURIComponent(workspace)}/ws${query}`;
+}
+
 function randomId(prefix) {
   const bytes = new Uint8Array(6);
   crypto.getRandomValues(bytes);
@@ -221,7 +235,8 @@ function randomId(prefix) {
 export class TabsyncClient extends EventTarget {
   /**
    * @param {object} options
-   * @param {string} options.url  ws:// or wss:// URL of the server (path `/`)
+   * @param {string} options.url  ws:// or wss:// URL of the server; the session connects to its
+   *   `/v1/workspaces/{workspace}/ws` (sessionUrl)
    * @param {string} options.workspace
    * @param {string} [options.clientId]  stable across reconnects (default: random per instance)
    * @param {string} [options.name]  shown to others in presence
@@ -312,7 +327,7 @@ export class TabsyncClient extends EventTarget {
     this.setStatus("connecting");
     let ws;
     try {
-      ws = new WebSocket(this.url, SUBPROTOCOL);
+      ws = new WebSocket(sessionUrl(this.url, this.workspace), SUBPROTOCOL);
     } catch {
       this.scheduleReconnect();
       return;

@@ -46,7 +46,8 @@ final class ChurnGenerator {
     private var cAddress: UnsafeMutablePointer<CChar>?
     private var cHost: UnsafeMutablePointer<CChar>?
     private var cProtocol: UnsafeMutablePointer<CChar>?
-    private var cPath: UnsafeMutablePointer<CChar>?
+    /// Each workspace's session path, `/v1/workspaces/{name}/ws` (docs/design.md, "The protocol in brief").
+    private var cPaths: [UnsafeMutablePointer<CChar>?] = []
 
     init(configuration: ChurnConfiguration, log: @escaping (String) -> Void) throws(BenchError) {
         self.configuration = configuration
@@ -84,7 +85,7 @@ final class ChurnGenerator {
         let bracketed = base.host.contains(":") ? "[\(base.host)]" : base.host
         cHost = keep("\(bracketed):\(base.port)")
         cProtocol = keep(base.mode.subprotocol)
-        cPath = keep("/")
+        cPaths = workspaceNames.map { keep("/v1/workspaces/\($0)/ws") }
         for workspace in 0..<base.workspaces {
             for _ in 0..<base.clientsPerWorkspace {
                 clients.append(ChurnClient(index: clients.count, workspace: workspace))
@@ -137,7 +138,7 @@ final class ChurnGenerator {
         info.context = eventLoop.context
         info.address = UnsafePointer(cAddress)
         info.port = Int32(configuration.base.port)
-        info.path = UnsafePointer(cPath)
+        info.path = UnsafePointer(cPaths[client.workspace])
         info.host = UnsafePointer(cHost)
         info.protocol = UnsafePointer(cProtocol)
         let bits = Int(client.generation & 0x7FF) << 20 | (client.index + 1)

@@ -100,7 +100,11 @@ final class LoadGenerator {
             cHosts.append(keep("\(bracketed):\(server.port)"))
         }
         cProtocol = keep(configuration.mode.subprotocol)
-        cPaths = workspaceNames.map { name in keep(configuration.mode == .mirror ? "/?mirror=\(name)" : "/") }
+        // A session connects on its workspace's path, so that a proxy routes it by workspace
+        // (docs/design.md, "The protocol in brief"); the mirror names its workspace in the query.
+        cPaths = workspaceNames.map { name in
+            keep(configuration.mode == .mirror ? "/?mirror=\(name)" : "/v1/workspaces/\(name)/ws")
+        }
         for workspace in 0..<configuration.workspaces {
             for _ in 0..<configuration.clientsPerWorkspace {
                 // Round-robin over the servers by connection, so every workspace spans them.

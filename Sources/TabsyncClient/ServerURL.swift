@@ -71,9 +71,48 @@ public struct ServerURL: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The URL a session of `workspace` connects to (docs/design.md, "The protocol in brief"):
+    /// `/v1/workspaces/{workspace}/ws` under this URL's path (its trailing `/` dropped, its query
+    /// kept), so that a proxy in front of several nodes can route by workspace. A path that
+    /// already names a session socket (it ends in `/ws`) is kept as it is. The id is written as it
+    /// is when it follows the workspace id rule (it then needs no escaping), percent-encoded
+    /// otherwise (the server refuses it: 400).
+    public func session(for workspace: String) -> ServerURL {
+        let parts = path.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        var base = String(parts[0])
+        if base.hasSuffix("/ws") { return self }
+        while base.hasSuffix("/") { base.removeLast() }
+        let query = parts.count > 1 ? "?" + parts[1] : ""
+        var copy = self
+        copy.path = "\(base)/v1/workspaces/\(Self.escaped(workspace))/ws\(query)"
+        return copy
+    }
+
+    /// `text` with every byte outside `A–Z a–z 0–9 - . _ ~` percent-encoded.
+    static func escaped(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                 UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        return out
+    }
+
     /// The URL written back, IPv6 hosts bracketed, the port always present.
     public var description: String {
         let shownHost = host.contains(":") ? "[\(host)]" : host
         return "\(usesTLS ? "wss" : "ws")://\(shownHost):\(port)\(path)"
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

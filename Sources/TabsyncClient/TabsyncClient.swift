@@ -15,6 +15,8 @@ import TabsyncProto
 /// configuration's `onEvent` handler.
 public final class TabsyncClient: Sendable {
     public struct Configuration: Sendable {
+        /// The server; the client connects to its `/v1/workspaces/{workspace}/ws`
+        /// (``ServerURL/session(for:)``).
         public var url: ServerURL
         public var workspace: String
         /// Stable across reconnects and restarts (1–64 chars of `[A-Za-z0-9._:-]`).
@@ -82,7 +84,7 @@ public final class TabsyncClient: Sendable {
     public func start() {
         guard box.withSession({ $0.start() }) else { return }
         let sent = loop.send(.open(
-            id: id, owner: box, url: configuration.url, subprotocol: configuration.format.subprotocol,
+            id: id, owner: box, url: configuration.url.session(for: configuration.workspace), subprotocol: configuration.format.subprotocol,
             backoff: configuration.backoff, allowSelfSigned: configuration.allowSelfSignedCertificates))
         if !sent { box.withSession { $0.finished() } }
     }

@@ -23,7 +23,8 @@ extension LoopDriver {
                 "session": "\(id)", "peer": "\(peerAddress(wsi))",
                 "subprotocol": "\(echo ? Self.echoSubprotocol : format.subprotocol)",
             ])
-            dispatch(.connected(id, format: format, echo: echo))
+            // The workspace its upgrade path named, kept by `confirmUpgrade` for this wsi.
+            dispatch(.connected(id, format: format, echo: echo, workspace: upgradeWorkspaces.removeValue(forKey: wsi)))
             return 0
 
         case LWS_CALLBACK_RECEIVE:

@@ -60,7 +60,7 @@ extension LoopDriver {
     private func route(_ path: String, wsi: OpaquePointer, user: UnsafeMutableRawPointer?) -> HTTPResponse? {
         switch path {
         case "/healthz":
-            return HTTPResponse(status: 200, body: "ok\n")
+            return core.health  // 503 while draining (docs/design.md, "HTTP endpoints")
         case "/metrics":
             return HTTPResponse(
                 status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: renderMetrics())
@@ -105,19 +105,24 @@ extension LoopDriver {
             sendQueueBytes: queued))
     }
 
-    /// `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: only `/` upgrades, only to a served subprotocol, and
-    /// only from an allowed browser origin (403 otherwise, see ``OriginPolicy``).
-    /// Refusals are answered here (404 for another path, 400 naming the served subprotocols);
-    /// returning 1 tells lws the response was written.
+    /// `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: only `/` and `/v1/workspaces/{id}/ws` upgrade
+    /// (``UpgradePath``), only to a served subprotocol, and only from an allowed browser origin (403
+    /// otherwise, see ``OriginPolicy``). Refusals are answered here (404 for another path, 400 for
+    /// an invalid workspace id in the path, 400 naming the served subprotocols); returning 1 tells
+    /// lws the response was written. The path's workspace is kept for `ESTABLISHED`
+    /// (``upgradeWorkspaces``).
     private func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
         if let refusal = originRefusal(wsi) { return refuseUpgrade(wsi, refusal) }
         var buffer = [CChar](repeating: 0, count: 1024)
         let uriLength = clws_request_uri(wsi, &buffer, Int32(buffer.count))
         let uri = uriLength >= 0 ? String(nulTerminated: buffer) : ""
         let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
-        if path != "/" {
-            logger.info("upgrade refused: path", metadata: ["path": "\(path.prefix(128))"])
-            return refuseUpgrade(wsi, .notFound)
+        let upgradePath: UpgradePath
+        do throws(UpgradePathError) {
+            upgradePath = try UpgradePath.parse(path)
+        } catch {
+            logger.info("upgrade refused: path", metadata: ["path": "\(path.prefix(128))", "status": "\(error.status)"])
+            return refuseUpgrade(wsi, error.response)
         }
         let listLength = clws_request_subprotocols(wsi, &buffer, Int32(buffer.count))
         let offered = listLength > 0
@@ -133,6 +138,7 @@ extension LoopDriver {
                 status: 400,
                 body: "unsupported or missing WebSocket subprotocol; this server speaks: \(Self.servedSubprotocols)\n"))
         }
+        upgradeWorkspaces[wsi] = upgradePath.workspaceId
         return 0
     }
 

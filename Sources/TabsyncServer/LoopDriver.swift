@@ -49,6 +49,9 @@ final class LoopDriver {
     var pendingHTTP: [Int: PendingHTTP] = [:]
     /// The request being routed: an answer the core gives at once is written in the same callback.
     var routing: Int?
+    /// The workspace each upgrade's path named (`/v1/workspaces/{id}/ws`), from its confirmed
+    /// upgrade to its `ESTABLISHED` (or its end, if the handshake fails in between).
+    var upgradeWorkspaces: [OpaquePointer: String] = [:]
     /// Connections accepted and not yet destroyed (HTTP and WebSocket).
     private(set) var openConnections = 0
     /// When the graceful stop began (nil: running).
@@ -333,6 +336,7 @@ final class LoopDriver {
         case LWS_CALLBACK_WSI_DESTROY:
             openConnections = max(0, openConnections - 1)
             peerConnectionDestroyed(wsi)
+            upgradeWorkspaces[wsi] = nil
             return 0
         default:
             break
@@ -348,8 +352,10 @@ final class LoopDriver {
         return handleWebSocket(wsi, format, reason, user, input, length)
     }
 
+    /// While draining, connections are still accepted, so that `/healthz` answers 503 `draining`
+    /// and a proxy takes the node out of rotation; a WebSocket completed meanwhile is closed 1001
+    /// at once (docs/design.md, "Durability": Shutdown).
     private func acceptConnection() -> Bool {
-        if core.isDraining { return false }
         guard openConnections >= configuration.maxConnections else { return true }
         core.metrics.connectionsRefused[.maxConnections, default: 0] += 1
         let now = clock.now

@@ -113,7 +113,8 @@ public final class Server: Sendable {
         }
     }
 
-    /// Graceful stop: stops accepting, lets the batch being stored finish (its acks go out), closes
+    /// Graceful stop: `/healthz` answers 503 `draining` and new sessions are closed 1001 at once,
+    /// lets the batch being stored finish (its acks go out), closes
     /// every client with 1001, and returns once the loop has exited (within about 5 s).
     /// Safe to call from any thread, more than once; returns at once when not running.
     public func shutdown() {

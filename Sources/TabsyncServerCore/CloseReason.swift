@@ -32,6 +32,10 @@ package enum CloseReason: Equatable, Sendable {
     case storeChanged
     /// A protocol violation or a refused Hello, after `Error{code}` (4400).
     case protocolViolation(ErrorCode)
+    /// The session upgraded on `/v1/workspaces/{path}/ws` and its `Hello` names another workspace
+    /// (4400, after `Error{PROTOCOL_ERROR}`): a client bug, never retried unchanged
+    /// (docs/design.md, "Close codes").
+    case workspaceNotInPath(path: String, hello: String)
     /// A missing, invalid or expired token, or one for another workspace (4401); `code` is the
     /// error the `Error` message carried.
     case unauthorized(ErrorCode)
@@ -47,7 +51,7 @@ package enum CloseReason: Equatable, Sendable {
         case .rateLimitAbuse: 1008
         case .messageTooBig: 1009
         case .slowReader, .storeUnavailable, .commitOutcomeUnknown, .behindStore, .storeChanged: 1013
-        case .protocolViolation: 4400
+        case .protocolViolation, .workspaceNotInPath: 4400
         case .unauthorized: 4401
         case .writeFailed: 1006
         }
@@ -68,6 +72,7 @@ package enum CloseReason: Equatable, Sendable {
             case .behindStore: "behind the store: resume"
             case .storeChanged: "the store changed: resume"
             case .protocolViolation(let code), .unauthorized(let code): code.wireName
+            case .workspaceNotInPath: "\(ErrorCode.protocolError.wireName): Hello workspace differs from the URL path"
             case .writeFailed: "write failed"
             }
         return Self.cut(text, to: 120)
@@ -76,7 +81,7 @@ package enum CloseReason: Equatable, Sendable {
     /// The level of the close's log line: what an operator should notice is a warning.
     package var logLevel: Logger.Level {
         switch self {
-        case .shuttingDown, .protocolViolation, .unauthorized, .undecodableFrame, .wrongFrameType: .info
+        case .shuttingDown, .protocolViolation, .workspaceNotInPath, .unauthorized, .undecodableFrame, .wrongFrameType: .info
         case .messageTooBig, .writeFailed: .info
         case .rateLimitAbuse, .slowReader, .behindStore, .storeChanged: .warning
         case .storeUnavailable, .commitOutcomeUnknown: .warning

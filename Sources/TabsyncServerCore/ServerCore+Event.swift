@@ -17,8 +17,9 @@ extension ServerCore {
     /// before the next (``ServerCore/handle(_:now:into:)``).
     package enum Event: Sendable {
         /// A WebSocket session opened (`ESTABLISHED`) on a subprotocol; `echo`: the diagnostics
-        /// echo subprotocol.
-        case connected(ConnectionID, format: WireFormat, echo: Bool)
+        /// echo subprotocol; `workspace`: the workspace its upgrade path named
+        /// (`/v1/workspaces/{id}/ws`, ``UpgradePath``), nil for `/`.
+        case connected(ConnectionID, format: WireFormat, echo: Bool, workspace: String? = nil)
         /// One whole client message (all its fragments).
         case frame(ConnectionID, [UInt8], binary: Bool)
         /// The message being received went over `maxFrameBytes`.
@@ -121,6 +122,10 @@ package struct HTTPResponse: Sendable, Equatable {
     }
 
     package static let notFound = HTTPResponse(status: 404, body: "not found\n")
+    /// `/healthz` of a running server.
+    package static let healthy = HTTPResponse(status: 200, body: "ok\n")
+    /// `/healthz` once a graceful stop began.
+    package static let draining = HTTPResponse(status: 503, body: "draining\n")
     /// No valid token for this workspace (missing, invalid, expired or for another workspace).
     package static let unauthorized = HTTPResponse(status: 401, body: "unauthorized\n")
     package static let storeUnavailable = HTTPResponse(status: 503, body: "store unavailable\n")

@@ -6,6 +6,11 @@ import TabsyncProto
 /// from the store when not in memory. With access control on, `Authorization: Bearer TOKEN` for
 /// that workspace, else 401, the same answer whether or not the workspace exists or the id is valid.
 extension ServerCore {
+    /// `GET /healthz`: `200 ok` while the server runs (a store outage does not change it), `503
+    /// draining` from the moment a graceful stop begins, so that a proxy's health check takes the
+    /// node out of rotation before its sessions are closed 1001 (docs/design.md, "HTTP endpoints").
+    package var health: HTTPResponse { isDraining ? .draining : .healthy }
+
     mutating func snapshotRequested(_ requestId: RequestID, workspaceId id: String, bearerToken: String?) {
         if settings.accessControl {
             guard let token = bearerToken else { return emit(.respond(requestId, .unauthorized)) }

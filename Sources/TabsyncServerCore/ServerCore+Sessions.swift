@@ -6,9 +6,10 @@ import TabsyncStore
 /// Where a Welcome is decided: ``ServerCore/join(_:to:)`` makes it, the pipeline releases it
 /// (``ServerCore/welcomed(_:_:workspaceId:)``).
 extension ServerCore {
-    mutating func connected(_ id: ConnectionID, format: WireFormat, echo: Bool) {
+    mutating func connected(_ id: ConnectionID, format: WireFormat, echo: Bool, pathWorkspace: String? = nil) {
         sessions[id] = SessionMachine(
-            id: id, format: format, echo: echo, opsPerSecond: settings.limits.maxOpsPerSecond, now: now)
+            id: id, format: format, echo: echo, opsPerSecond: settings.limits.maxOpsPerSecond, now: now,
+            pathWorkspace: pathWorkspace)
         if !echo { emit(.setTimer(id, after: settings.helloTimeout)) }
         if isDraining { close(id, .shuttingDown) }
     }
@@ -96,6 +97,15 @@ extension ServerCore {
     private mutating func accept(_ message: Tabsync_V1_Hello, from id: ConnectionID) {
         if let problem = SessionMachine.helloProblem(message) {
             refuse(id, code: .invalidArgument, message: problem)
+            return
+        }
+        // Before the token and the workspace are looked at: the answer says nothing of either
+        // (docs/design.md, "Close codes").
+        if let path = sessions[id]?.pathWorkspace, path != message.workspace {
+            refuse(
+                id, code: .protocolError,
+                message: "Hello names workspace \"\(message.workspace)\"; the URL path names \"\(path)\"",
+                closing: .workspaceNotInPath(path: path, hello: message.workspace))
             return
         }
         emit(.setTimer(id, after: nil))  // the Hello came in time

@@ -97,8 +97,8 @@ package struct ServerCore {
 
     private mutating func dispatch(_ event: Event) {
         switch event {
-        case .connected(let id, let format, let echo):
-            connected(id, format: format, echo: echo)
+        case .connected(let id, let format, let echo, let workspace):
+            connected(id, format: format, echo: echo, pathWorkspace: workspace)
         case .frame(let id, let bytes, let binary):
             received(id, bytes, binary: binary)
         case .frameTooBig(let id):
@@ -134,7 +134,8 @@ package struct ServerCore {
 
     // MARK: what the driver may ask
 
-    /// True from the start of a graceful stop: the driver accepts no new connection.
+    /// True from the start of a graceful stop: new sessions are closed 1001 and `/healthz` answers
+    /// 503 `draining` (``health``).
     package var isDraining: Bool { shutdown != .running }
 
     /// Open WebSocket sessions.
@@ -182,11 +183,12 @@ package struct ServerCore {
         followUps.append(work)
     }
 
-    /// Sends `Error{code, message}`, then closes 4400 (a protocol violation or a refused Hello).
-    mutating func refuse(_ id: ConnectionID, code: ErrorCode, message: String) {
+    /// Sends `Error{code, message}`, then closes 4400 (a protocol violation or a refused Hello):
+    /// `.protocolViolation(code)` unless `reason` names a more precise one.
+    mutating func refuse(_ id: ConnectionID, code: ErrorCode, message: String, closing reason: CloseReason? = nil) {
         logger.info("session refused", metadata: ["session": "\(id)", "code": "\(code.wireName)", "message": "\(message)"])
         send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: code, message: message)), to: id)
-        close(id, .protocolViolation(code))
+        close(id, reason ?? .protocolViolation(code))
     }
 
     /// Sends `Rejected` at once (nothing was consumed, so nothing waits for the store).

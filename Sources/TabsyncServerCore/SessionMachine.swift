@@ -10,6 +10,8 @@ import TabsyncProto
 ///   protocol violation; messages that come while the token is checked or the workspace loads
 ///   wait (at most ``maxDeferredMessages``) and are handled, in order, right after the `Welcome`.
 /// - Once ``closing`` is set, nothing the session sends is routed and nothing more goes to it.
+/// - A session opened on `/v1/workspaces/{id}/ws` (``pathWorkspace``) joins no other workspace:
+///   ``ServerCore`` refuses a `Hello` naming another one before its token or workspace is looked at.
 /// - ``takeToken(rate:now:)`` admits at most `rate` ops per second after a burst of `rate`.
 struct SessionMachine {
     /// Most messages a session may send while its workspace loads; more is a protocol error.
@@ -19,6 +21,9 @@ struct SessionMachine {
     let format: WireFormat
     /// A diagnostics echo session: it never says Hello nor joins a workspace.
     let echo: Bool
+    /// The workspace the upgrade path named (`/v1/workspaces/{id}/ws`), nil for `/`: its `Hello`
+    /// must name the same one (docs/design.md, "The protocol in brief").
+    let pathWorkspace: String?
     let openedAt: ServerCore.Instant
     var phase: Phase = .awaitingHello
     /// Messages that arrived before the `Welcome`, handled after it.
@@ -55,10 +60,14 @@ struct SessionMachine {
         var presenceDeltas = false
     }
 
-    init(id: ConnectionID, format: WireFormat, echo: Bool, opsPerSecond: Int, now: ServerCore.Instant) {
+    init(
+        id: ConnectionID, format: WireFormat, echo: Bool, opsPerSecond: Int, now: ServerCore.Instant,
+        pathWorkspace: String? = nil
+    ) {
         self.id = id
         self.format = format
         self.echo = echo
+        self.pathWorkspace = pathWorkspace
         openedAt = now
         tokens = Double(opsPerSecond)
         tokensAt = now

@@ -38,4 +38,13 @@ import Testing
     func refusesMalformedURLs(_ text: String) {
         #expect(throws: ClientError.self) { try ServerURL(parsing: text) }
     }
+
+    /// A session connects on `/v1/workspaces/{id}/ws` (docs/design.md, "The protocol in brief").
+    @Test func aSessionConnectsOnItsWorkspacesPath() throws {
+        #expect(try ServerURL(parsing: "ws://h:7070").session(for: "team").path == "/v1/workspaces/team/ws")
+        #expect(try ServerURL(parsing: "ws://h:7070/").session(for: "team").description == "ws://h:7070/v1/workspaces/team/ws")
+        #expect(try ServerURL(parsing: "wss://h/sync/?x=1").session(for: "a.b_c-9").path == "/sync/v1/workspaces/a.b_c-9/ws?x=1")
+        #expect(try ServerURL(parsing: "ws://h/v1/workspaces/team/ws").session(for: "team").path == "/v1/workspaces/team/ws")
+        #expect(try ServerURL(parsing: "ws://h").session(for: "a b/c").path == "/v1/workspaces/a%20b%2Fc/ws")
+    }
 }

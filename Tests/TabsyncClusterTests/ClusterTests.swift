@@ -129,7 +129,7 @@ struct ClusterTests {
             let target = Self.totalAcks(clients) + 40 + Int(rng.next() % 160)
             let reached = await waitUntil(deadline: .seconds(30)) { Self.totalAcks(clients) >= target }
             #expect(reached, "round \(round): the load stalled at \(Self.totalAcks(clients)) acks\n\(cluster.logTail())")
-            // A node that holds sessions (HAProxy spread them: leastconn), picked by the seed.
+            // A node that holds sessions (the home node of a workspace, or of both), picked by the seed.
             let busy = (1...3).filter { (cluster.connections(ofNode: $0) ?? 0) > 0 }
             try #require(!busy.isEmpty, "round \(round): no node holds a connection")
             let victim = busy[Int(rng.next() % UInt64(busy.count))]
@@ -243,5 +243,70 @@ struct ClusterTests {
         #expect(retried > 0, "no batch was retried: the two nodes never wrote the same version")
         print("ClusterTests.two-writers: \(entries.count) ops in \(String(format: "%.1f", Date().timeIntervalSince(started))) s, \(retried) batches retried after the other node wrote, \(unknown) ops replayed as applied (their submission not seen), seed \(seed)")
         #expect(entries.count >= 300)
+    }
+
+    // MARK: (e) home nodes
+
+    /// Starts each client and waits for its Welcome before starting the next, so that HAProxy
+    /// sees the connections one at a time (its choice then depends on nothing but the order).
+    static func joinOneByOne(_ clients: [ClusterClient], cluster: LocalCluster) async throws {
+        for client in clients {
+            client.start()
+            let ready = (try? await client.client.waitUntil(timeout: .seconds(30)) { $0.connection == .ready }) != nil
+            #expect(ready, "\(client.clientId) via \(client.name) never got a Welcome\n\(cluster.logTail())")
+            try #require(ready)
+        }
+    }
+
+    /// Issue 22's routing: a session names its workspace in its URL (`/v1/workspaces/{id}/ws`) and
+    /// HAProxy (deploy/haproxy.cfg: `balance hash path,field(4,/)`, `hash-type consistent`,
+    /// `hash-balance-factor 150`) sends every session of a workspace to the same node, while the
+    /// workspaces spread over the three nodes (docs/design.md, "Several nodes and placement").
+    ///
+    /// Seen two ways: presence is per node, so a client sees every session of its workspace only
+    /// when they all share its node; and the nodes' `tabsync_workspaces_loaded` add up to the number
+    /// of workspaces (a workspace on two nodes would be loaded twice), none of them 0.
+    ///
+    /// The bounded load counts connections: with a handful of them the bound is one or two per
+    /// node, and a workspace's second session would overflow to the next node, as it should. So
+    /// 60 one-session workspaces come first, then the checked workspaces' sessions round by round;
+    /// everything one by one, so HAProxy's choices are the same on every run.
+    @Test func everySessionOfAWorkspaceLandsOnItsHomeNodeThroughHAProxy() async throws {
+        let cluster = try LocalCluster()
+        let loop = try ClientLoop()
+        let warm = try (0..<60).map { i in
+            try ClusterClient(name: "warm", port: cluster.frontPort, workspace: "warm-\(i)", clientId: "warm\(i)", loop: loop)
+        }
+        try await Self.joinOneByOne(warm, cluster: cluster)
+        let before = (1...3).map { cluster.connections(ofNode: $0) ?? -1 }
+        let workspaces = (0..<12).map { "home-\($0)" }
+        let perWorkspace = 3
+        var clients: [ClusterClient] = []
+        for c in 0..<perWorkspace {
+            for workspace in workspaces {
+                let id = "\(workspace)-c\(c)"
+                clients.append(try ClusterClient(name: id, port: cluster.frontPort, workspace: workspace, clientId: id, loop: loop))
+            }
+        }
+        try await Self.joinOneByOne(clients, cluster: cluster)
+
+        for client in clients {
+            let state = try? await client.client.waitUntil(timeout: .seconds(10)) {
+                $0.peers.count + $0.othersCount == perWorkspace
+            }
+            let seen = client.client.state.peers.map(\.name).sorted()
+            #expect(state != nil, "\(client.clientId) sees \(seen) on its node: its workspace's sessions are on several nodes")
+        }
+        let loaded = (1...3).map { cluster.metric("tabsync_workspaces_loaded", ofNode: $0) ?? -1 }
+        let connections = (1...3).map { cluster.connections(ofNode: $0) ?? -1 }
+        print("ClusterTests.home: workspaces loaded per node \(loaded), connections per node \(connections) (\(before) after the warm-up)")
+        #expect(loaded.reduce(0, +) == workspaces.count + warm.count, "a workspace is loaded on two nodes: \(loaded)")
+        #expect(loaded.allSatisfy { $0 > 0 }, "the workspaces do not spread over the nodes: \(loaded)")
+        // The checked workspaces alone: each node took whole workspaces (a multiple of three
+        // sessions), and more than one node took some.
+        let added = zip(connections, before).map { $0 - $1 }
+        #expect(added.reduce(0, +) == clients.count && added.allSatisfy { $0 % perWorkspace == 0 },
+                "sessions added per node \(added): a workspace was split")
+        #expect(added.filter { $0 > 0 }.count >= 2, "every checked workspace on one node: \(added)")
     }
 }

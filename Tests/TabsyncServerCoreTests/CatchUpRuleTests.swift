@@ -89,10 +89,11 @@ struct CloseReasonTests {
         .shuttingDown, .undecodableFrame, .wrongFrameType(binary: true, subprotocol: "tabsync.v1.json"),
         .messageTooBig(limit: 1 << 20), .rateLimitAbuse, .slowReader, .storeUnavailable, .commitOutcomeUnknown,
         .behindStore, .storeChanged, .protocolViolation(.protocolError), .unauthorized(.unauthorized), .writeFailed,
+        .workspaceNotInPath(path: String(repeating: "p", count: 64), hello: String(repeating: "h", count: 64)),
     ]
 
     @Test func everyReasonHasItsCodeAndATextThatFitsACloseFrame() {
-        #expect(Self.all.map(\.code) == [1001, 1007, 1007, 1009, 1008, 1013, 1013, 1013, 1013, 1013, 4400, 4401, 1006])
+        #expect(Self.all.map(\.code) == [1001, 1007, 1007, 1009, 1008, 1013, 1013, 1013, 1013, 1013, 4400, 4401, 1006, 4400])
         for reason in Self.all { #expect(!reason.text.isEmpty && reason.text.utf8.count <= 120) }
     }
 
@@ -100,6 +101,7 @@ struct CloseReasonTests {
         #expect(!CloseReason.slowReader.flushesQueue)
         #expect(!CloseReason.messageTooBig(limit: 1).flushesQueue)
         #expect(CloseReason.protocolViolation(.invalidArgument).flushesQueue)  // the Error goes first
+        #expect(CloseReason.workspaceNotInPath(path: "a", hello: "b").flushesQueue)
         #expect(CloseReason.shuttingDown.flushesQueue)  // acks go first
     }
 

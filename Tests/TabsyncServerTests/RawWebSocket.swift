@@ -115,8 +115,10 @@ final class RawWebSocket {
     }
 
     /// Upgrades or throws.
-    static func open(port: Int, subprotocol: String, receiveBuffer: Int? = nil, source: String? = nil) throws -> RawWebSocket {
-        switch try connect(port: port, subprotocols: [subprotocol], receiveBuffer: receiveBuffer, source: source) {
+    static func open(
+        port: Int, path: String = "/", subprotocol: String, receiveBuffer: Int? = nil, source: String? = nil
+    ) throws -> RawWebSocket {
+        switch try connect(port: port, path: path, subprotocols: [subprotocol], receiveBuffer: receiveBuffer, source: source) {
         case .upgraded(let socket, _): return socket
         case .refused(let status, let body): throw Failure.connect("refused \(status): \(body)")
         }

@@ -36,18 +36,20 @@ final class TestClient {
     let format: WireFormat
     private(set) var nextSeq: UInt64 = 1
 
-    init(port: Int, format: WireFormat = .json, receiveBuffer: Int? = nil, source: String? = nil) throws {
+    /// Connects on `path`: `/` (the Hello alone names the workspace) or `/v1/workspaces/{id}/ws`.
+    init(port: Int, path: String = "/", format: WireFormat = .json, receiveBuffer: Int? = nil, source: String? = nil) throws {
         socket = try RawWebSocket.open(
-            port: port, subprotocol: format.subprotocol, receiveBuffer: receiveBuffer, source: source)
+            port: port, path: path, subprotocol: format.subprotocol, receiveBuffer: receiveBuffer, source: source)
         self.format = format
     }
 
     /// Connects (from the local address `source` when given), says Hello and returns the Welcome.
     static func joined(
         port: Int, workspace: String, clientId: String, name: String = "", format: WireFormat = .json,
-        lastVersion: UInt64 = 0, epoch: String = "", source: String? = nil, presenceDeltas: Bool = false
+        lastVersion: UInt64 = 0, epoch: String = "", source: String? = nil, presenceDeltas: Bool = false,
+        path: String = "/"
     ) throws -> (TestClient, Tabsync_V1_Welcome) {
-        let client = try TestClient(port: port, format: format, source: source)
+        let client = try TestClient(port: port, path: path, format: format, source: source)
         try client.send(Tabsync_V1_ClientMessage(hello: Tabsync_V1_Hello(
             workspace: workspace, clientId: clientId, clientName: name, lastVersion: lastVersion, epoch: epoch,
             presenceDeltas: presenceDeltas)))

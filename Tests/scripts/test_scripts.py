@@ -109,6 +109,27 @@ def test_a_server_is_started_on_its_listening_line_and_its_metrics_read(tmp_path
         assert server.stop() == 0
 
 
+def test_haproxy_with_the_deploy_config_answers_for_three_servers_and_reports_its_cpu(tmp_path):
+    """scripts/compare-nodes' HAProxy: deploy/haproxy.cfg in front of three servers answers through
+    to them (a snapshot read of a workspace with no op: 404 from its home node), and its CPU time is
+    read from /proc. (Which node a workspace lands on: Tests/TabsyncClusterTests.)"""
+    import urllib.error
+    import urllib.request
+    servers = [lib.Server(server_binary(), scratch=str(tmp_path)) for _ in range(3)]
+    proxy = None
+    try:
+        proxy = lib.HAProxy(servers)
+        with pytest.raises(urllib.error.HTTPError) as refusal:
+            urllib.request.urlopen(f"http://127.0.0.1:{proxy.port}/v1/workspaces/home-1", timeout=5)
+        assert refusal.value.code == 404
+        assert proxy.cpu_seconds() >= 0
+    finally:
+        if proxy:
+            proxy.stop()
+        for server in servers:
+            server.stop()
+
+
 def test_the_readme_configuration_table_is_current():
     server_binary()
     subprocess.run([sys.executable, os.path.join(SCRIPTS, "gen-config-doc"), "--check", "--bin", BIN], check=True)

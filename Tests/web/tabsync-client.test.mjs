@@ -3,7 +3,7 @@
 // and the server do (DESIGN rule 7).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { TabsyncClient, rekeyRecord } from "../../web/tabsync-client.js";
+import { TabsyncClient, rekeyRecord, sessionUrl } from "../../web/tabsync-client.js";
 
 function offlineClient() {
   const client = new TabsyncClient({ url: "ws://127.0.0.1:1/", workspace: "w", clientId: "me" });
@@ -63,4 +63,12 @@ test("a pending replace shows its list at once, the active tab kept when it stay
   assert.equal(client.state.activeTabId, "b");
   client.submit({ replace: { tabs: [{ id: "d" }, { id: "e" }] } });
   assert.equal(client.state.activeTabId, "e"); // b gone: the tab at its old index
+});
+
+test("a session connects on its workspace's path (docs/design.md, 'The protocol in brief')", () => {
+  assert.equal(sessionUrl("ws://h:7070/", "team"), "ws://h:7070/v1/workspaces/team/ws");
+  assert.equal(sessionUrl("ws://h:7070", "team"), "ws://h:7070/v1/workspaces/team/ws");
+  assert.equal(sessionUrl("wss://h/sync/?x=1", "a.b_c-9"), "wss://h/sync/v1/workspaces/a.b_c-9/ws?x=1");
+  assert.equal(sessionUrl("ws://h/v1/workspaces/team/ws", "team"), "ws://h/v1/workspaces/team/ws");
+  assert.equal(sessionUrl("ws://[::1]:9/", "a b"), "ws://[::1]:9/v1/workspaces/a%20b/ws");
 });
