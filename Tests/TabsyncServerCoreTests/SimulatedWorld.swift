@@ -40,14 +40,6 @@ struct SimulatedWorld {
         /// the server after the drop, even after the client reconnected: a server that has not
         /// noticed the close yet reads it.
         var lateDelivery = 0.5
-        /// Late delivery also on a connection the server refused a Submit `UNAVAILABLE` on (which
-        /// consumes nothing). Off by default: it finds a known defect. The server refuses seqs
-        /// 4-5 `UNAVAILABLE` while it reads the workspace back after a failed commit, the refusals
-        /// go to the dropped connection, and the late 6-7 are consumed; the client, which resumed
-        /// before they were read, sends 4-5 again and they are ignored as at or below the last
-        /// consumed seq: never applied, never answered, pending until its next reconnect. Seeds
-        /// 805 and 1508 with it on.
-        var lateAfterUnavailable = false
         /// Clients connect to any node, so the workspace is split across nodes. Off: they connect to
         /// its home node, which moves to the next node when the home crashes (docs/design.md,
         /// "Several nodes and placement").
@@ -109,8 +101,6 @@ struct SimulatedWorld {
         /// still reads what is left in `up`, its sends go nowhere, and it hears of the close once
         /// `up` is empty.
         var clientGone = false
-        /// The server refused a Submit `UNAVAILABLE` on it (see ``Options/lateAfterUnavailable``).
-        var refusedUnavailable = false
         /// The version the session's Welcome brought it to: a broadcast `Applied` at or below it
         /// after the Welcome would be a Welcome ahead of an earlier `Applied`.
         var welcomedAt: UInt64?
@@ -371,8 +361,7 @@ struct SimulatedWorld {
     /// learns of the drop at once; the server when it has read that head.
     private mutating func dropLink(_ id: ConnectionID) {
         stats.disconnects += 1
-        guard let link = links[id], !link.up.isEmpty, rng.chance(options.lateDelivery),
-              !link.refusedUnavailable || options.lateAfterUnavailable else {
+        guard let link = links[id], !link.up.isEmpty, rng.chance(options.lateDelivery) else {
             return endLink(id, ending: ConnectionEnding(kind: .lost))
         }
         let keep = min(rng.int(1...3), link.up.count)
@@ -520,20 +509,12 @@ struct SimulatedWorld {
         var actions: [ServerCore.Action] = []
         nodes[n].core.handle(event, now: now, into: &actions)
         for action in actions { perform(n, action) }
-        // Dropped connections whose late frames were lost after all (``Options/lateAfterUnavailable``).
-        for id in links.keys.sorted() where links[id].map({ $0.node == n && $0.clientGone && $0.up.isEmpty }) == true {
-            serverHearsClose(id)
-        }
     }
 
     private mutating func perform(_ n: Int, _ action: ServerCore.Action) {
         switch action {
         case .send(let id, let message):
             guard let link = links[id] else { return }
-            if case .rejected(let r)? = message.message, r.code == .unavailable {
-                links[id]!.refusedUnavailable = true
-                if link.clientGone && !options.lateAfterUnavailable { links[id]!.up.removeAll() }
-            }
             guard !link.clientGone else { return }
             if case .welcome(let welcome)? = message.message {
                 links[id]!.welcomedAt = welcome.recovered ? (welcome.missed.last?.version ?? 0) : welcome.snapshot.version

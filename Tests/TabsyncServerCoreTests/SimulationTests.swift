@@ -28,7 +28,6 @@ struct SimulationTests {
         for seed in Self.firstSeed..<(Self.firstSeed + Self.seeds) {
             var options = SimulatedWorld.Options.from(seed: seed)
             options.split = ProcessInfo.processInfo.environment["TABSYNC_SIM_SPLIT"] != nil
-            options.lateAfterUnavailable = ProcessInfo.processInfo.environment["TABSYNC_SIM_LATE_AFTER_UNAVAILABLE"] != nil
             var world = SimulatedWorld(seed: seed, options: options)
             if Self.seeds == 1 && ProcessInfo.processInfo.environment["TABSYNC_SIM_TRACE"] != nil { world.trace = [] }
             world.run()
@@ -49,7 +48,7 @@ struct SimulationTests {
             if o.placeMix == .rekeyHeavy { rekeyHeavy += 1 }
             if !world.failures.isEmpty {
                 failed.append("seed \(seed) (\(o)): \(world.failures[0]) -- replay: "
-                    + (o.split ? "TABSYNC_SIM_SPLIT=1 " : "") + (o.lateAfterUnavailable ? "TABSYNC_SIM_LATE_AFTER_UNAVAILABLE=1 " : "")
+                    + (o.split ? "TABSYNC_SIM_SPLIT=1 " : "")
                     + "TABSYNC_SIM_FIRST_SEED=\(seed) TABSYNC_SIM_SEEDS=1 swift test --filter SimulationTests")
                 if failed.count >= 5 { break }
             }
