@@ -98,6 +98,7 @@ extension LoopDriver {
     }
 
     private func renderMetrics() -> String {
+        if let holders = configuration.sharedStore?.holders { core.metrics.notificationsSent = holders.notificationsSent }
         var queued = 0
         for connection in connections.values { queued += connection.queue.bytes }
         return core.metrics.render(Metrics.Gauges(

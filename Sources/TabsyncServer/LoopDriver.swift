@@ -70,6 +70,8 @@ final class LoopDriver {
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private var cStrings: [UnsafeMutablePointer<CChar>] = []
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
+    /// When this node last beat in the holder registry (nil: never yet).
+    private var lastHeartbeat: ContinuousClock.Instant?
     /// The periodic tick, made with the context.
     private var tickTimer: LoopTimer?
     private static var tickInterval: Duration { .milliseconds(50) }
@@ -240,11 +242,30 @@ final class LoopDriver {
             guard let connection = connections[id], !connection.gone else { return }
             lws_set_timer_usecs(connection.wsi, after.map { max(1, $0.microseconds) } ?? -1)
         case .load(let workspaceId):
+            let holders = configuration.sharedStore?.holders
+            let inbox = server.inbox
             onStoreExecutor { store in
                 do throws(StoreError) {
+                    // Registered first, so no commit its load does not see goes unannounced to it.
+                    if let others = try holders?.hold(workspaceId: workspaceId), others > 0 {
+                        inbox.post(.event(.heldElsewhere(workspaceId: workspaceId, nodes: others)))
+                    }
                     return .loaded(workspaceId: workspaceId, .success(try store.load(workspaceId: workspaceId)))
                 } catch {
                     return .loaded(workspaceId: workspaceId, .failure(error))
+                }
+            }
+        case .release(let workspaceId):
+            guard let holders = configuration.sharedStore?.holders else { return }
+            let logger = self.logger
+            server.storeExecutor.async {
+                do throws(StoreError) {
+                    try holders.release(workspaceIds: [workspaceId])
+                } catch {
+                    // Its registration expires with the node's heartbeat, or goes when it stops.
+                    logger.debug("could not release a workspace in the holder registry", metadata: [
+                        "workspace": "\(workspaceId)", "error": "\(error)",
+                    ])
                 }
             }
         case .commit(let id, let batch):
@@ -393,10 +414,12 @@ final class LoopDriver {
 
     // MARK: timer
 
-    /// Every 50 ms: the core's tick (presence, idle unloads, polls, retries, the stop's deadlines).
+    /// Every 50 ms: the core's tick (presence, idle unloads, polls, retries, the stop's deadlines),
+    /// and this node's heartbeat in the holder registry when one is due.
     fileprivate func tick() {
         assert(pthread_equal(pthread_self(), ownerThread) != 0, "LoopDriver used off its event loop thread")
         dispatch(.tick)
+        beatIfDue()
         if !finished { tickTimer?.schedule(after: Self.tickInterval) }
     }
 }
@@ -411,4 +434,27 @@ private func lwsCallback(
         return lws_callback_http_dummy(wsi, reason, user, input, length)
     }
     return driver.handle(wsi, reason, user, input, length)
+}
+
+// MARK: holder registry
+
+extension LoopDriver {
+    /// Every ``HolderRegistry/heartbeatInterval``: the node's heartbeat, on the store executor (so
+    /// it waits behind a slow commit, never on the loop), and the notifications its commits sent,
+    /// for `/metrics`. A failed beat is logged; the next is tried at the next interval.
+    fileprivate func beatIfDue() {
+        guard let holders = configuration.sharedStore?.holders, shutdownStarted == nil else { return }
+        let now = clock.now
+        if let last = lastHeartbeat, now - last < holders.heartbeatInterval { return }
+        lastHeartbeat = now
+        core.metrics.notificationsSent = holders.notificationsSent
+        let logger = self.logger
+        server.storeExecutor.async {
+            do throws(StoreError) {
+                try holders.heartbeat()
+            } catch {
+                logger.warning("holder registry heartbeat failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
 }

@@ -156,6 +156,7 @@ public final class Server: Sendable {
         withExtendedLifetime(loop) {
             loop.run()
             feed?.stop()  // the loop has stopped: no event is wanted any more
+            leaveHolderRegistry()
             let left = loop.openConnections
             let stopped = ContinuousClock.now
             logger.info("event loop stopped; closing the connections left", metadata: ["connections": "\(left)"])
@@ -170,6 +171,14 @@ public final class Server: Sendable {
     }
 
     // MARK: start-up helpers
+
+    /// After the stop's drain: this node holds nothing any more, so other nodes' commits stop
+    /// notifying it at once (not after its heartbeat expires). On the store executor, after the
+    /// last commit.
+    private func leaveHolderRegistry() {
+        guard let holders = configuration.sharedStore?.holders else { return }
+        storeExecutor.sync { holders.leave() }
+    }
 
     /// A shared store with a commit feed: started, its events go to the core through the inbox
     /// (ServerCore+CatchUp.swift).

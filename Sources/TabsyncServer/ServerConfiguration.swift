@@ -90,10 +90,16 @@ extension Server {
             /// Where other nodes' commits are announced (for PostgreSQL, ``PostgresCommitFeed``);
             /// nil: no feed (poll only).
             public var feed: (any CommitFeed)?
+            /// Which nodes hold which workspaces (for PostgreSQL, the ``PostgresStore`` itself): this
+            /// node registers before it loads a workspace, releases it when it unloads it, and beats
+            /// while it runs, so other nodes' commits notify it only for what it holds; nil: every
+            /// commit is taken as announced to every node (docs/design.md, "Several nodes").
+            public var holders: (any HolderRegistry)?
 
-            public init(pollInterval: Duration = .milliseconds(1500), feed: (any CommitFeed)?) {
+            public init(pollInterval: Duration = .milliseconds(1500), feed: (any CommitFeed)?, holders: (any HolderRegistry)? = nil) {
                 self.pollInterval = pollInterval
                 self.feed = feed
+                self.holders = holders
             }
         }
 

@@ -38,6 +38,11 @@ package struct Metrics {
     package var opsReadBack: UInt64 = 0
     /// Commit notifications the store's listener delivered (this node's own included).
     package var storeNotifications: UInt64 = 0
+    /// Notifications this node's commits sent: one per workspace per commit that another live node
+    /// holds (read from the holder registry by the driver).
+    package var notificationsSent: UInt64 = 0
+    /// Workspaces this node loaded while another live node held them too.
+    package var workspaceSplits: UInt64 = 0
     /// Catch-up reads of other nodes' ops started on a notification or a poll.
     package var catchUpReads: UInt64 = 0
     /// Notifications whose batch was taken from their payload, with no read.
@@ -142,6 +147,12 @@ package struct Metrics {
         out += "tabsync_ops_read_back_total \(opsReadBack)\n"
         header("tabsync_store_notifications_total", "counter", "Commit notifications received from the store (own included).")
         out += "tabsync_store_notifications_total \(storeNotifications)\n"
+        header("tabsync_store_notifications_sent_total", "counter",
+               "Notifications this node's commits sent: one per workspace per commit that another live node holds.")
+        out += "tabsync_store_notifications_sent_total \(notificationsSent)\n"
+        header("tabsync_workspace_splits_total", "counter",
+               "Workspaces loaded here while another live node held them too (split across nodes).")
+        out += "tabsync_workspace_splits_total \(workspaceSplits)\n"
         header("tabsync_catchup_reads_total", "counter", "Reads of other nodes' ops on a notification or a poll.")
         out += "tabsync_catchup_reads_total \(catchUpReads)\n"
         header("tabsync_store_notifications_taken_total", "counter",

@@ -42,6 +42,9 @@ extension ServerCore {
         case polled(Result<[String: UInt64], StoreError>, duration: Duration)
         /// The feed of other nodes' commits told something (a shared store only).
         case heard(CommitFeedEvent)
+        /// Registering as a holder of a workspace before loading it found `nodes` other live nodes
+        /// holding it too: it is split across nodes (counted; correct, only dearer).
+        case heldElsewhere(workspaceId: String, nodes: Int)
         /// A token check finished (``Action/verifyToken(_:_:)``).
         case tokenVerified(AuthRequest, Result<AccessGrant, AuthError>)
         /// `GET /v1/workspaces/{id}`: the id as it came in the path, and the bearer token if any.
@@ -66,13 +69,17 @@ extension ServerCore {
         case close(ConnectionID, CloseReason, grace: Duration)
         /// Fire ``Event/timer(_:)`` for the session after this long (nil: cancel the timer).
         case setTimer(ConnectionID, after: Duration?)
-        /// Read a workspace from the store; answer ``Event/loaded(workspaceId:_:)``.
+        /// Register as a holder of the workspace (a shared store with a holder registry), then
+        /// read it from the store; answer ``Event/loaded(workspaceId:_:)``.
         case load(String)
         /// Store one group commit; answer ``Event/committed(batch:_:duration:)``. When the store
         /// refuses it `behind`, read what each behind workspace missed in the same store turn.
         case commit(UInt64, CommitBatch)
         /// Read what each workspace missed after its version; answer ``Event/caughtUp(_:duration:)``.
         case readChanges([String: UInt64])
+        /// This node no longer holds the workspace (unloaded): release it in the holder registry.
+        /// Nothing answers.
+        case release(String)
         /// Read the stored versions of these workspaces; answer ``Event/polled(_:duration:)``.
         case pollVersions([String])
         /// Check a token off the loop; answer ``Event/tokenVerified(_:_:)``.

@@ -45,7 +45,7 @@ extension ServerCore {
             answerPendingHTTP(for: id, failed: false)
             unloadIfIdle(id)
         case (.loading, .failure(let error)):
-            workspaces[id] = nil
+            drop(id)
             logger.error("store load failed", metadata: ["workspace": "\(id)", "error": "\(error)"])
             for session in stillWaiting(entry.waiters, for: id) {
                 send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: .unavailable, message: "\(error)")), to: session)
@@ -124,6 +124,12 @@ extension ServerCore {
 
     // MARK: idle unload
 
+    /// Forgets a workspace; with a shared store, this node no longer holds it.
+    private mutating func drop(_ id: String) {
+        workspaces[id] = nil
+        if settings.sharedStore { emit(.release(id)) }
+    }
+
     /// True when a workspace is loaded, has no session (joined or being welcomed) and nothing in
     /// the commit pipeline: dropping it loses nothing.
     private func isIdle(_ id: String) -> Bool {
@@ -137,7 +143,7 @@ extension ServerCore {
         guard isIdle(id), let hub = workspaces[id]?.hub else { return }
         let neverStored = hub.durable.version == 0 && hub.live.lastSeqs.isEmpty
         if neverStored || settings.idleUnload <= .zero {
-            workspaces[id] = nil
+            drop(id)
             idleSince[id] = nil
         } else if idleSince[id] == nil {
             idleSince[id] = now
@@ -151,7 +157,7 @@ extension ServerCore {
         for (id, since) in idleSince.sorted(by: { $0.key < $1.key }) where now - since >= settings.idleUnload {
             idleSince[id] = nil
             guard isIdle(id) else { continue }
-            workspaces[id] = nil
+            drop(id)
             logger.debug("idle workspace unloaded", metadata: ["workspace": "\(id)"])
         }
     }

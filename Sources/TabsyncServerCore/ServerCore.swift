@@ -121,6 +121,9 @@ package struct ServerCore {
             polled(result, duration: duration)
         case .heard(let feedEvent):
             heard(feedEvent)
+        case .heldElsewhere(let workspaceId, let nodes):
+            metrics.workspaceSplits += 1
+            logger.info("workspace held by other nodes too: split", metadata: ["workspace": "\(workspaceId)", "nodes": "\(nodes)"])
         case .tokenVerified(let request, let result):
             tokenVerified(request, result)
         case .snapshotRequested(let id, let workspaceId, let token):

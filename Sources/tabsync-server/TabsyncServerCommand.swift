@@ -82,11 +82,11 @@ struct TabsyncServerCommand: ParsableCommand {
 
     /// The store the flags ask for; an unusable data file ends the process (its path named, the
     /// file untouched), exit status 1.
-    /// With a PostgreSQL store, also its commit feed: a listener on the same URL and channel that
-    /// skips this store connection's own notifications.
+    /// With a PostgreSQL store, also its commit feed (a listener on the same URL and channel that
+    /// skips this store connection's own notifications) and its holder registry (the store itself).
     private func openStore(
         _ settings: ServerSettings, logger: Logger
-    ) throws -> (any WorkspaceStore, SQLiteStore?, (any CommitFeed)?) {
+    ) throws -> (any WorkspaceStore, SQLiteStore?, (any CommitFeed)?, (any HolderRegistry)?) {
         if let url = settings.storeURL {
             do throws(PostgresStore.OpenError) {
                 let store = try PostgresStore(url: url)
@@ -98,7 +98,7 @@ struct TabsyncServerCommand: ParsableCommand {
                     logger.notice("\(SettingTable.dataDir.option) is not used with \(SettingTable.store.option)")
                 }
                 let feed = PostgresCommitFeed(url: url, store: PostgresStore.Options(), ownBackend: { store.backendPID })
-                return (store, nil, feed)
+                return (store, nil, feed, store)
             } catch {
                 let line = Array("tabsync-server: \(error.description)\n".utf8)
                 line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
@@ -107,7 +107,7 @@ struct TabsyncServerCommand: ParsableCommand {
         }
         if settings.memory {
             logger.info("store: memory (nothing survives a restart)")
-            return (MemoryStore(), nil, nil)
+            return (MemoryStore(), nil, nil, nil)
         }
         let mode = settings.sync
         do throws(SQLiteStore.OpenError) {
@@ -116,7 +116,7 @@ struct TabsyncServerCommand: ParsableCommand {
                 "path": "\(store.path)", "sync": "\(mode.rawValue)", "epoch": "\(store.epoch)",
                 "checkpoint": "\(settings.checkpoint.rawValue)",
             ])
-            return (store, store, nil)
+            return (store, store, nil, nil)
         } catch {
             let line = Array("tabsync-server: \(error.description)\n".utf8)
             line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
@@ -164,8 +164,9 @@ struct TabsyncServerCommand: ParsableCommand {
         if let verifier = configuration.accessTokens {
             logger.info("access control on", metadata: ["keys": "\(verifier.keys.map(\.description).joined(separator: ", "))"])
         }
-        let (store, sqlite, feed) = try openStore(settings, logger: logger)
+        let (store, sqlite, feed, holders) = try openStore(settings, logger: logger)
         configuration.sharedStore?.feed = feed
+        configuration.sharedStore?.holders = holders
         let server = Server(configuration: configuration, store: store, logger: logger)
 
         // Signals: handled on a dispatch queue, never in a signal handler.

@@ -83,6 +83,47 @@ struct CatchUpRuleTests {
     }
 }
 
+/// The holder registry's side in the core: a node that forgets a workspace of a shared store says
+/// so (``ServerCore/Action/release(_:)``), so other nodes' commits stop notifying it; a split is
+/// counted (docs/design.md, "Several nodes and placement").
+struct HolderRuleTests {
+    static func releases(_ actions: [ServerCore.Action]) -> [String] {
+        actions.compactMap { if case .release(let id) = $0 { id } else { nil } }
+    }
+
+    @Test func aWorkspaceUnloadedWhenIdleIsReleasedOnlyWithASharedStore() {
+        for shared in [true, false] {
+            var h = CoreHarness {
+                $0.sharedStorePollInterval = shared ? .seconds(1) : nil
+                $0.idleUnload = .seconds(5)
+            }
+            h.hello(1, client: "c1")
+            h.handle(.loaded(workspaceId: "w", .success(nil)))
+            let commit = h.submit(1, seq: 1, CoreHarness.add("a"))
+            h.handle(.committed(batch: commit.commitId ?? 0, .stored, duration: .zero))
+            #expect(Self.releases(h.handle(.disconnected(1))).isEmpty)  // idle, not yet unloaded
+            h.advance(.seconds(6))
+            #expect(Self.releases(h.handle(.tick)) == (shared ? ["w"] : []), "shared: \(shared)")
+            #expect(h.core.workspacesInMemory == 0)
+        }
+    }
+
+    @Test func aLoadThatFailsReleasesTheRegistrationMadeForIt() {
+        var h = CoreHarness { $0.sharedStorePollInterval = .seconds(1) }
+        h.hello(1, client: "c1")
+        let failed = h.handle(.loaded(workspaceId: "w", .failure(.readFailed("down"))))
+        #expect(Self.releases(failed) == ["w"])
+    }
+
+    @Test func aSplitIsCounted() {
+        var h = CatchUpRuleTests.joined()
+        h.handle(.heldElsewhere(workspaceId: "w", nodes: 1))
+        #expect(h.core.metrics.workspaceSplits == 1)
+        #expect(h.core.metrics.render(.init(connections: 0, socketsOpen: 0, workspacesLoaded: 1, sendQueueBytes: 0))
+            .contains("tabsync_workspace_splits_total 1\n"))
+    }
+}
+
 /// ``CloseReason``: each code, its text within a close frame's room, what flushes.
 struct CloseReasonTests {
     static let all: [CloseReason] = [

@@ -96,7 +96,7 @@ final class SharedStoreNodes: @unchecked Sendable {
                 ownBackend: { store.backendPID })
             : nil
         let server = try TestServer(store: wrap(store)) { configuration in
-            configuration.sharedStore = .init(pollInterval: hearing.pollInterval, feed: feed)
+            configuration.sharedStore = .init(pollInterval: hearing.pollInterval, feed: feed, holders: store)
             configuration.limits.maxOpsPerSecond = 10_000
             configure(&configuration)
         }

@@ -50,7 +50,11 @@ struct PostgresStoreRestartTests {
 
     @Test func commitsFailQuicklyWhileTheServerIsDownAndResumeByThemselves() throws {
         let cluster = try Cluster()
-        let store = try PostgresStore(url: cluster.url, options: .init(connectTimeoutSeconds: 2))
+        // Another node holds "w" (so commits to it notify), and its hold outlives the restart.
+        let store = try PostgresStore(url: cluster.url, options: .init(connectTimeoutSeconds: 2, holderTimeoutSeconds: 3_600))
+        let holder = try PostgresStore(url: cluster.url, options: .init(connectTimeoutSeconds: 2))
+        #expect(try holder.hold(workspaceId: "w") == 0)
+        holder.close()
         let events = Inbox<PostgresListener.Event>()
         let listener = PostgresListener(url: cluster.url, options: .init(keepaliveSeconds: 0.5, keepaliveTimeoutSeconds: 2)) {
             events.append($0)
