@@ -255,6 +255,17 @@ final class LoopDriver {
                     return .loaded(workspaceId: workspaceId, .failure(error))
                 }
             }
+        case .checkHolders(let workspaceId):
+            guard let holders = configuration.sharedStore?.holders else { return }
+            let inbox = server.inbox
+            let storeExecutor = server.storeExecutor
+            // A random pause first, so two nodes that heard of each other do not decide at once.
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int.random(in: 0...1_000))) {
+                storeExecutor.async {
+                    let newer = (try? holders.hasNewerHolder(workspaceId: workspaceId)) ?? false
+                    inbox.post(.event(.holdersChecked(workspaceId: workspaceId, newerHolder: newer)))
+                }
+            }
         case .release(let workspaceId):
             guard let holders = configuration.sharedStore?.holders else { return }
             let logger = self.logger

@@ -167,10 +167,12 @@ extension Server.Configuration {
 extension Server.Configuration {
     /// What the core decides with, from this configuration and the store's epoch.
     func coreSettings(storeEpoch: String) -> ServerCore.Settings {
-        ServerCore.Settings(
+        var settings = ServerCore.Settings(
             limits: limits, helloTimeout: helloTimeout, presenceInterval: presenceInterval,
             rateLimitStrikes: rateLimitStrikes, idleUnload: idleUnload, maxPresencePeers: maxPresencePeers,
             slowCloseGrace: slowCloseGrace, accessControl: accessTokens != nil,
             sharedStorePollInterval: sharedStore?.pollInterval, storeEpoch: storeEpoch, shutdownTimeout: shutdownTimeout)
+        settings.yieldsSplitWorkspaces = sharedStore?.holders != nil
+        return settings
     }
 }

@@ -39,6 +39,10 @@ package enum CloseReason: Equatable, Sendable {
     /// A missing, invalid or expired token, or one for another workspace (4401); `code` is the
     /// error the `Error` message carried.
     case unauthorized(ErrorCode)
+    /// The workspace is split across nodes and another node holds it more recently (where the
+    /// proxy now sends its new sessions): this node hands it over (4307, "moved"). The client
+    /// reconnects at once through the proxy and resumes by `lastVersion` + epoch.
+    case moved
     /// A write to the socket failed: the connection is dropped (1006 is never sent on the wire;
     /// it only names the ending in the log).
     case writeFailed
@@ -53,6 +57,7 @@ package enum CloseReason: Equatable, Sendable {
         case .slowReader, .storeUnavailable, .commitOutcomeUnknown, .behindStore, .storeChanged: 1013
         case .protocolViolation, .workspaceNotInPath: 4400
         case .unauthorized: 4401
+        case .moved: 4307
         case .writeFailed: 1006
         }
     }
@@ -73,6 +78,7 @@ package enum CloseReason: Equatable, Sendable {
             case .storeChanged: "the store changed: resume"
             case .protocolViolation(let code), .unauthorized(let code): code.wireName
             case .workspaceNotInPath: "\(ErrorCode.protocolError.wireName): Hello workspace differs from the URL path"
+            case .moved: "moved: reconnect"
             case .writeFailed: "write failed"
             }
         return Self.cut(text, to: 120)
@@ -82,7 +88,7 @@ package enum CloseReason: Equatable, Sendable {
     package var logLevel: Logger.Level {
         switch self {
         case .shuttingDown, .protocolViolation, .workspaceNotInPath, .unauthorized, .undecodableFrame, .wrongFrameType: .info
-        case .messageTooBig, .writeFailed: .info
+        case .messageTooBig, .writeFailed, .moved: .info
         case .rateLimitAbuse, .slowReader, .behindStore, .storeChanged: .warning
         case .storeUnavailable, .commitOutcomeUnknown: .warning
         }

@@ -43,6 +43,8 @@ package struct Metrics {
     package var notificationsSent: UInt64 = 0
     /// Workspaces this node loaded while another live node held them too.
     package var workspaceSplits: UInt64 = 0
+    /// Split workspaces this node handed to their newer holder (its sessions closed "moved").
+    package var moves: UInt64 = 0
     /// Catch-up reads of other nodes' ops started on a notification or a poll.
     package var catchUpReads: UInt64 = 0
     /// Notifications whose batch was taken from their payload, with no read.
@@ -153,6 +155,9 @@ package struct Metrics {
         header("tabsync_workspace_splits_total", "counter",
                "Workspaces loaded here while another live node held them too (split across nodes).")
         out += "tabsync_workspace_splits_total \(workspaceSplits)\n"
+        header("tabsync_workspace_moves_total", "counter",
+               "Split workspaces this node handed to their newer holder, its sessions closed 4307 moved.")
+        out += "tabsync_workspace_moves_total \(moves)\n"
         header("tabsync_catchup_reads_total", "counter", "Reads of other nodes' ops on a notification or a poll.")
         out += "tabsync_catchup_reads_total \(catchUpReads)\n"
         header("tabsync_store_notifications_taken_total", "counter",

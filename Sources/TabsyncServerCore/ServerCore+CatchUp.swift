@@ -112,6 +112,8 @@ extension ServerCore {
     /// they are durable. Throws when an op does not follow (the hub must be read back whole).
     mutating func takeStored(_ missed: CatchUpRead.CatchUp, into id: String, live: Bool) throws(OpError) {
         guard workspaces[id]?.hub?.stored != nil else { return }
+        // Declared first, so it runs last: after the hub is back in the table.
+        defer { if !missed.ops.isEmpty { sawOtherNodesCommit(id) } }
         // Taken out of the table while it changes, so its sequencers are not copied.
         var hub = workspaces[id]!.hub!
         workspaces[id]!.hub = nil

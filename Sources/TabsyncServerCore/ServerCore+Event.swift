@@ -45,6 +45,9 @@ extension ServerCore {
         /// Registering as a holder of a workspace before loading it found `nodes` other live nodes
         /// holding it too: it is split across nodes (counted; correct, only dearer).
         case heldElsewhere(workspaceId: String, nodes: Int)
+        /// The answer to ``Action/checkHolders(_:)``: whether a live node registered as a holder of
+        /// the workspace after this one did.
+        case holdersChecked(workspaceId: String, newerHolder: Bool)
         /// A token check finished (``Action/verifyToken(_:_:)``).
         case tokenVerified(AuthRequest, Result<AccessGrant, AuthError>)
         /// `GET /v1/workspaces/{id}`: the id as it came in the path, and the bearer token if any.
@@ -80,6 +83,10 @@ extension ServerCore {
         /// This node no longer holds the workspace (unloaded): release it in the holder registry.
         /// Nothing answers.
         case release(String)
+        /// Ask the holder registry whether a node registered as holding the workspace after this one
+        /// (after a short random pause, so two nodes do not decide at once); answer
+        /// ``Event/holdersChecked(workspaceId:newerHolder:)``.
+        case checkHolders(String)
         /// Read the stored versions of these workspaces; answer ``Event/polled(_:duration:)``.
         case pollVersions([String])
         /// Check a token off the loop; answer ``Event/tokenVerified(_:_:)``.

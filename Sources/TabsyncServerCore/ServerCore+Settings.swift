@@ -24,6 +24,9 @@ extension ServerCore {
         /// Several nodes share the store: keep each workspace's stored state and poll this often
         /// (zero: never) for commits no notification told of. Nil: the store has one writer.
         package var sharedStorePollInterval: Duration?
+        /// The store keeps a holder registry: a workspace split across nodes is sent home by the
+        /// node that holds it longest (``ServerCore/sawOtherNodesCommit(_:)``).
+        package var yieldsSplitWorkspaces = false
         /// The epoch of a workspace the store has never held (the store's own).
         package var storeEpoch: String
         /// How long a graceful stop may take in all: commits drain for at most 70% of it, then

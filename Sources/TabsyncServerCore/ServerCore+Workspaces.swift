@@ -127,6 +127,7 @@ extension ServerCore {
     /// Forgets a workspace; with a shared store, this node no longer holds it.
     private mutating func drop(_ id: String) {
         workspaces[id] = nil
+        moves.forget(id)
         if settings.sharedStore { emit(.release(id)) }
     }
 
@@ -142,7 +143,7 @@ extension ServerCore {
     mutating func unloadIfIdle(_ id: String) {
         guard isIdle(id), let hub = workspaces[id]?.hub else { return }
         let neverStored = hub.durable.version == 0 && hub.live.lastSeqs.isEmpty
-        if neverStored || settings.idleUnload <= .zero {
+        if neverStored || settings.idleUnload <= .zero || moves.handingOver.contains(id) {
             drop(id)
             idleSince[id] = nil
         } else if idleSince[id] == nil {

@@ -40,6 +40,9 @@ package struct ServerCore {
     /// Workspaces whose read back failed, and when to read them again.
     var reloadRetries: [String: Instant] = [:]
     var catchUps = CatchUpState()
+    /// Split workspaces: when each was last checked for a newer holder, and those this node is
+    /// handing over (ServerCore+Moves.swift).
+    var moves = MoveState()
     /// Snapshot requests not answered yet: waiting for a token check or a load.
     var pendingHTTP: [RequestID: PendingHTTP] = [:]
     var shutdown: ShutdownState = .running
@@ -121,6 +124,8 @@ package struct ServerCore {
             polled(result, duration: duration)
         case .heard(let feedEvent):
             heard(feedEvent)
+        case .holdersChecked(let workspaceId, let newerHolder):
+            holdersChecked(workspaceId, newerHolder: newerHolder)
         case .heldElsewhere(let workspaceId, let nodes):
             metrics.workspaceSplits += 1
             logger.info("workspace held by other nodes too: split", metadata: ["workspace": "\(workspaceId)", "nodes": "\(nodes)"])

@@ -17,6 +17,9 @@ public protocol HolderRegistry: Sendable {
     /// Registers this node as a holder of the workspace (before it is loaded); returns how many
     /// other live nodes hold it too (more than 0: the workspace is split across nodes).
     func hold(workspaceId: String) throws(StoreError) -> Int
+    /// True when another live node registered as a holder of the workspace after this node did:
+    /// the one the proxy sends its new sessions to now (a split workspace goes there).
+    func hasNewerHolder(workspaceId: String) throws(StoreError) -> Bool
     /// This node no longer holds these workspaces (unloaded).
     func release(workspaceIds: [String]) throws(StoreError)
     /// This node is alive (call every ``heartbeatInterval``); also prunes nodes gone silent.

@@ -40,6 +40,19 @@ extension PostgresStore: HolderRegistry {
         }
     }
 
+    public func hasNewerHolder(workspaceId: String) throws(StoreError) -> Bool {
+        try withConnection(failure: StoreError.readFailed) { db throws(PGError) -> Bool in
+            let newer = try db.execute(
+                """
+                SELECT count(*) FROM tabsync_holders h JOIN tabsync_nodes n ON n.node = h.node
+                JOIN tabsync_holders mine ON mine.workspace = h.workspace AND mine.node = $2
+                WHERE h.workspace = $1 AND h.node <> $2 AND h.since > mine.since
+                  AND n.seen > now() - $3::int8 * interval '1 millisecond'
+                """, [.text(workspaceId), .text(node), .int64(holderTimeoutMillis)], prepared: true)
+            return (try newer.int64(0, 0) ?? 0) > 0
+        }
+    }
+
     public func release(workspaceIds: [String]) throws(StoreError) {
         guard !workspaceIds.isEmpty else { return }
         try withConnection(failure: StoreError.writeFailed) { db throws(PGError) in

@@ -19,7 +19,7 @@ extension PostgresStore {
     /// Version 2: `tabsync_rejections.at_version`, the workspace's version when the refusal was made.
     ///
     /// Version 3: the holder registry (``HolderRegistry``): `tabsync_nodes` (each live node and its
-    /// last heartbeat) and `tabsync_holders` (which node holds which workspace loaded).
+    /// last heartbeat) and `tabsync_holders` (which node holds which workspace loaded, since when).
     static let migrations: [String] = [
         """
         CREATE TABLE tabsync_workspaces (
@@ -84,6 +84,7 @@ extension PostgresStore {
         CREATE TABLE tabsync_holders (
             workspace text NOT NULL,
             node text NOT NULL,
+            since timestamptz NOT NULL DEFAULT clock_timestamp(),
             PRIMARY KEY (workspace, node)
         );
         CREATE INDEX tabsync_holders_node ON tabsync_holders (node);

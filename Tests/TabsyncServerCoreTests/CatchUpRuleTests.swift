@@ -115,6 +115,46 @@ struct HolderRuleTests {
         #expect(Self.releases(failed) == ["w"])
     }
 
+    /// Another node's ops taken here mean the workspace is split: with a holder registry the core
+    /// asks whether a newer holder exists (once a minute at most); if so its sessions are closed
+    /// 4307 "moved" and the workspace goes as soon as it is idle.
+    @Test func aSplitWorkspaceWithANewerHolderIsHandedOverAndUnloaded() throws {
+        var h = CoreHarness {
+            $0.sharedStorePollInterval = .seconds(1)
+            $0.yieldsSplitWorkspaces = true
+        }
+        h.hello(1, client: "c1")
+        let loaded = h.handle(.loaded(workspaceId: "w", .success(nil)))
+        if let welcomeBatch = loaded.commitId { h.handle(.committed(batch: welcomeBatch, .stored, duration: .zero)) }
+        let other = CatchUpRuleTests.othersOp("x", version: 1)
+        let caught = h.handle(.heard(.committed(CommitNotification(
+            workspaceId: "w", version: 1,
+            changes: .init(base: 0, ops: [other], refusals: [], lastSeqs: [other.clientId: other.seq])))))
+        #expect(caught.contains { if case .checkHolders("w") = $0 { true } else { false } })
+        // No newer holder: nothing happens, and the next other-node op within the minute asks nothing.
+        #expect(Said.of(h.handle(.holdersChecked(workspaceId: "w", newerHolder: false))).isEmpty)
+        let second = CatchUpRuleTests.othersOp("y", version: 2, after: ["x"])
+        let again = h.handle(.heard(.committed(CommitNotification(
+            workspaceId: "w", version: 2,
+            changes: .init(base: 1, ops: [second], refusals: [], lastSeqs: [second.clientId: second.seq])))))
+        #expect(!again.contains { if case .checkHolders = $0 { true } else { false } })
+        // A newer holder: the session is closed "moved", then the idle workspace is released at once.
+        let moved = h.handle(.holdersChecked(workspaceId: "w", newerHolder: true))
+        #expect(Said.of(moved) == [.close(1, 4307)])
+        #expect(h.core.metrics.moves == 1)
+        #expect(Self.releases(h.handle(.disconnected(1))) == ["w"])
+        #expect(h.core.workspacesInMemory == 0)
+    }
+
+    @Test func withoutAHolderRegistryASplitIsNeverChecked() {
+        var h = CatchUpRuleTests.joined()
+        let other = CatchUpRuleTests.othersOp("x", version: 1)
+        let caught = h.handle(.heard(.committed(CommitNotification(
+            workspaceId: "w", version: 1,
+            changes: .init(base: 0, ops: [other], refusals: [], lastSeqs: [other.clientId: other.seq])))))
+        #expect(!caught.contains { if case .checkHolders = $0 { true } else { false } })
+    }
+
     @Test func aSplitIsCounted() {
         var h = CatchUpRuleTests.joined()
         h.handle(.heldElsewhere(workspaceId: "w", nodes: 1))
@@ -130,11 +170,11 @@ struct CloseReasonTests {
         .shuttingDown, .undecodableFrame, .wrongFrameType(binary: true, subprotocol: "tabsync.v1.json"),
         .messageTooBig(limit: 1 << 20), .rateLimitAbuse, .slowReader, .storeUnavailable, .commitOutcomeUnknown,
         .behindStore, .storeChanged, .protocolViolation(.protocolError), .unauthorized(.unauthorized), .writeFailed,
-        .workspaceNotInPath(path: String(repeating: "p", count: 64), hello: String(repeating: "h", count: 64)),
+        .workspaceNotInPath(path: String(repeating: "p", count: 64), hello: String(repeating: "h", count: 64)), .moved,
     ]
 
     @Test func everyReasonHasItsCodeAndATextThatFitsACloseFrame() {
-        #expect(Self.all.map(\.code) == [1001, 1007, 1007, 1009, 1008, 1013, 1013, 1013, 1013, 1013, 4400, 4401, 1006, 4400])
+        #expect(Self.all.map(\.code) == [1001, 1007, 1007, 1009, 1008, 1013, 1013, 1013, 1013, 1013, 4400, 4401, 1006, 4400, 4307])
         for reason in Self.all { #expect(!reason.text.isEmpty && reason.text.utf8.count <= 120) }
     }
 

@@ -537,7 +537,7 @@ struct SimulatedWorld {
             nodes[n].timers[id] = after.map { elapsed + $0 }
         case .load, .commit, .readChanges, .pollVersions:
             nodes[n].storeCalls.append(action)
-        case .release:
+        case .release, .checkHolders:
             break  // the memory store keeps no holder registry: every node is told of every commit
         case .echo, .verifyToken, .respond, .stop:
             break
