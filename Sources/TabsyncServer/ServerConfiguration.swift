@@ -95,6 +95,9 @@ extension Server {
             /// while it runs, so other nodes' commits notify it only for what it holds; nil: every
             /// commit is taken as announced to every node (docs/design.md, "Several nodes").
             public var holders: (any HolderRegistry)?
+            /// With ``holders``: a workspace split across nodes is sent home (the node holding it
+            /// longest closes its sessions 4307 "moved"); off, splits stay until their sessions end.
+            public var movesSplitWorkspaces = true
 
             public init(pollInterval: Duration = .milliseconds(1500), feed: (any CommitFeed)?, holders: (any HolderRegistry)? = nil) {
                 self.pollInterval = pollInterval
@@ -172,7 +175,7 @@ extension Server.Configuration {
             rateLimitStrikes: rateLimitStrikes, idleUnload: idleUnload, maxPresencePeers: maxPresencePeers,
             slowCloseGrace: slowCloseGrace, accessControl: accessTokens != nil,
             sharedStorePollInterval: sharedStore?.pollInterval, storeEpoch: storeEpoch, shutdownTimeout: shutdownTimeout)
-        settings.yieldsSplitWorkspaces = sharedStore?.holders != nil
+        settings.yieldsSplitWorkspaces = sharedStore.map { $0.holders != nil && $0.movesSplitWorkspaces } ?? false
         return settings
     }
 }

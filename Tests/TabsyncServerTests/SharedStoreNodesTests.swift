@@ -28,6 +28,38 @@ struct SharedStoreNodesTests {
         }
     }
 
+    /// A split workspace goes home: the node holding it longest hears of the other node's commit,
+    /// finds a newer holder in the registry and closes its session 4307 "moved"; the client resumes
+    /// on the other node and nothing is lost. Only the newer node's commits notified the older
+    /// while both held it; once the older released it, commits notify nobody.
+    @Test func aSplitWorkspaceIsHandedToItsNewerHolder() throws {
+        let nodes = try SharedStoreNodes([.notifications, .notifications]) { $0.sharedStore?.movesSplitWorkspaces = true }
+        let (a, _) = try TestClient.joined(port: nodes[0].port, workspace: "w", clientId: "ca")
+        _ = try a.submit(.add(tab: .named("a1"), place: .end, activate: true))
+        #expect(try a.nextApplied().version == 1)
+        #expect(try metric(nodes[0], "tabsync_store_notifications_sent_total") == 0)  // nobody else held it
+
+        let (b, _) = try TestClient.joined(port: nodes[1].port, workspace: "w", clientId: "cb")
+        #expect(try metric(nodes[1], "tabsync_workspace_splits_total") == 1)
+        _ = try b.submit(.add(tab: .named("b1"), place: .end, activate: false))
+        #expect(try b.nextApplied().version == 2)
+        // Node 0 takes node 1's op, asks the registry, and hands the workspace over.
+        #expect(try a.nextApplied().version == 2)
+        #expect(try a.closeCode(timeout: 10) == 4307)
+        #expect(try metric(nodes[0], "tabsync_workspace_moves_total") == 1)
+        let released = waitUntil(deadline: .seconds(10)) { ((try? metric(nodes[0], "tabsync_workspaces_loaded")) ?? 1) == 0 }
+        #expect(released, "node 0 still holds the workspace it handed over")
+
+        // a resumes on node 1; from now on node 1's commits notify nobody.
+        let (a2, _) = try TestClient.joined(port: nodes[1].port, workspace: "w", clientId: "ca", lastVersion: 2)
+        let sentBefore = try metric(nodes[1], "tabsync_store_notifications_sent_total") ?? -1
+        try a2.submit(.add(tab: .named("a2"), place: .end, activate: false), seq: 2)
+        #expect(try a2.nextApplied().version == 3)
+        #expect(try metric(nodes[1], "tabsync_store_notifications_sent_total") == sentBefore)
+        let stored = try #require(try nodes.reader().load(workspaceId: "w"))
+        #expect(stored.workspace.tabs.map(\.id) == ["a1", "b1", "a2"])
+    }
+
     @Test func clientsOnTwoNodesWritingOneWorkspaceSeeContiguousVersionsAndTheLogsState() throws {
         let nodes = try SharedStoreNodes([.notifications, .notifications])
         let (a, _) = try TestClient.joined(port: nodes[0].port, workspace: "w", clientId: "ca")

@@ -97,6 +97,8 @@ final class SharedStoreNodes: @unchecked Sendable {
             : nil
         let server = try TestServer(store: wrap(store)) { configuration in
             configuration.sharedStore = .init(pollInterval: hearing.pollInterval, feed: feed, holders: store)
+            // These tests split workspaces on purpose; the one about moves turns them back on.
+            configuration.sharedStore?.movesSplitWorkspaces = false
             configuration.limits.maxOpsPerSecond = 10_000
             configure(&configuration)
         }
