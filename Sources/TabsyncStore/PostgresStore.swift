@@ -47,12 +47,18 @@ public final class PostgresStore: WorkspaceStore {
         /// How long a node's holds stay live after its last heartbeat (``HolderRegistry``): past
         /// it the node is taken for gone and commits stop notifying it (it still polls).
         public var holderTimeoutSeconds: Double
+        /// A node's transaction that waits on the node this long (the node was paused or froze
+        /// mid-commit) is ended by PostgreSQL, freeing the workspace rows it locked, so the other
+        /// nodes' commits to them go on; the node's own commit then fails (its `COMMIT` finds the
+        /// connection gone, and it learns the transaction rolled back).
+        public var idleInTransactionSeconds: Double
 
         public init(
             snapshotInterval: Int = 256, connectTimeoutSeconds: Int = 3, schema: String? = nil,
             applicationName: String = "tabsync-server", commitResolveTimeoutSeconds: Double = 15,
-            holderTimeoutSeconds: Double = 10
+            holderTimeoutSeconds: Double = 10, idleInTransactionSeconds: Double = 5
         ) {
+            self.idleInTransactionSeconds = idleInTransactionSeconds
             self.holderTimeoutSeconds = holderTimeoutSeconds
             self.snapshotInterval = snapshotInterval
             self.connectTimeoutSeconds = connectTimeoutSeconds
@@ -127,7 +133,8 @@ public final class PostgresStore: WorkspaceStore {
         do {
             return try PGConnection(
                 url: url, connectTimeoutSeconds: options.connectTimeoutSeconds,
-                applicationName: options.applicationName, schema: options.schema)
+                applicationName: options.applicationName, schema: options.schema,
+                idleInTransactionSeconds: options.idleInTransactionSeconds)
         } catch {
             throw .cannotConnect(error.description)
         }
@@ -346,7 +353,8 @@ public final class PostgresStore: WorkspaceStore {
                 do throws(PGError) {
                     db = try PGConnection(
                         url: url, connectTimeoutSeconds: options.connectTimeoutSeconds,
-                        applicationName: options.applicationName, schema: options.schema)
+                        applicationName: options.applicationName, schema: options.schema,
+                        idleInTransactionSeconds: options.idleInTransactionSeconds)
                     currentBackendPID.store(db!.backendPID, ordering: .relaxed)
                 } catch {
                     throw failure(error.description)

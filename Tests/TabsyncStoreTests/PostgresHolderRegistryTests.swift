@@ -85,3 +85,38 @@ struct PostgresHolderRegistryTests {
         #expect(try nodes.b.load(workspaceId: "w")?.workspace.version == 1)
     }
 }
+
+/// A node stopped in the middle of a commit (SIGSTOP, a frozen VM) holds its workspace rows
+/// locked; PostgreSQL ends its transaction after the store's `idleInTransactionSeconds`, so the
+/// other nodes' commits to those rows go on instead of waiting for it to wake.
+@Suite("PostgreSQL store: a stalled transaction", .enabled(if: PostgresTestDatabase.isEnabled, PostgresTestDatabase.skipReason))
+struct PostgresStalledTransactionTests {
+    @Test func aTransactionStalledHoldingAWorkspaceRowIsEndedAndTheOthersCommitGoesOn() throws {
+        let schema = try PostgresSchema()
+        let store = try PostgresStore(url: schema.url, options: schema.options())
+        var driver = Driver(epoch: store.epoch)
+        driver.submit("w", "c", 1, .add(tab: Tab(id: "a"), place: .end, activate: true))
+        try store.commit(driver.takeBatch())
+
+        // The stalled node: its transaction locked w's row and then its process stopped.
+        let stalled = try PGConnection(url: schema.url, schema: schema.name, idleInTransactionSeconds: 0.5)
+        defer { stalled.close() }
+        try stalled.execute("BEGIN")
+        try stalled.execute("SELECT version FROM tabsync_workspaces WHERE workspace = 'w' FOR UPDATE")
+
+        // Another node's commit to w waits for that lock, then goes through once it is freed.
+        let done = Inbox<Result<Void, StoreError>>()
+        driver.submit("w", "c", 2, .add(tab: Tab(id: "b"), place: .end, activate: false))
+        var pending = driver.takeBatch()
+        pending.baseVersions = ["w": 1]
+        let batch = pending
+        let other = try PostgresStore(url: schema.url, options: schema.options())
+        Thread.detachNewThread {
+            done.append(Result { () throws(StoreError) in try other.commit(batch) })
+        }
+        #expect(done.wait(seconds: 10) { !$0.isEmpty })
+        if case .failure(let error)? = done.all.first { Issue.record("the commit failed: \(error)") }
+        #expect(try store.load(workspaceId: "w")?.workspace.version == 2)
+        #expect(throws: PGError.self) { try stalled.execute("COMMIT") }  // its transaction was ended
+    }
+}

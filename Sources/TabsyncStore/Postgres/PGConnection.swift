@@ -94,15 +94,25 @@ final class PGConnection {
 
     /// Connects to `url` (a `postgres://` URL or a `key=value` conninfo; its own parameters win over
     /// the defaults given here) and, when `schema` is set, uses that schema for unqualified names.
-    init(url: String, connectTimeoutSeconds: Int = 3, applicationName: String = "tabsync", schema: String? = nil) throws(PGError) {
+    /// `idleInTransactionSeconds`: PostgreSQL ends this connection's transaction (and the
+    /// connection) when it waits on the client that long inside it, so a client that stopped
+    /// mid-transaction (a paused or frozen node) frees its row locks; nil: the server's setting.
+    init(
+        url: String, connectTimeoutSeconds: Int = 3, applicationName: String = "tabsync", schema: String? = nil,
+        idleInTransactionSeconds: Double? = nil
+    ) throws(PGError) {
         // Later keys override earlier ones; `dbname` (the URL, expanded) comes last so it wins.
-        let parameters: [(String, String)] = [
+        var parameters: [(String, String)] = [
             ("connect_timeout", String(max(1, connectTimeoutSeconds))),
             ("application_name", applicationName),
             ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
             ("tcp_user_timeout", "10000"),
-            ("dbname", url),
         ]
+        if let idleInTransactionSeconds {
+            let millis = max(1, Int((idleInTransactionSeconds * 1_000).rounded()))
+            parameters.append(("options", "-c idle_in_transaction_session_timeout=\(millis)"))
+        }
+        parameters.append(("dbname", url))
         let keys = parameters.map { strdup($0.0) }
         let values = parameters.map { strdup($0.1) }
         defer {
