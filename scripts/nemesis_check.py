@@ -13,7 +13,8 @@ resubmit}; `ack` {seq, version} (an `Applied` of this client's own op, live, fro
 `missed`, or repeated for a resubmission); `applied` {version, client, seq, op} (every `Applied`
 the client saw, its own included); `reject` {seq, code}; `settled` {seq} (a pending op dropped
 because `Welcome.lastSeq` covers it, its outcome not told); `disconnect` {code, reason, final};
-`final` {version, epoch, tabs, activeTabId, pending} (the client's state at the end).
+`resync` {reason} (the client closed to resume or ask for a snapshot); `final` {version, epoch,
+tabs, activeTabId, pending} (the client's state at the end).
 
 The store (store.json): {"workspaces": {ID: {"version", "epoch", "tabs", "activeTabId"}}, "ops":
 [{"ws", "version", "client", "seq"}]} (the op log rows, server-made rekeys with client "" and seq 0).
@@ -29,6 +30,8 @@ Checks (each a violation count in the report):
 - outOfOrder: a client's acknowledged seqs not at increasing versions;
 - rejectedYetStored: a seq the client was refused is in the log;
 - phantom: a logged (client, seq) its client never submitted;
+- diverged: a client found an `Applied` op that does not fit its replica at the version before it,
+  or a resume in another epoch (`resync` events; a version gap is counted, not a violation);
 - notConverged: a client's final state (version, epoch, tabs with keys and fields, active tab) is
   not the store's; unsettled: a client still holds pending ops at the end.
 """
@@ -39,7 +42,7 @@ import sys
 from collections import defaultdict
 
 VIOLATIONS = ("lost", "doubled", "misplaced", "versionReused", "gaps", "outOfOrder", "rejectedYetStored",
-              "phantom", "notConverged", "unsettled")
+              "phantom", "diverged", "notConverged", "unsettled")
 
 TAB_FIELDS = ("id", "title", "url", "icon", "badge", "locked", "key")
 
@@ -141,6 +144,9 @@ def check(histories, store, faults=(), placement=None):
     seen = defaultdict(set)             # (ws, version) -> {(client, seq, op)}
     latencies = defaultdict(list)       # fault kind -> [seconds]
     disconnects = defaultdict(int)
+    close_codes = defaultdict(lambda: defaultdict(int))
+    resyncs = defaultdict(int)
+    rejects_by_kind = defaultdict(lambda: defaultdict(int))
     reject_codes = defaultdict(int)
     submits = resubmits = acks = 0
     converged = 0
@@ -172,14 +178,21 @@ def check(histories, store, faults=(), placement=None):
                 key = (ws, client, int(e["seq"]))
                 rejected[key] = e.get("code", "")
                 reject_codes[e.get("code", "")] += 1
+                rejects_by_kind[fault_at(faults, e["t"])][e.get("code", "")] += 1
             elif kind == "settled":
                 settled.add((ws, client, int(e["seq"])))
             elif kind == "disconnect":
                 if e.get("final"):
                     continue
                 disconnects[fault_at(faults, e["t"])] += 1
+                close_codes[fault_at(faults, e["t"])][str(e.get("code"))] += 1
                 if pending_disconnect is None:
                     pending_disconnect = e["t"]
+            elif kind == "resync":
+                reason = e.get("reason", "")
+                resyncs[reason.split(":")[0]] += 1
+                if not reason.startswith("version gap"):
+                    problem("diverged", f"{client} in {ws} at t={e['t']:.2f}: {reason}")
             elif kind == "final":
                 finals += 1
                 info = store.get("workspaces", {}).get(ws)
@@ -250,11 +263,13 @@ def check(histories, store, faults=(), placement=None):
     for f in faults:
         fault_counts[f["kind"]] += 1
     per_kind = {}
-    for kind in sorted(set(fault_counts) | set(disconnects) | set(latencies)):
+    for kind in sorted(set(fault_counts) | set(disconnects) | set(latencies) | set(rejects_by_kind)):
         lat = latencies.get(kind, [])
         per_kind[kind] = {
             "faults": fault_counts.get(kind, 0),
             "disconnects": disconnects.get(kind, 0),
+            "closeCodes": dict(sorted(close_codes.get(kind, {}).items())),
+            "rejects": dict(sorted(rejects_by_kind.get(kind, {}).items())),
             "reacked": len(lat),
             "firstAckP50": percentile(lat, 50),
             "firstAckP99": percentile(lat, 99),
@@ -277,6 +292,7 @@ def check(histories, store, faults=(), placement=None):
         "compacted": compacted,
         "logRows": len(store.get("ops", [])),
         "versionsSeen": len(seen),
+        "resyncs": dict(resyncs),
         "converged": converged,
         "finals": finals,
         "perFault": per_kind,
@@ -311,10 +327,14 @@ def format_report(r):
     if "placement" in r:
         p = r["placement"]
         lines.append(f"placement: {p['splits']} splits, {p['merges']} merges ({p['splitSeconds']} workspace-seconds split over nodes)")
-    lines.append("per fault kind: faults, disconnects, first ack after reconnecting p50 / p99 / max:")
+    if r["resyncs"]:
+        lines.append(f"client resyncs: {r['resyncs']}")
+    lines.append("per fault kind (\"none\": outside every fault's window): faults, disconnects (close codes), "
+                 "refusals, first ack after the disconnect p50 / p99 / max:")
     for kind, f in r["perFault"].items():
-        lines.append(f"  {kind:14} {f['faults']:3} faults {f['disconnects']:5} disconnects  "
-                     f"{fmt_s(f['firstAckP50'])} / {fmt_s(f['firstAckP99'])} / {fmt_s(f['firstAckMax'])} ({f['reacked']} reacked)")
+        lines.append(f"  {kind:10} {f['faults']:3} faults, {f['disconnects']:4} disconnects {f['closeCodes']}, "
+                     f"refused {f['rejects']}, first ack {fmt_s(f['firstAckP50'])} / {fmt_s(f['firstAckP99'])} / "
+                     f"{fmt_s(f['firstAckMax'])} ({f['reacked']} reacked)")
     lines.append(f"first ack after a disconnect, all: p50 {fmt_s(r['firstAckP50'])}, p99 {fmt_s(r['firstAckP99'])}")
     v = r["violations"]
     lines.append("violations: " + ", ".join(f"{k} {n}" for k, n in v.items()))

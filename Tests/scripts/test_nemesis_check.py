@@ -136,6 +136,16 @@ def test_a_gap_in_the_log_and_a_client_left_behind_fail():
     assert bad == {"notConverged": 1, "unsettled": 1}
 
 
+def test_a_divergence_fails_and_a_version_gap_is_only_counted():
+    h, s = good()
+    h["c2"].insert(2, {"t": 0.35, "type": "resync", "ws": "w", "reason": "version gap: expected 2, got 3"})
+    bad, r = violations(h, s)
+    assert bad == {} and r["resyncs"] == {"version gap": 1}
+    h["c2"].insert(2, {"t": 0.36, "type": "resync", "ws": "w", "reason": "an applied op does not fit: 't9'"})
+    bad, _ = violations(h, s)
+    assert bad == {"diverged": 1}
+
+
 def test_split_and_merge_counts():
     placement = [
         {"ws": "w", "node": "node1", "start": 0, "end": 10},
