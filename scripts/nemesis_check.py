@@ -32,6 +32,8 @@ Checks (each a violation count in the report):
 - phantom: a logged (client, seq) its client never submitted;
 - diverged: a client found an `Applied` op that does not fit its replica at the version before it,
   or a resume in another epoch (`resync` events; a version gap is counted, not a violation);
+- (reported, not a violation) per fault: the longest time without a new acknowledgement anywhere
+  in its window, and the acknowledgements per second in it against the run's mean;
 - notConverged: a client's final state (version, epoch, tabs with keys and fields, active tab) is
   not the store's; unsettled: a client still holds pending ops at the end.
 """
@@ -70,6 +72,14 @@ def fault_at(faults, t, grace=1.0):
         if f["start"] <= t <= f["end"] + grace:
             return f["kind"]
     return "none"
+
+
+def longest_gap(times, start, end):
+    """The longest interval inside [start, end] holding none of the sorted times (the window's
+    edges count as bounds)."""
+    inside = [t for t in times if start < t < end]
+    bounds = [start] + inside + [end]
+    return max(b - a for a, b in zip(bounds, bounds[1:]))
 
 
 def split_merge(placement):
@@ -257,6 +267,19 @@ def check(histories, store, faults=(), placement=None):
         if key[1] in histories and key not in submitted:
             problem("phantom", f"{key[0]} {key[1]} seq {key[2]} is logged, its client never submitted it")
 
+    # --- availability: the longest time without any acknowledgement, cluster-wide, in each fault
+    ack_times = sorted(ack_time.values())
+    stalls = defaultdict(list)
+    rates = defaultdict(list)
+    span = (ack_times[-1] - ack_times[0]) if len(ack_times) > 1 else 0
+    mean_rate = len(ack_times) / span if span > 0 else 0
+    for f in faults:
+        stalls[f["kind"]].append(longest_gap(ack_times, f["start"], f["end"] + 1.0))
+        # Over the fault itself: the burst of acks its end releases is not counted.
+        inside = sum(1 for t in ack_times if f["start"] <= t < f["end"])
+        if mean_rate and f["end"] > f["start"]:
+            rates[f["kind"]].append(round(100 * inside / (f["end"] - f["start"]) / mean_rate))
+
     settled_unknown = len(settled - set(acked) - set(rejected))
     settled_stored = len({k for k in settled - set(acked) - set(rejected) if k in logged})
     fault_counts = defaultdict(int)
@@ -274,6 +297,8 @@ def check(histories, store, faults=(), placement=None):
             "firstAckP50": percentile(lat, 50),
             "firstAckP99": percentile(lat, 99),
             "firstAckMax": max(lat) if lat else None,
+            "ackStalls": [round(x, 2) for x in stalls.get(kind, [])],
+            "ackRatePercent": rates.get(kind, []),
         }
     all_lat = [x for lat in latencies.values() for x in lat]
     report = {
@@ -334,7 +359,9 @@ def format_report(r):
     for kind, f in r["perFault"].items():
         lines.append(f"  {kind:10} {f['faults']:3} faults, {f['disconnects']:4} disconnects {f['closeCodes']}, "
                      f"refused {f['rejects']}, first ack {fmt_s(f['firstAckP50'])} / {fmt_s(f['firstAckP99'])} / "
-                     f"{fmt_s(f['firstAckMax'])} ({f['reacked']} reacked)")
+                     f"{fmt_s(f['firstAckMax'])} ({f['reacked']} reacked)"
+                     + (f"; per fault: longest time without a new ack anywhere {f['ackStalls']} s, "
+                        f"acks per second as % of the run's mean {f['ackRatePercent']}" if f["ackStalls"] else ""))
     lines.append(f"first ack after a disconnect, all: p50 {fmt_s(r['firstAckP50'])}, p99 {fmt_s(r['firstAckP99'])}")
     v = r["violations"]
     lines.append("violations: " + ", ".join(f"{k} {n}" for k, n in v.items()))

@@ -146,6 +146,14 @@ def test_a_divergence_fails_and_a_version_gap_is_only_counted():
     assert bad == {"diverged": 1}
 
 
+def test_the_longest_time_without_an_ack_in_a_window():
+    assert nc.longest_gap([1.0, 2.0, 6.0, 7.0], 0.5, 7.5) == 4.0
+    assert nc.longest_gap([], 3.0, 5.0) == 2.0
+    h, s = good()
+    r = nc.check(h, s, faults=[{"kind": "pause", "start": 0.0, "end": 2.0}])
+    assert r["perFault"]["pause"]["ackStalls"] == [2.0]  # from t=1.0 to the window's end, 3.0
+
+
 def test_split_and_merge_counts():
     placement = [
         {"ws": "w", "node": "node1", "start": 0, "end": 10},
