@@ -1,0 +1,165 @@
+"""scripts/nemesis_check.py on small handmade histories: what must pass passes, and a lost ack, a
+doubled op, a reused version, a reordering, a refused-yet-stored op and an unconverged client fail."""
+import copy
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import nemesis_check as nc  # noqa: E402
+
+T1 = {"id": "t1", "title": "one", "key": "a0"}
+T2 = {"id": "t2", "title": "two", "key": "a1"}
+ADD1 = {"add": {"tab": T1, "activate": True}}
+ADD2 = {"add": {"tab": T2}}
+
+
+def good():
+    """Two clients of workspace w: c1 adds t1 (v1), loses its connection while adding t2, resumes
+    and gets t2 acknowledged (v2) from the resume; c2 sees both and has one op refused."""
+    c1 = [
+        {"t": 0.0, "type": "connect", "ws": "w"},
+        {"t": 0.1, "type": "welcome", "ws": "w", "recovered": False, "version": 0, "epoch": "e", "lastSeq": 0},
+        {"t": 0.2, "type": "submit", "ws": "w", "seq": 1, "op": ADD1},
+        {"t": 0.3, "type": "applied", "ws": "w", "version": 1, "client": "c1", "seq": 1, "op": ADD1},
+        {"t": 0.3, "type": "ack", "ws": "w", "seq": 1, "version": 1},
+        {"t": 0.4, "type": "submit", "ws": "w", "seq": 2, "op": ADD2},
+        {"t": 0.5, "type": "disconnect", "ws": "w", "code": 1006},
+        {"t": 1.0, "type": "welcome", "ws": "w", "recovered": True, "version": 1, "epoch": "e", "lastSeq": 2},
+        {"t": 1.0, "type": "applied", "ws": "w", "version": 2, "client": "c1", "seq": 2, "op": ADD2},
+        {"t": 1.0, "type": "ack", "ws": "w", "seq": 2, "version": 2},
+        {"t": 2.0, "type": "final", "ws": "w", "version": 2, "epoch": "e", "tabs": [T1, T2], "activeTabId": "t1", "pending": 0},
+    ]
+    c2 = [
+        {"t": 0.0, "type": "welcome", "ws": "w", "recovered": False, "version": 0, "epoch": "e", "lastSeq": 0},
+        {"t": 0.3, "type": "applied", "ws": "w", "version": 1, "client": "c1", "seq": 1, "op": ADD1},
+        {"t": 0.4, "type": "submit", "ws": "w", "seq": 1, "op": {"remove": {"tabId": "zz"}}},
+        {"t": 0.5, "type": "reject", "ws": "w", "seq": 1, "code": "TAB_GONE"},
+        {"t": 0.9, "type": "applied", "ws": "w", "version": 2, "client": "c1", "seq": 2, "op": ADD2},
+        {"t": 2.0, "type": "final", "ws": "w", "version": 2, "epoch": "e", "tabs": [T1, T2], "activeTabId": "t1", "pending": 0},
+    ]
+    store = {
+        "workspaces": {"w": {"version": 2, "epoch": "e", "tabs": [T1, T2], "activeTabId": "t1"}},
+        "ops": [{"ws": "w", "version": 1, "client": "c1", "seq": 1}, {"ws": "w", "version": 2, "client": "c1", "seq": 2}],
+    }
+    return {"c1": c1, "c2": c2}, store
+
+
+def violations(histories, store, **kw):
+    report = nc.check(histories, store, **kw)
+    return {k: n for k, n in report["violations"].items() if n}, report
+
+
+def test_a_correct_history_passes_with_its_counts():
+    h, s = good()
+    bad, r = violations(h, s, faults=[{"kind": "kill", "start": 0.4, "end": 0.8}])
+    assert bad == {}
+    assert nc.ok(r)
+    assert (r["submitted"], r["acked"], r["rejected"], r["checked"], r["converged"]) == (3, 2, 1, 2, 2)
+    assert r["perFault"]["kill"]["disconnects"] == 1
+    assert abs(r["perFault"]["kill"]["firstAckP99"] - 0.5) < 1e-9
+    assert "PASS" in nc.format_report(r)
+
+
+def test_a_lost_ack_fails():
+    h, s = good()
+    s["ops"] = s["ops"][:1]
+    s["workspaces"]["w"]["version"] = 1
+    bad, r = violations(h, s)
+    assert bad.get("lost") == 1
+    assert "FAIL" in nc.format_report(r)
+
+
+def test_a_doubled_op_fails_in_the_log_and_in_the_acks():
+    h, s = good()
+    s["ops"].append({"ws": "w", "version": 3, "client": "c1", "seq": 2})
+    s["workspaces"]["w"]["version"] = 3
+    bad, _ = violations(h, s)
+    assert bad.get("doubled") == 1
+    h, s = good()
+    h["c1"].insert(-1, {"t": 1.5, "type": "ack", "ws": "w", "seq": 2, "version": 3})
+    bad, _ = violations(h, s)
+    assert bad.get("doubled") == 1
+
+
+def test_a_version_reused_fails():
+    h, s = good()
+    # c2 was told version 2 is its own op; c1 was told it is c1's.
+    other = {"update": {"tabId": "t1", "title": "x"}}
+    h["c2"][4] = {"t": 0.9, "type": "applied", "ws": "w", "version": 2, "client": "c2", "seq": 2, "op": other}
+    h["c2"].insert(5, {"t": 0.9, "type": "ack", "ws": "w", "seq": 2, "version": 2})
+    h["c2"].insert(2, {"t": 0.8, "type": "submit", "ws": "w", "seq": 2, "op": other})
+    bad, _ = violations(h, s)
+    assert bad.get("versionReused", 0) >= 1
+    assert bad.get("lost") == 1  # c2's acknowledged op is not in the log
+
+
+def test_acks_out_of_seq_order_fail():
+    h, s = good()
+    s["ops"] = [{"ws": "w", "version": 1, "client": "c1", "seq": 2}, {"ws": "w", "version": 2, "client": "c1", "seq": 1}]
+    for e in h["c1"]:
+        if e["type"] in ("ack", "applied") and e.get("client", "c1") == "c1":
+            e["version"] = 3 - e["version"]
+    for e in h["c2"]:
+        if e["type"] == "applied":
+            e["version"] = 3 - e["version"]
+    bad, _ = violations(h, s)
+    assert bad.get("outOfOrder") == 1
+
+
+def test_a_refused_op_in_the_log_and_a_phantom_fail():
+    h, s = good()
+    s["ops"].append({"ws": "w", "version": 3, "client": "c2", "seq": 1})
+    s["ops"].append({"ws": "w", "version": 4, "client": "c2", "seq": 9})
+    s["workspaces"]["w"]["version"] = 4
+    bad, _ = violations(h, s)
+    assert bad.get("rejectedYetStored") == 1
+    assert bad.get("phantom") == 1
+    assert bad.get("notConverged") == 2  # both clients stopped at version 2
+
+
+def test_a_gap_in_the_log_and_a_client_left_behind_fail():
+    h, s = good()
+    s["ops"] = s["ops"][1:]
+    bad, _ = violations(h, s)
+    assert bad == {}  # version 1 compacted away: not a gap, its ack is not checked
+    s2 = copy.deepcopy(s)
+    s2["ops"].append({"ws": "w", "version": 4, "client": "", "seq": 0})
+    s2["workspaces"]["w"]["version"] = 4
+    bad, _ = violations(h, s2)
+    assert bad.get("gaps") == 1
+    h, s = good()
+    h["c2"][-1]["tabs"] = [T2, T1]
+    h["c2"][-1]["pending"] = 1
+    bad, _ = violations(h, s)
+    assert bad == {"notConverged": 1, "unsettled": 1}
+
+
+def test_a_divergence_fails_and_a_version_gap_is_only_counted():
+    h, s = good()
+    h["c2"].insert(2, {"t": 0.35, "type": "resync", "ws": "w", "reason": "version gap: expected 2, got 3"})
+    bad, r = violations(h, s)
+    assert bad == {} and r["resyncs"] == {"version gap": 1}
+    h["c2"].insert(2, {"t": 0.36, "type": "resync", "ws": "w", "reason": "an applied op does not fit: 't9'"})
+    bad, _ = violations(h, s)
+    assert bad == {"diverged": 1}
+
+
+def test_the_longest_time_without_an_ack_in_a_window():
+    assert nc.longest_gap([1.0, 2.0, 6.0, 7.0], 0.5, 7.5) == 4.0
+    assert nc.longest_gap([], 3.0, 5.0) == 2.0
+    h, s = good()
+    r = nc.check(h, s, faults=[{"kind": "pause", "start": 0.0, "end": 2.0}])
+    assert r["perFault"]["pause"]["ackStalls"] == [2.0]  # from t=1.0 to the window's end, 3.0
+
+
+def test_split_and_merge_counts():
+    placement = [
+        {"ws": "w", "node": "node1", "start": 0, "end": 10},
+        {"ws": "w", "node": "node2", "start": 2, "end": 5},
+        {"ws": "w", "node": "node2", "start": 7, "end": 8},
+        {"ws": "v", "node": "node3", "start": 0, "end": 10},
+        {"ws": "v", "node": "node3", "start": 1, "end": 4},
+    ]
+    assert nc.split_merge(placement) == {"splits": 2, "merges": 2, "splitSeconds": 4.0}

@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""The checker of scripts/nemesis: reads every client's history and the final store, and says whether
+anything a client was told was lost, doubled, reordered or contradicted.
+
+  nemesis_check.py RUN_DIR
+      reads RUN_DIR/history/*.jsonl (one file per client), RUN_DIR/store.json (the store after the
+      run), and, when present, RUN_DIR/nemesis.jsonl (the faults) and RUN_DIR/placement.json (which
+      node served each session); prints the report; exits 1 on any violation.
+
+A history is JSON lines, each with `t` (seconds since the run started), `type` and `ws` (the
+workspace). Types: `connect`; `welcome` {recovered, version, epoch, lastSeq}; `submit` {seq, op,
+resubmit}; `ack` {seq, version} (an `Applied` of this client's own op, live, from a resume's
+`missed`, or repeated for a resubmission); `applied` {version, client, seq, op} (every `Applied`
+the client saw, its own included); `reject` {seq, code}; `settled` {seq} (a pending op dropped
+because `Welcome.lastSeq` covers it, its outcome not told); `disconnect` {code, reason, final};
+`resync` {reason} (the client closed to resume or ask for a snapshot); `final` {version, epoch,
+tabs, activeTabId, pending} (the client's state at the end).
+
+The store (store.json): {"workspaces": {ID: {"version", "epoch", "tabs", "activeTabId"}}, "ops":
+[{"ws", "version", "client", "seq"}]} (the op log rows, server-made rekeys with client "" and seq 0).
+
+Checks (each a violation count in the report):
+- lost: an acknowledged (workspace, client, seq) missing from the op log (only versions the log
+  still holds are checked; older ones are counted as compacted);
+- doubled: a (workspace, client, seq) logged twice, or acknowledged at two versions;
+- misplaced: acknowledged at version v, logged at another version;
+- versionReused: one (workspace, version) seen with two different (client, seq, op) by the clients,
+  or seen with one that the log holds another op at;
+- gaps: a version missing between the log's first and the workspace's version;
+- outOfOrder: a client's acknowledged seqs not at increasing versions;
+- rejectedYetStored: a seq the client was refused is in the log;
+- phantom: a logged (client, seq) its client never submitted;
+- diverged: a client found an `Applied` op that does not fit its replica at the version before it,
+  or a resume in another epoch (`resync` events; a version gap is counted, not a violation);
+- (reported, not a violation) per fault: the longest time without a new acknowledgement anywhere
+  in its window, and the acknowledgements per second in it against the run's mean;
+- notConverged: a client's final state (version, epoch, tabs with keys and fields, active tab) is
+  not the store's; unsettled: a client still holds pending ops at the end.
+"""
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+
+VIOLATIONS = ("lost", "doubled", "misplaced", "versionReused", "gaps", "outOfOrder", "rejectedYetStored",
+              "phantom", "diverged", "notConverged", "unsettled")
+
+TAB_FIELDS = ("id", "title", "url", "icon", "badge", "locked", "key")
+
+
+def norm_tab(tab):
+    """A tab as a comparable tuple (absent fields are their defaults, as protobuf JSON omits them)."""
+    return tuple(tab.get(f, False if f == "locked" else "") for f in TAB_FIELDS)
+
+
+def canon(op):
+    return json.dumps(op, sort_keys=True, separators=(",", ":"))
+
+
+def percentile(values, p):
+    """The p-th percentile (nearest rank) of values; None when empty."""
+    if not values:
+        return None
+    s = sorted(values)
+    return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
+
+
+def fault_at(faults, t, grace=1.0):
+    """The kind of the fault whose window [start, end + grace] holds t, or "none"."""
+    for f in faults:
+        if f["start"] <= t <= f["end"] + grace:
+            return f["kind"]
+    return "none"
+
+
+def longest_gap(times, start, end):
+    """The longest interval inside [start, end] holding none of the sorted times (the window's
+    edges count as bounds)."""
+    inside = [t for t in times if start < t < end]
+    bounds = [start] + inside + [end]
+    return max(b - a for a, b in zip(bounds, bounds[1:]))
+
+
+def split_merge(placement):
+    """Counts, per workspace, how often its live sessions went from one node (or none) to several
+    (a split) and back to one (a merge); and how many workspace-seconds were split."""
+    events = defaultdict(list)
+    for p in placement:
+        if p.get("node") is None:
+            continue
+        events[p["ws"]].append((p["start"], 1, p["node"]))
+        events[p["ws"]].append((p["end"], -1, p["node"]))
+    splits = merges = 0
+    split_seconds = 0.0
+    for ws, evs in events.items():
+        evs.sort(key=lambda e: (e[0], e[1]))  # ends before starts at one instant
+        live = defaultdict(int)
+        was_split = False
+        since = None
+        for t, delta, node in evs:
+            live[node] += delta
+            if live[node] == 0:
+                del live[node]
+            now_split = len(live) > 1
+            if now_split and not was_split:
+                splits += 1
+                since = t
+            elif was_split and not now_split:
+                merges += 1
+                split_seconds += t - since
+            was_split = now_split
+    return {"splits": splits, "merges": merges, "splitSeconds": round(split_seconds, 1)}
+
+
+def check(histories, store, faults=(), placement=None):
+    """histories: {client: [event, ...]}; store: as store.json. Returns the report (a dict) with
+    `violations` {name: count} and `problems` (lines, the first few of each kind)."""
+    faults = list(faults)
+    v = {name: 0 for name in VIOLATIONS}
+    problems = []
+
+    def problem(kind, line):
+        v[kind] += 1
+        if sum(1 for p in problems if p.startswith(kind + ":")) < 10:
+            problems.append(f"{kind}: {line}")
+
+    # --- the store's log
+    logged = defaultdict(list)          # (ws, client, seq) -> [version]
+    at_version = {}                     # (ws, version) -> (client, seq)
+    first_logged = {}                   # ws -> lowest version the log holds
+    for row in store.get("ops", []):
+        ws, ver = row["ws"], int(row["version"])
+        at_version[(ws, ver)] = (row["client"], int(row["seq"]))
+        first_logged[ws] = min(first_logged.get(ws, ver), ver)
+        if row["client"]:
+            logged[(ws, row["client"], int(row["seq"]))].append(ver)
+    for (ws, client, seq), versions in sorted(logged.items()):
+        if len(versions) > 1:
+            problem("doubled", f"{ws} {client} seq {seq} is logged at versions {sorted(versions)}")
+    for ws, info in sorted(store.get("workspaces", {}).items()):
+        top = int(info.get("version", 0))
+        lo = first_logged.get(ws, top + 1)
+        for ver in range(lo, top + 1):
+            if (ws, ver) not in at_version:
+                problem("gaps", f"{ws} version {ver} is not in the log (log {lo}..{top})")
+
+    # --- the histories
+    submitted = set()
+    acked = {}                          # (ws, client, seq) -> version (first ack)
+    ack_time = {}
+    rejected = {}                       # (ws, client, seq) -> code
+    settled = set()
+    seen = defaultdict(set)             # (ws, version) -> {(client, seq, op)}
+    latencies = defaultdict(list)       # fault kind -> [seconds]
+    disconnects = defaultdict(int)
+    close_codes = defaultdict(lambda: defaultdict(int))
+    resyncs = defaultdict(int)
+    rejects_by_kind = defaultdict(lambda: defaultdict(int))
+    reject_codes = defaultdict(int)
+    submits = resubmits = acks = 0
+    converged = 0
+    finals = 0
+    for client, events in sorted(histories.items()):
+        pending_disconnect = None
+        for e in events:
+            kind = e["type"]
+            ws = e.get("ws")
+            if kind == "submit":
+                submits += 1
+                if e.get("resubmit"):
+                    resubmits += 1
+                submitted.add((ws, client, int(e["seq"])))
+            elif kind == "ack":
+                acks += 1
+                key = (ws, client, int(e["seq"]))
+                ver = int(e["version"])
+                if key in acked and acked[key] != ver:
+                    problem("doubled", f"{ws} {client} seq {e['seq']} acknowledged at versions {acked[key]} and {ver}")
+                acked.setdefault(key, ver)
+                ack_time.setdefault(key, e["t"])
+                if pending_disconnect is not None and e["t"] >= pending_disconnect:
+                    latencies[fault_at(faults, pending_disconnect)].append(e["t"] - pending_disconnect)
+                    pending_disconnect = None
+            elif kind == "applied":
+                seen[(ws, int(e["version"]))].add((e.get("client", ""), int(e.get("seq", 0)), canon(e.get("op"))))
+            elif kind == "reject":
+                key = (ws, client, int(e["seq"]))
+                rejected[key] = e.get("code", "")
+                reject_codes[e.get("code", "")] += 1
+                rejects_by_kind[fault_at(faults, e["t"])][e.get("code", "")] += 1
+            elif kind == "settled":
+                settled.add((ws, client, int(e["seq"])))
+            elif kind == "disconnect":
+                if e.get("final"):
+                    continue
+                disconnects[fault_at(faults, e["t"])] += 1
+                close_codes[fault_at(faults, e["t"])][str(e.get("code"))] += 1
+                if pending_disconnect is None:
+                    pending_disconnect = e["t"]
+            elif kind == "resync":
+                reason = e.get("reason", "")
+                resyncs[reason.split(":")[0]] += 1
+                if not reason.startswith("version gap"):
+                    problem("diverged", f"{client} in {ws} at t={e['t']:.2f}: {reason}")
+            elif kind == "final":
+                finals += 1
+                info = store.get("workspaces", {}).get(ws)
+                if e.get("pending", 0):
+                    problem("unsettled", f"{client} ends with {e['pending']} pending ops in {ws}")
+                if info is None:
+                    if int(e.get("version", 0)) != 0:
+                        problem("notConverged", f"{client}: {ws} is at version {e['version']}, the store has no such workspace")
+                    else:
+                        converged += 1
+                    continue
+                mine = (int(e.get("version", 0)), e.get("epoch", ""), [norm_tab(t) for t in e.get("tabs", [])],
+                        e.get("activeTabId", ""))
+                theirs = (int(info.get("version", 0)), info.get("epoch", ""),
+                          [norm_tab(t) for t in info.get("tabs", [])], info.get("activeTabId", ""))
+                if mine == theirs:
+                    converged += 1
+                else:
+                    what = [name for name, a, b in zip(("version", "epoch", "tabs", "activeTabId"), mine, theirs) if a != b]
+                    problem("notConverged", f"{client}: {ws} differs from the store in {', '.join(what)} "
+                                            f"(client version {mine[0]}, store {theirs[0]})")
+
+    # --- acknowledged ops against the log
+    checked = compacted = 0
+    for (ws, client, seq), ver in sorted(acked.items()):
+        versions = logged.get((ws, client, seq), [])
+        if ver < first_logged.get(ws, 1):
+            compacted += 1
+            continue
+        if not versions:
+            problem("lost", f"{ws} {client} seq {seq} acknowledged at version {ver} (t={ack_time[(ws, client, seq)]:.2f}) "
+                            f"is not in the log; the log holds {at_version.get((ws, ver))} at {ver}")
+            continue
+        checked += 1
+        if len(versions) == 1 and versions[0] != ver:
+            problem("misplaced", f"{ws} {client} seq {seq} acknowledged at version {ver}, logged at {versions[0]}")
+
+    # --- one op per version
+    for (ws, ver), ops in sorted(seen.items()):
+        ids = {(c, s) for c, s, _ in ops}
+        if len(ops) > 1:
+            problem("versionReused", f"{ws} version {ver} was seen as {len(ops)} different ops: {sorted(ids)[:3]}")
+        stored = at_version.get((ws, ver))
+        if stored is not None and any((c, s) != stored for c, s in ids):
+            problem("versionReused", f"{ws} version {ver} was seen as {sorted(ids)[:3]}, the log holds {stored}")
+
+    # --- per-client order
+    by_client = defaultdict(list)
+    for (ws, client, seq), ver in acked.items():
+        by_client[(ws, client)].append((seq, ver))
+    for (ws, client), pairs in sorted(by_client.items()):
+        pairs.sort()
+        for (s1, v1), (s2, v2) in zip(pairs, pairs[1:]):
+            if v2 <= v1:
+                problem("outOfOrder", f"{ws} {client}: seq {s1} at version {v1}, seq {s2} at version {v2}")
+
+    # --- refused, yet stored; stored, never submitted
+    for key, code in sorted(rejected.items()):
+        if key in logged:
+            problem("rejectedYetStored", f"{key[0]} {key[1]} seq {key[2]} was refused {code}, the log holds it at {logged[key]}")
+    for key in sorted(logged):
+        if key[1] in histories and key not in submitted:
+            problem("phantom", f"{key[0]} {key[1]} seq {key[2]} is logged, its client never submitted it")
+
+    # --- availability: the longest time without any acknowledgement, cluster-wide, in each fault
+    ack_times = sorted(ack_time.values())
+    stalls = defaultdict(list)
+    rates = defaultdict(list)
+    span = (ack_times[-1] - ack_times[0]) if len(ack_times) > 1 else 0
+    mean_rate = len(ack_times) / span if span > 0 else 0
+    for f in faults:
+        stalls[f["kind"]].append(longest_gap(ack_times, f["start"], f["end"] + 1.0))
+        # Over the fault itself: the burst of acks its end releases is not counted.
+        inside = sum(1 for t in ack_times if f["start"] <= t < f["end"])
+        if mean_rate and f["end"] > f["start"]:
+            rates[f["kind"]].append(round(100 * inside / (f["end"] - f["start"]) / mean_rate))
+
+    settled_unknown = len(settled - set(acked) - set(rejected))
+    settled_stored = len({k for k in settled - set(acked) - set(rejected) if k in logged})
+    fault_counts = defaultdict(int)
+    for f in faults:
+        fault_counts[f["kind"]] += 1
+    per_kind = {}
+    for kind in sorted(set(fault_counts) | set(disconnects) | set(latencies) | set(rejects_by_kind)):
+        lat = latencies.get(kind, [])
+        per_kind[kind] = {
+            "faults": fault_counts.get(kind, 0),
+            "disconnects": disconnects.get(kind, 0),
+            "closeCodes": dict(sorted(close_codes.get(kind, {}).items())),
+            "rejects": dict(sorted(rejects_by_kind.get(kind, {}).items())),
+            "reacked": len(lat),
+            "firstAckP50": percentile(lat, 50),
+            "firstAckP99": percentile(lat, 99),
+            "firstAckMax": max(lat) if lat else None,
+            "ackStalls": [round(x, 2) for x in stalls.get(kind, [])],
+            "ackRatePercent": rates.get(kind, []),
+        }
+    all_lat = [x for lat in latencies.values() for x in lat]
+    report = {
+        "clients": len(histories),
+        "workspaces": len(store.get("workspaces", {})),
+        "submitted": len(submitted),
+        "submits": submits,
+        "resubmits": resubmits,
+        "acks": acks,
+        "acked": len(acked),
+        "rejected": len(rejected),
+        "rejectCodes": dict(sorted(reject_codes.items())),
+        "settledUnknown": settled_unknown,
+        "settledUnknownStored": settled_stored,
+        "checked": checked,
+        "compacted": compacted,
+        "logRows": len(store.get("ops", [])),
+        "versionsSeen": len(seen),
+        "resyncs": dict(resyncs),
+        "converged": converged,
+        "finals": finals,
+        "perFault": per_kind,
+        "firstAckP50": percentile(all_lat, 50),
+        "firstAckP99": percentile(all_lat, 99),
+        "violations": v,
+        "problems": problems,
+    }
+    if placement is not None:
+        report["placement"] = split_merge(placement)
+    return report
+
+
+def ok(report):
+    return not any(report["violations"].values())
+
+
+def fmt_s(x):
+    return "-" if x is None else f"{x:.2f}s"
+
+
+def format_report(r):
+    lines = [
+        f"clients {r['clients']}, workspaces {r['workspaces']}",
+        f"ops: {r['submitted']} submitted ({r['resubmits']} resubmissions), {r['acked']} acknowledged, "
+        f"{r['rejected']} rejected {r['rejectCodes']}, {r['settledUnknown']} settled by Welcome.lastSeq without an answer "
+        f"({r['settledUnknownStored']} of them stored)",
+        f"checked: {r['checked']} acknowledged ops found once in the log at their version ({r['compacted']} compacted away); "
+        f"{r['logRows']} log rows; {r['versionsSeen']} versions seen by clients",
+        f"converged: {r['converged']} of {r['finals']} clients hold the store's workspace",
+    ]
+    if "placement" in r:
+        p = r["placement"]
+        lines.append(f"placement: {p['splits']} splits, {p['merges']} merges ({p['splitSeconds']} workspace-seconds split over nodes)")
+    if r["resyncs"]:
+        lines.append(f"client resyncs: {r['resyncs']}")
+    lines.append("per fault kind (\"none\": outside every fault's window): faults, disconnects (close codes), "
+                 "refusals, first ack after the disconnect p50 / p99 / max:")
+    for kind, f in r["perFault"].items():
+        lines.append(f"  {kind:10} {f['faults']:3} faults, {f['disconnects']:4} disconnects {f['closeCodes']}, "
+                     f"refused {f['rejects']}, first ack {fmt_s(f['firstAckP50'])} / {fmt_s(f['firstAckP99'])} / "
+                     f"{fmt_s(f['firstAckMax'])} ({f['reacked']} reacked)"
+                     + (f"; per fault: longest time without a new ack anywhere {f['ackStalls']} s, "
+                        f"acks per second as % of the run's mean {f['ackRatePercent']}" if f["ackStalls"] else ""))
+    lines.append(f"first ack after a disconnect, all: p50 {fmt_s(r['firstAckP50'])}, p99 {fmt_s(r['firstAckP99'])}")
+    v = r["violations"]
+    lines.append("violations: " + ", ".join(f"{k} {n}" for k, n in v.items()))
+    lines += ["  " + p for p in r["problems"]]
+    lines.append("nemesis check: " + ("PASS" if ok(r) else "FAIL"))
+    return "\n".join(lines)
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_run(run_dir):
+    """(histories, store, faults, placement) from a run directory of scripts/nemesis."""
+    hist_dir = os.path.join(run_dir, "history")
+    histories = {}
+    for name in sorted(os.listdir(hist_dir)):
+        if name.endswith(".jsonl"):
+            histories[name[:-len(".jsonl")]] = read_jsonl(os.path.join(hist_dir, name))
+    with open(os.path.join(run_dir, "store.json")) as f:
+        store = json.load(f)
+    faults = []
+    path = os.path.join(run_dir, "nemesis.jsonl")
+    if os.path.exists(path):
+        faults = [e for e in read_jsonl(path) if "end" in e]
+    placement = None
+    path = os.path.join(run_dir, "placement.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            placement = json.load(f)
+    return histories, store, faults, placement
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    report = check(*load_run(sys.argv[1]))
+    with open(os.path.join(sys.argv[1], "report.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print(format_report(report), flush=True)
+    sys.exit(0 if ok(report) else 1)
+
+
+if __name__ == "__main__":
+    main()
