@@ -100,28 +100,25 @@ package struct Metrics {
         func header(_ name: String, _ type: String, _ help: String) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
         }
-        header("tabsync_connections", "gauge", "Open WebSocket sessions.")
-        out += "tabsync_connections \(gauges.connections)\n"
-        header("tabsync_sockets_open", "gauge",
-               "Sockets held open: WebSocket sessions, HTTP requests, handshakes in progress and connections closing.")
-        out += "tabsync_sockets_open \(gauges.socketsOpen)\n"
-        header("tabsync_workspaces_loaded", "gauge", "Workspaces held in memory.")
-        out += "tabsync_workspaces_loaded \(gauges.workspacesLoaded)\n"
-        header("tabsync_ops_applied_total", "counter", "Ops applied and acknowledged.")
-        out += "tabsync_ops_applied_total \(opsApplied)\n"
+        /// A metric with one unlabelled sample.
+        func sample(_ name: String, _ type: String, _ help: String, _ value: some CustomStringConvertible) {
+            header(name, type, help)
+            out += "\(name) \(value)\n"
+        }
+        sample("tabsync_connections", "gauge", "Open WebSocket sessions.", gauges.connections)
+        sample("tabsync_sockets_open", "gauge",
+               "Sockets held open: WebSocket sessions, HTTP requests, handshakes in progress and connections closing.", gauges.socketsOpen)
+        sample("tabsync_workspaces_loaded", "gauge", "Workspaces held in memory.", gauges.workspacesLoaded)
+        sample("tabsync_ops_applied_total", "counter", "Ops applied and acknowledged.", opsApplied)
         header("tabsync_ops_rejected_total", "counter", "Ops refused, by error code.")
         for code in ErrorCode.allCases {
             out += "tabsync_ops_rejected_total{code=\"\(code.wireName)\"} \(opsRejected[code, default: 0])\n"
         }
-        header("tabsync_messages_out_total", "counter", "WebSocket messages written.")
-        out += "tabsync_messages_out_total \(messagesOut)\n"
-        header("tabsync_bytes_out_total", "counter", "WebSocket payload bytes written.")
-        out += "tabsync_bytes_out_total \(bytesOut)\n"
-        header("tabsync_writes_out_total", "counter",
-               "Socket writes of WebSocket messages (messages queued to one connection in one loop iteration share one).")
-        out += "tabsync_writes_out_total \(writesOut)\n"
-        header("tabsync_slow_consumer_closes_total", "counter", "Connections closed 1013 for reading too slowly.")
-        out += "tabsync_slow_consumer_closes_total \(slowConsumerCloses)\n"
+        sample("tabsync_messages_out_total", "counter", "WebSocket messages written.", messagesOut)
+        sample("tabsync_bytes_out_total", "counter", "WebSocket payload bytes written.", bytesOut)
+        sample("tabsync_writes_out_total", "counter",
+               "Socket writes of WebSocket messages (messages queued to one connection in one loop iteration share one).", writesOut)
+        sample("tabsync_slow_consumer_closes_total", "counter", "Connections closed 1013 for reading too slowly.", slowConsumerCloses)
         header("tabsync_connections_refused_total", "counter",
                "Connections refused at accept (per-address and server-wide limits) or at the upgrade (origin).")
         for reason in ConnectionRefusal.allCases {
@@ -130,45 +127,32 @@ package struct Metrics {
         header("tabsync_tls_certificate_reloads_total", "counter", "Certificate reloads (SIGHUP), by result.")
         out += "tabsync_tls_certificate_reloads_total{result=\"ok\"} \(certificateReloads[true, default: 0])\n"
         out += "tabsync_tls_certificate_reloads_total{result=\"failed\"} \(certificateReloads[false, default: 0])\n"
-        header("tabsync_send_queue_bytes", "gauge", "Bytes queued to all connections.")
-        out += "tabsync_send_queue_bytes \(gauges.sendQueueBytes)\n"
+        sample("tabsync_send_queue_bytes", "gauge", "Bytes queued to all connections.", gauges.sendQueueBytes)
         render(commitBatchOps, "tabsync_commit_batch_ops", "Ops and seq records per store commit.", into: &out)
         render(commitSeconds, "tabsync_commit_seconds", "Store time of one group commit (successful or not).", into: &out)
         render(opLatencySeconds, "tabsync_op_latency_seconds",
                "From submit received to broadcast queued.", into: &out)
         render(storeSeconds, "tabsync_store_round_trip_seconds",
                "Store time of one call on the store thread: commits, catch-up reads, polls.", into: &out)
-        header("tabsync_commits_retried_total", "counter",
-               "Batches refused whole because another node committed first (caught up, re-sequenced, sent again).")
-        out += "tabsync_commits_retried_total \(commitsRetried)\n"
-        header("tabsync_commits_outcome_unknown_total", "counter",
-               "Batches whose COMMIT lost its answer and whose outcome could not be learned (submitters closed 1013 to resume).")
-        out += "tabsync_commits_outcome_unknown_total \(commitsOutcomeUnknown)\n"
-        header("tabsync_ops_read_back_total", "counter",
-               "Ops found stored when a workspace was read back after a failed commit, broadcast to its sessions.")
-        out += "tabsync_ops_read_back_total \(opsReadBack)\n"
-        header("tabsync_store_notifications_total", "counter", "Commit notifications received from the store (own included).")
-        out += "tabsync_store_notifications_total \(storeNotifications)\n"
-        header("tabsync_store_notifications_sent_total", "counter",
-               "Notifications this node's commits sent: one per workspace per commit that another live node holds.")
-        out += "tabsync_store_notifications_sent_total \(notificationsSent)\n"
-        header("tabsync_workspace_splits_total", "counter",
-               "Workspaces loaded here while another live node held them too (split across nodes).")
-        out += "tabsync_workspace_splits_total \(workspaceSplits)\n"
-        header("tabsync_workspace_moves_total", "counter",
-               "Split workspaces this node handed to their newer holder, its sessions closed 4307 moved.")
-        out += "tabsync_workspace_moves_total \(moves)\n"
-        header("tabsync_catchup_reads_total", "counter", "Reads of other nodes' ops on a notification or a poll.")
-        out += "tabsync_catchup_reads_total \(catchUpReads)\n"
-        header("tabsync_store_notifications_taken_total", "counter",
-               "Other nodes' commits taken from their notification's payload, with no catch-up read.")
-        out += "tabsync_store_notifications_taken_total \(notificationsTaken)\n"
-        header("tabsync_ops_caught_up_total", "counter", "Other nodes' ops applied and broadcast by this node.")
-        out += "tabsync_ops_caught_up_total \(opsCaughtUp)\n"
-        header("tabsync_store_listener_reconnects_total", "counter", "Reconnections of the store's notification listener.")
-        out += "tabsync_store_listener_reconnects_total \(listenerReconnects)\n"
-        header("tabsync_store_listening", "gauge", "1 while the listener for other nodes' commits is connected.")
-        out += "tabsync_store_listening \(storeListening ? 1 : 0)\n"
+        sample("tabsync_commits_retried_total", "counter",
+               "Batches refused whole because another node committed first (caught up, re-sequenced, sent again).", commitsRetried)
+        sample("tabsync_commits_outcome_unknown_total", "counter",
+               "Batches whose COMMIT lost its answer and whose outcome could not be learned (submitters closed 1013 to resume).", commitsOutcomeUnknown)
+        sample("tabsync_ops_read_back_total", "counter",
+               "Ops found stored when a workspace was read back after a failed commit, broadcast to its sessions.", opsReadBack)
+        sample("tabsync_store_notifications_total", "counter", "Commit notifications received from the store (own included).", storeNotifications)
+        sample("tabsync_store_notifications_sent_total", "counter",
+               "Notifications this node's commits sent: one per workspace per commit that another live node holds.", notificationsSent)
+        sample("tabsync_workspace_splits_total", "counter",
+               "Workspaces loaded here while another live node held them too (split across nodes).", workspaceSplits)
+        sample("tabsync_workspace_moves_total", "counter",
+               "Split workspaces this node handed to their newer holder, its sessions closed 4307 moved.", moves)
+        sample("tabsync_catchup_reads_total", "counter", "Reads of other nodes' ops on a notification or a poll.", catchUpReads)
+        sample("tabsync_store_notifications_taken_total", "counter",
+               "Other nodes' commits taken from their notification's payload, with no catch-up read.", notificationsTaken)
+        sample("tabsync_ops_caught_up_total", "counter", "Other nodes' ops applied and broadcast by this node.", opsCaughtUp)
+        sample("tabsync_store_listener_reconnects_total", "counter", "Reconnections of the store's notification listener.", listenerReconnects)
+        sample("tabsync_store_listening", "gauge", "1 while the listener for other nodes' commits is connected.", storeListening ? 1 : 0)
         return out
     }
 
