@@ -16,10 +16,11 @@ import TabsyncLock
 ///   error after which the batch may or may not be stored.
 /// - Ordering between writers: each commit first locks and moves the workspace's version row
 ///   (in workspace order, so two nodes never deadlock); a batch whose base version is not the
-///   stored one is refused whole with `behind`. Every committed batch sends one `pg_notify` per
-///   workspace it touched (never one per op): `workspace:version`, with the batch's ops, refusals
-///   and last seqs when they fit (``CommitNotification``), which ``PostgresListener`` receives on
-///   the other nodes.
+///   stored one is refused whole with `behind`, and so is one consuming a client's seq another
+///   writer already consumed (the seq fence, ``CommitBatch/firstSeqs``). A committed batch sends one
+///   `pg_notify` per workspace it touched that another live node holds (``HolderRegistry``; never
+///   one per op): `workspace:version`, with the batch's ops, refusals and last seqs when they fit
+///   (``CommitNotification``), which ``PostgresListener`` receives on the other nodes.
 /// - Per workspace it keeps what ``SQLiteStore`` keeps: a snapshot every ``Options/snapshotInterval``
 ///   ops, the op log of at most the batch's `logRetention` ops, the last consumed seq per client,
 ///   the recent refusals and the rekeys inside the log.
