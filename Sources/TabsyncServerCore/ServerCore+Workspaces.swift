@@ -58,6 +58,7 @@ extension ServerCore {
             hub.restore(sequencer(id, from: stored))
             workspaces[id] = WorkspaceEntry(phase: .loaded, hub: hub)
             reloadRetries[id] = nil
+            reloadFailing.remove(id)
             logger.info("workspace reloaded after a failed commit", metadata: ["workspace": "\(id)", "version": "\(hub.durable.version)"])
             catchUpReadBack(id, sessionsSaw: before, log: stored?.log ?? [])
             for session in stillWaiting(entry.waiters, for: id) { join(session, to: id) }
@@ -66,7 +67,8 @@ extension ServerCore {
             // The store cannot even read: read again after a pause (the waiters keep waiting), so a
             // store that refuses at once is not asked in a loop.
             workspaces[id]!.waiters = stillWaiting(entry.waiters, for: id)
-            if reloadRetries[id] == nil {
+            // Logged once per outage of a workspace, not at every retry (4 a second).
+            if reloadFailing.insert(id).inserted {
                 logger.warning("store read failed; trying again", metadata: ["workspace": "\(id)", "error": "\(error)"])
             }
             reloadRetries[id] = now + Self.reloadRetryPause
@@ -127,6 +129,7 @@ extension ServerCore {
     /// Forgets a workspace; with a shared store, this node no longer holds it.
     private mutating func drop(_ id: String) {
         workspaces[id] = nil
+        reloadFailing.remove(id)
         moves.forget(id)
         if settings.sharedStore { emit(.release(id)) }
     }

@@ -39,6 +39,8 @@ package struct ServerCore {
     var commits = CommitPipeline()
     /// Workspaces whose read back failed, and when to read them again.
     var reloadRetries: [String: Instant] = [:]
+    /// Workspaces whose read back has failed since it last succeeded (their failure is logged once).
+    var reloadFailing: Set<String> = []
     var catchUps = CatchUpState()
     /// Split workspaces: when each was last checked for a newer holder, and those this node is
     /// handing over (ServerCore+Moves.swift).

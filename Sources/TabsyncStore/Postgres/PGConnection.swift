@@ -271,8 +271,11 @@ final class PGConnection {
 
     // MARK: - errors
 
+    /// libpq's message for the connection, on one line (it breaks its own across several, which
+    /// would split a log line).
     private static func message(_ conn: OpaquePointer) -> String {
-        String(cString: PQerrorMessage(conn)).trimmingCharacters(in: .whitespacesAndNewlines)
+        String(cString: PQerrorMessage(conn)).split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
     }
 
     /// The error of a failed result: `.connection` when the connection broke with it.
