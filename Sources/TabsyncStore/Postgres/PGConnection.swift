@@ -77,14 +77,32 @@ enum PGArrayElement: Sendable, Equatable {
     }
 }
 
+/// One statement of a ``PGConnection/pipeline(_:)``: its text, its parameters, and whether it is
+/// prepared once per connection (the default) or sent whole each time (`BEGIN`, `COMMIT`: nothing
+/// to plan).
+struct PGStatement {
+    let sql: String
+    let parameters: [PGValue]
+    let prepared: Bool
+
+    init(_ sql: String, _ parameters: [PGValue] = [], prepared: Bool = true) {
+        self.sql = sql
+        self.parameters = parameters
+        self.prepared = prepared
+    }
+
+    static let begin = PGStatement("BEGIN", prepared: false)
+    static let commit = PGStatement("COMMIT", prepared: false)
+}
+
 /// One PostgreSQL connection through libpq (Debian's libpq-dev, the `CLibpq` target): a thin typed
 /// wrapper, chosen like the SQLite one for its near-zero build cost.
 ///
-/// Guarantees: every statement goes through `PQexecParams` with binary parameters and binary
-/// results (no SQL is built from values; bytes round-trip unchanged); every failure throws
-/// ``PGError``, `.connection` when the connection is unusable afterwards. Connecting waits at most
-/// `connectTimeoutSeconds`; TCP keepalives and `tcp_user_timeout` make a dead peer fail a call
-/// instead of hanging it.
+/// Guarantees: every statement goes through `PQexecParams`, `PQexecPrepared` or a pipeline of
+/// `PQsendQueryPrepared` with binary parameters and binary results (no SQL is built from values;
+/// bytes round-trip unchanged); every failure throws ``PGError``, `.connection` when the connection
+/// is unusable afterwards. Connecting waits at most `connectTimeoutSeconds`; TCP keepalives and
+/// `tcp_user_timeout` make a dead peer fail a call instead of hanging it.
 ///
 /// Thread rule: not thread-safe; its owner uses it from one thread at a time.
 final class PGConnection {
@@ -158,30 +176,110 @@ final class PGConnection {
     @discardableResult
     func execute(_ sql: String, _ parameters: [PGValue] = [], prepared usePrepared: Bool = false) throws(PGError) -> PGResult {
         guard let conn, PQstatus(conn) == CONNECTION_OK else { throw .connection("not connected") }
-        var name: String?
-        if usePrepared {
-            if let known = prepared[sql] {
-                name = known
+        let name = usePrepared ? try preparedName(sql, parameters) : nil
+        let result: OpaquePointer? = Self.withParameters(parameters) { values, lengths, formats in
+            if let name { return PQexecPrepared(conn, name, Int32(parameters.count), values, lengths, formats, 1) }
+            return PQexecParams(conn, sql, Int32(parameters.count), parameters.map(\.oid), values, lengths, formats, 1)
+        }
+        guard let result else { throw .connection(Self.message(conn)) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK else {
+            let error = Self.error(result, conn, context: sql)
+            PQclear(result)
+            throw error
+        }
+        return PGResult(result)
+    }
+
+    /// Runs `statements` in one round trip (libpq's pipeline mode, one Sync after the last), run
+    /// by PostgreSQL one after another in order, each with its own snapshot, exactly as if sent one
+    /// by one. Returns their rows in order.
+    ///
+    /// On a failure PostgreSQL skips the statements after it up to the Sync, and this throws the
+    /// first failure; inside a transaction block the transaction is then failed
+    /// (``inTransaction`` stays true until `ROLLBACK`). A connection that broke on the way throws
+    /// `.connection` and is unusable afterwards.
+    func pipeline(_ statements: [PGStatement]) throws(PGError) -> [PGResult] {
+        guard let conn, PQstatus(conn) == CONNECTION_OK else { throw .connection("not connected") }
+        var names: [String?] = []
+        for statement in statements {
+            names.append(statement.prepared ? try preparedName(statement.sql, statement.parameters) : nil)
+        }
+        guard PQenterPipelineMode(conn) == 1 else { throw .connection(Self.message(conn)) }
+        // Whatever went wrong after this point, a connection left in pipeline mode with results
+        // unread is closed rather than reused.
+        var clean = false
+        defer { if !clean { close() } }
+        for (statement, name) in zip(statements, names) {
+            let count = Int32(statement.parameters.count)
+            let sent = Self.withParameters(statement.parameters) { values, lengths, formats in
+                if let name { return PQsendQueryPrepared(conn, name, count, values, lengths, formats, 1) }
+                return PQsendQueryParams(conn, statement.sql, count, statement.parameters.map(\.oid), values, lengths, formats, 1)
+            }
+            guard sent == 1 else { throw .connection(Self.message(conn)) }
+        }
+        guard PQpipelineSync(conn) == 1 else { throw .connection(Self.message(conn)) }
+        var results: [PGResult] = []
+        var failure: PGError?
+        for statement in statements {
+            guard let result = PQgetResult(conn) else { throw .connection(Self.message(conn)) }
+            let status = PQresultStatus(result)
+            if status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK {
+                results.append(PGResult(result))
             } else {
-                let fresh = "tabsync_\(prepared.count + 1)"
-                let oids = parameters.map(\.oid)
-                guard let made = PQprepare(conn, fresh, sql, Int32(oids.count), oids) else { throw .connection(Self.message(conn)) }
-                let status = PQresultStatus(made)
-                guard status == PGRES_COMMAND_OK else {
-                    let error = Self.error(made, conn, context: sql)
-                    PQclear(made)
-                    throw error
+                if status != PGRES_PIPELINE_ABORTED && failure == nil {
+                    failure = Self.error(result, conn, context: statement.sql)
                 }
-                PQclear(made)
-                prepared[sql] = fresh
-                name = fresh
+                PQclear(result)
+                if PQstatus(conn) != CONNECTION_OK { throw failure ?? .connection(Self.message(conn)) }
+            }
+            // Each statement's results end with a NULL.
+            if let extra = PQgetResult(conn) {
+                PQclear(extra)
+                throw .unexpectedResult("a pipelined statement returned more than one result: \(statement.sql.prefix(60))")
             }
         }
+        guard let sync = PQgetResult(conn) else { throw .connection(Self.message(conn)) }
+        let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
+        PQclear(sync)
+        guard synced, PQexitPipelineMode(conn) == 1 else {
+            throw PQstatus(conn) == CONNECTION_OK ? .unexpectedResult("the pipeline did not end at its Sync") : .connection(Self.message(conn))
+        }
+        clean = true
+        if let failure { throw failure }
+        return results
+    }
+
+    /// True while the connection is inside a transaction block (idle in it, or failed in it and
+    /// waiting for `ROLLBACK`).
+    var inTransaction: Bool {
+        guard let conn else { return false }
+        let status = PQtransactionStatus(conn)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
+    }
+
+    /// The name `sql` is prepared under on this connection, preparing it the first time.
+    private func preparedName(_ sql: String, _ parameters: [PGValue]) throws(PGError) -> String {
+        if let known = prepared[sql] { return known }
+        guard let conn else { throw .connection("not connected") }
+        let fresh = "tabsync_\(prepared.count + 1)"
         let oids = parameters.map(\.oid)
+        guard let made = PQprepare(conn, fresh, sql, Int32(oids.count), oids) else { throw .connection(Self.message(conn)) }
+        defer { PQclear(made) }
+        guard PQresultStatus(made) == PGRES_COMMAND_OK else { throw Self.error(made, conn, context: sql) }
+        prepared[sql] = fresh
+        return fresh
+    }
+
+    /// Calls `body` with libpq's parameter arrays for `parameters`: every value binary, from one
+    /// contiguous buffer (at least one byte, so an empty value still has an address).
+    private static func withParameters<T>(
+        _ parameters: [PGValue],
+        _ body: ([UnsafePointer<CChar>?], [Int32], [Int32]) -> T
+    ) -> T {
         let buffers = parameters.map(\.binary)
         let lengths = buffers.map { Int32($0?.count ?? 0) }
         let formats = [Int32](repeating: 1, count: parameters.count)
-        // One contiguous buffer (at least one byte, so an empty value still has an address).
         var storage: [UInt8] = []
         var offsets: [Int?] = []
         for buffer in buffers {
@@ -193,20 +291,10 @@ final class PGConnection {
             }
         }
         storage.append(0)
-        let result: OpaquePointer? = storage.withUnsafeBufferPointer { bytes in
+        return storage.withUnsafeBufferPointer { bytes in
             let base = UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self)
-            let pointers: [UnsafePointer<CChar>?] = offsets.map { $0.map { base + $0 } }
-            if let name { return PQexecPrepared(conn, name, Int32(parameters.count), pointers, lengths, formats, 1) }
-            return PQexecParams(conn, sql, Int32(parameters.count), oids, pointers, lengths, formats, 1)
+            return body(offsets.map { $0.map { base + $0 } }, lengths, formats)
         }
-        guard let result else { throw .connection(Self.message(conn)) }
-        let status = PQresultStatus(result)
-        guard status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK else {
-            let error = Self.error(result, conn, context: sql)
-            PQclear(result)
-            throw error
-        }
-        return PGResult(result)
     }
 
     /// Runs a statement whose text has no parameters and may hold several commands (DDL).
