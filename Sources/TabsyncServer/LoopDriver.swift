@@ -241,6 +241,13 @@ final class LoopDriver {
         case .setTimer(let id, let after):
             guard let connection = connections[id], !connection.gone else { return }
             lws_set_timer_usecs(connection.wsi, after.map { max(1, $0.microseconds) } ?? -1)
+        case .wake(let after):
+            // Through the inbox, not an lws timer: on libev an lws deadline armed earlier than the
+            // pending one (the tick's) would wait for that one (LoopTimer).
+            let inbox = server.inbox
+            DispatchQueue.global().asyncAfter(deadline: .now() + .microseconds(Int(max(1, after.microseconds)))) {
+                inbox.post(.event(.wake))
+            }
         case .load(let workspaceId):
             let holders = configuration.sharedStore?.holders
             let inbox = server.inbox

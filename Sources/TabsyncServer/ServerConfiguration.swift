@@ -98,6 +98,10 @@ extension Server {
             /// With ``holders``: a workspace split across nodes is sent home (the node holding it
             /// longest closes its sessions 4307 "moved"); off, splits stay until their sessions end.
             public var movesSplitWorkspaces = true
+            /// How long a small commit may wait for more records when more are coming
+            /// (``ServerCore/Settings/commitLinger``): a PostgreSQL commit costs round trips and a
+            /// flush whatever its size, so bigger ones cost less per op; zero: never waits.
+            public var commitLinger: Duration = .milliseconds(5)
 
             public init(pollInterval: Duration = .milliseconds(1500), feed: (any CommitFeed)?, holders: (any HolderRegistry)? = nil) {
                 self.pollInterval = pollInterval
@@ -176,6 +180,7 @@ extension Server.Configuration {
             slowCloseGrace: slowCloseGrace, accessControl: accessTokens != nil,
             sharedStorePollInterval: sharedStore?.pollInterval, storeEpoch: storeEpoch, shutdownTimeout: shutdownTimeout)
         settings.yieldsSplitWorkspaces = sharedStore.map { $0.holders != nil && $0.movesSplitWorkspaces } ?? false
+        settings.commitLinger = sharedStore?.commitLinger ?? .zero
         return settings
     }
 }

@@ -55,7 +55,52 @@ import TabsyncStore
 ///   past this node's version) takes the failure path above (its entries refused `UNAVAILABLE`,
 ///   the workspace read back whole). Other nodes' commits that no batch of this node ran into are
 ///   read on their notification or the poll (ServerCore+CatchUp.swift).
+///
+/// **The linger** (``Linger``, docs/architecture.md "Group commit and its linger"): with a shared
+/// store, whose every commit costs round trips and a flush whatever its size, a small batch may
+/// wait a little for company before it is sent, and only when company is coming: see
+/// ``lingerDeadline(now:)``.
 struct CommitPipeline {
+    /// When a small batch waits before it is sent. Guarantees: no record waits longer than `limit`
+    /// for the batch it is in to start; a batch of `batchTarget` records or more never waits; nor
+    /// does any while fewer than one more record is expected within `limit` at the rate of the
+    /// last whole second (a quiet node pays no latency); zero `limit`: never.
+    struct Linger {
+        var limit: Duration = .zero
+        var batchTarget = 32
+        /// Records consumed per second over the last whole second (or longer, when records were
+        /// sparse).
+        private(set) var rate: Double = 0
+        private var windowStart: ServerCore.Instant?
+        private var windowCount = 0
+
+        init(limit: Duration = .zero, batchTarget: Int = 32) {
+            self.limit = limit
+            self.batchTarget = batchTarget
+        }
+
+        /// One record consumed at `now`.
+        mutating func count(at now: ServerCore.Instant) {
+            roll(now)
+            windowCount += 1
+        }
+
+        /// Closes the window once a second has passed (a tick calls it too, so the rate falls when
+        /// records stop).
+        mutating func roll(_ now: ServerCore.Instant) {
+            guard let start = windowStart else {
+                windowStart = now
+                return
+            }
+            let elapsed = start.duration(to: now)
+            guard elapsed >= .seconds(1) else { return }
+            rate = Double(windowCount) / elapsed.seconds
+            windowCount = 0
+            windowStart = now
+        }
+    }
+
+
     /// A message to release once every record before it is durable.
     enum Effect {
         /// `Applied` for each op to every session of the workspace.
@@ -111,6 +156,11 @@ struct CommitPipeline {
     private(set) var pendingWorkspaces: Set<String> = []
     private(set) var inFlight: InFlight?
     private var nextId: UInt64 = 1
+    var linger = Linger()
+    /// When the oldest pending record was consumed (nil: none pending since the last batch).
+    private var firstPendingAt: ServerCore.Instant?
+    /// The pending records are a batch the store turned away (behind): they go again at once.
+    private var lingerWaived = false
 
     /// Nothing pending and nothing being stored.
     var isIdle: Bool { inFlight == nil && pendingRecords.isEmpty && pendingEntries.isEmpty }
@@ -124,10 +174,12 @@ struct CommitPipeline {
 
     /// Queues an effect behind everything queued so far, with the record of the seq it consumed and
     /// the Submit it answers (when a Submit made it).
-    mutating func append(_ record: CommitRecord?, _ effect: Effect, input: SubmitInput? = nil) {
+    mutating func append(_ record: CommitRecord?, _ effect: Effect, input: SubmitInput? = nil, at now: ServerCore.Instant) {
         if let record {
             pendingRecords.append(record)
             pendingWorkspaces.insert(record.workspaceId)
+            linger.count(at: now)
+            if firstPendingAt == nil { firstPendingAt = now }
         }
         pendingEntries.append(Entry(effect: effect, input: input))
     }
@@ -138,6 +190,16 @@ struct CommitPipeline {
         let effects = pendingEntries.map(\.effect)
         pendingEntries = []
         return effects
+    }
+
+    /// With records pending and no batch in flight: nil when they go to the store now, else the
+    /// instant they go at the latest (``Linger``). A batch turned away (behind) goes again at once.
+    func lingerDeadline(now: ServerCore.Instant) -> ServerCore.Instant? {
+        guard linger.limit > .zero, !lingerWaived, let first = firstPendingAt,
+              pendingRecords.count < linger.batchTarget, linger.rate * linger.limit.seconds >= 1
+        else { return nil }
+        let deadline = first + linger.limit
+        return now < deadline ? deadline : nil
     }
 
     /// Moves everything pending into flight as one batch. `workspaces`: each of
@@ -156,6 +218,8 @@ struct CommitPipeline {
         pendingRecords = []
         pendingEntries = []
         pendingWorkspaces = []
+        firstPendingAt = nil
+        lingerWaived = false
         return (id, batch)
     }
 
@@ -180,6 +244,7 @@ struct CommitPipeline {
         let pending = pendingEntries.filter { failed[$0.effect.workspaceId] != nil }.map(\.effect)
         pendingEntries.removeAll { failed[$0.effect.workspaceId] != nil }
         pendingRecords.removeAll { failed[$0.workspaceId] != nil }
+        if pendingRecords.isEmpty { firstPendingAt = nil }
         pendingWorkspaces.subtract(failed.keys)
         return (sent, pending, released)
     }
@@ -191,6 +256,7 @@ struct CommitPipeline {
         pendingRecords = flight.records + pendingRecords
         pendingEntries = flight.entries + pendingEntries
         pendingWorkspaces.formUnion(flight.records.lazy.map(\.workspaceId))
+        lingerWaived = true
     }
 
     /// Removes every pending entry and record of these workspaces (none may be in flight) and
@@ -202,6 +268,7 @@ struct CommitPipeline {
         }
         pendingEntries.removeAll { ids.contains($0.effect.workspaceId) }
         pendingRecords.removeAll { ids.contains($0.workspaceId) }
+        if pendingRecords.isEmpty { firstPendingAt = nil }
         pendingWorkspaces.subtract(ids)
         return taken
     }

@@ -5,12 +5,20 @@ import TabsyncStore
 /// The commit pipeline's moves (``CommitPipeline`` holds its rules): a batch goes to the store, its
 /// answer releases, refuses or re-sequences what waited on it.
 extension ServerCore {
-    /// Sends the pending records to the store as one batch unless one is in flight; with no record
-    /// pending, the pending effects go out at once.
+    /// Sends the pending records to the store as one batch unless one is in flight or they linger
+    /// (``CommitPipeline/Linger``: then a wake is asked for at their deadline); with no record
+    /// pending, the pending effects go out at once. A stop never lingers.
     mutating func startCommitIfIdle() {
         guard commits.inFlight == nil else { return }
         guard commits.hasPendingRecords else {
             for effect in commits.takePendingEffects() { release(effect) }
+            return
+        }
+        if shutdown == .running, let deadline = commits.lingerDeadline(now: now) {
+            if lingerWake.map({ $0 > deadline }) ?? true {
+                lingerWake = deadline
+                emit(.wake(after: now.duration(to: deadline)))
+            }
             return
         }
         var snapshots: [String: Workspace] = [:]
@@ -210,7 +218,7 @@ extension ServerCore {
                     workspaces[id]!.hub!.welcoming.remove(sessionId)
                     continue
                 }
-                commits.append(nil, .welcome(workspaceId: id, session: sessionId, welcome: makeWelcome(sessionId, hello, hub: hub)))
+                commits.append(nil, .welcome(workspaceId: id, session: sessionId, welcome: makeWelcome(sessionId, hello, hub: hub)), at: now)
             } else {
                 logger.error("an entry without its Submit was dropped while re-sequencing", metadata: ["workspace": "\(id)"])
             }

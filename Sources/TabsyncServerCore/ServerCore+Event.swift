@@ -30,8 +30,11 @@ extension ServerCore {
         case backlogExceeded(ConnectionID)
         /// The session's timer (``Action/setTimer(_:after:)``) fired.
         case timer(ConnectionID)
-        /// About every 50 ms: presence, idle unloads, polls, retries, the stop's deadlines.
+        /// About every 50 ms: presence, idle unloads, polls, retries, the stop's deadlines, and a
+        /// lingering batch whose deadline passed.
         case tick
+        /// The instant ``Action/wake(after:)`` asked for has come: a lingering batch may go.
+        case wake
         /// A store read of a workspace finished (``Action/load(_:)``).
         case loaded(workspaceId: String, Result<StoredWorkspace?, StoreError>)
         /// A group commit finished (``Action/commit(_:_:)``), after `duration` on the store.
@@ -72,6 +75,9 @@ extension ServerCore {
         case close(ConnectionID, CloseReason, grace: Duration)
         /// Fire ``Event/timer(_:)`` for the session after this long (nil: cancel the timer).
         case setTimer(ConnectionID, after: Duration?)
+        /// Send ``Event/wake`` after this long (a lingering batch's deadline: ``CommitPipeline/Linger``),
+        /// more precisely than the next tick would. A driver that cannot may leave it to the tick.
+        case wake(after: Duration)
         /// Register as a holder of the workspace (a shared store with a holder registry), then
         /// read it from the store; answer ``Event/loaded(workspaceId:_:)``.
         case load(String)

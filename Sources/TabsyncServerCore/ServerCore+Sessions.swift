@@ -141,7 +141,7 @@ extension ServerCore {
         workspaces[workspaceId]!.hub!.welcoming.insert(id)
         idleSince[workspaceId] = nil  // no longer idle
         let welcome = makeWelcome(id, hello, hub: hub)
-        commits.append(nil, .welcome(workspaceId: workspaceId, session: id, welcome: welcome))
+        commits.append(nil, .welcome(workspaceId: workspaceId, session: id, welcome: welcome), at: now)
         startCommitIfIdle()
         // A shared store: a client resuming from a version this node has not read yet (it saw it
         // on another node) tells of a commit; catch up now rather than at the next poll.
@@ -245,13 +245,13 @@ extension ServerCore {
         case .applied(let ops):
             commits.append(
                 record, .broadcast(workspaceId: workspaceId, submitter: id, ops: ops, receivedAt: input.receivedAt),
-                input: input)
+                input: input, at: now)
         case .rejected(let error) where input.seq == 0:
             reject(id, seq: input.seq, code: error.code, message: error.message)
         case .rejected(let error):
-            commits.append(record, .reject(workspaceId: workspaceId, session: id, seq: input.seq, error: error), input: input)
+            commits.append(record, .reject(workspaceId: workspaceId, session: id, seq: input.seq, error: error), input: input, at: now)
         case .answeredAgain(let answer):
-            commits.append(nil, .answer(workspaceId: workspaceId, session: id, answer: answer), input: input)
+            commits.append(nil, .answer(workspaceId: workspaceId, session: id, answer: answer), input: input, at: now)
         case .ignored:
             break
         }

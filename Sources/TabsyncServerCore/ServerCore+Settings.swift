@@ -24,6 +24,9 @@ extension ServerCore {
         /// Several nodes share the store: keep each workspace's stored state and poll this often
         /// (zero: never) for commits no notification told of. Nil: the store has one writer.
         package var sharedStorePollInterval: Duration?
+        /// How long a small batch may wait for more records before it goes to the store (zero:
+        /// never; ``CommitPipeline/Linger`` says when it does).
+        package var commitLinger: Duration = .zero
         /// The store keeps a holder registry: a workspace split across nodes is sent home by the
         /// node that holds it longest (``ServerCore/sawOtherNodesCommit(_:)``).
         package var yieldsSplitWorkspaces = false

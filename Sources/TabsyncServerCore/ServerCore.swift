@@ -37,6 +37,8 @@ package struct ServerCore {
     var idleSince: [String: Instant] = [:]
     var lastIdleScan: Instant
     var commits = CommitPipeline()
+    /// The instant of the ``Action/wake(after:)`` asked for a lingering batch, until it comes.
+    var lingerWake: Instant?
     /// Workspaces whose read back failed, and when to read them again.
     var reloadRetries: [String: Instant] = [:]
     /// Workspaces whose read back has failed since it last succeeded (their failure is logged once).
@@ -84,6 +86,7 @@ package struct ServerCore {
         self.now = now
         lastIdleScan = now
         wallOrigin = (now, wallClock)
+        commits.linger.limit = settings.commitLinger
     }
 
     /// Handles one event at `now` and appends what to do, in order, to `actions`.
@@ -116,6 +119,9 @@ package struct ServerCore {
             timerFired(id)
         case .tick:
             tick()
+        case .wake:
+            lingerWake = nil
+            startCommitIfIdle()
         case .loaded(let workspaceId, let result):
             workspaceLoaded(workspaceId, result: result)
         case .committed(let batch, let result, let duration):
@@ -211,6 +217,8 @@ package struct ServerCore {
 
     /// Every tick: coalesced presence, idle unloads, polls, read-back retries, the stop's deadlines.
     private mutating func tick() {
+        commits.linger.roll(now)
+        startCommitIfIdle()  // a lingering batch whose wake came late, or never
         flushPresence()
         unloadIdleWorkspaces()
         pollStoreIfDue()
@@ -226,6 +234,7 @@ package struct ServerCore {
         // Commits drain for at most 70% of the timeout; the close frames get the rest but 10%.
         let timeout = max(settings.shutdownTimeout, .milliseconds(100))
         shutdown = .draining(since: now, closeBy: now + timeout * 0.7, finishBy: now + timeout * 0.9, closed: false)
+        startCommitIfIdle()  // a lingering batch goes now
         continueShutdown()
     }
 

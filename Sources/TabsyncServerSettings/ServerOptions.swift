@@ -49,6 +49,7 @@ public struct ServerOptions: ParsableArguments {
 
     @Option(SettingTable.store) public var store: String?
     @Option(SettingTable.storePollInterval) public var storePollInterval: String?
+    @Option(SettingTable.storeCommitLinger) public var storeCommitLinger: String?
 
     // MARK: slow readers and diagnostics
 

@@ -49,6 +49,7 @@ public struct ServerSettings: Sendable {
     public var storeURL: String?
     /// With a shared store: how often loaded workspaces' stored versions are polled (zero: never).
     public var storePollInterval: Duration
+    public var storeCommitLinger: Duration
     /// Time a connection closed 1013 for reading too slowly has for its close frame to leave.
     public var slowCloseGrace: Duration
     /// How long a SIGTERM/SIGINT stop may take in all (drain, closing, the store) before the
@@ -118,6 +119,7 @@ public struct ServerSettings: Sendable {
                 expected: "either \(T.store.option) or \(T.memory.option) (\(T.memory.variable)), not both")
         }
         storePollInterval = try T.storePollInterval.resolve(flag: flags.storePollInterval, environment: env)
+        storeCommitLinger = try T.storeCommitLinger.resolve(flag: flags.storeCommitLinger, environment: env)
 
         // Slow readers and diagnostics.
         slowCloseGrace = try T.slowCloseGrace.resolve(flag: flags.slowCloseGrace, environment: env)
@@ -151,6 +153,7 @@ public struct ServerSettings: Sendable {
         if storeURL != nil {
             // Its commit feed is made with the store (by the executable), on the same URL.
             configuration.sharedStore = .init(pollInterval: storePollInterval, feed: nil)
+            configuration.sharedStore?.commitLinger = storeCommitLinger
         }
         configuration.slowCloseGrace = slowCloseGrace
         configuration.diagnosticsEcho = diagnosticsEcho

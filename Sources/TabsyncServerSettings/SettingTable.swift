@@ -186,6 +186,14 @@ public enum SettingTable {
             + "notification was lost: seconds or a duration such as 1.5s, 500ms; 0: never.",
         expected: "seconds or a duration such as 1.5s, 500ms; 0: no poll")
 
+    public static let storeCommitLinger = Setting<Duration>(
+        duration: "store-commit-linger", default: Server.Configuration.SharedStore(feed: nil).commitLinger,
+        doc: "With --store: the longest a small commit waits for more ops when more are coming (a PostgreSQL "
+            + "commit costs the same few round trips whatever its size): seconds or a duration such as 5ms; "
+            + "0: never waits. A quiet node never waits, nor does a batch of 32 ops or more.",
+        expected: "a duration from 0 to 1s such as 5ms, 0.005; 0: never waits"
+    ) { $0 >= .zero && $0 <= .seconds(1) }
+
     // MARK: slow readers and diagnostics
 
     public static let slowCloseGrace = Setting<Duration>(
@@ -224,7 +232,7 @@ public enum SettingTable {
         maxFrameBytes.row, maxOpsPerSecond.row, maxResumeOps.row, logRetention.row, maxSendQueueBytes.row,
         maxConnections.row, helloTimeout.row, idleTimeout.row, eventLoop.row, noWeb.row, tlsCert.row, tlsKey.row,
         allowOrigin.row, insecureNoAuth.row, maxConnectionsPerIP.row, maxHandshakesPerSecondPerIP.row,
-        authKeyFile.row, checkpoint.row, walLimit.row, storeTrace.row, store.row, storePollInterval.row,
+        authKeyFile.row, checkpoint.row, walLimit.row, storeTrace.row, store.row, storePollInterval.row, storeCommitLinger.row,
         slowCloseGrace.row, shutdownTimeout.row, diagnosticsEcho.row, maxPresencePeers.row,
     ]
 

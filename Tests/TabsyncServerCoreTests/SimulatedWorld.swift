@@ -44,10 +44,14 @@ struct SimulatedWorld {
         /// its home node, which moves to the next node when the home crashes (docs/design.md,
         /// "Several nodes and placement").
         var split = false
+        /// The nodes' commit linger (``CommitPipeline/Linger``); zero: off. A third of the worlds
+        /// linger (drawn apart from the rest, so the other worlds of a seed stay as they were).
+        var commitLinger: Duration = .zero
 
         var description: String {
             "\(nodes) nodes\(split ? " (split)" : ""), \(clients) clients, \(steps) steps"
                 + (placeMix == .rekeyHeavy ? ", rekey-heavy" : "")
+                + (commitLinger > .zero ? ", linger \(commitLinger)" : "")
                 + (logRetention < 100_000 ? ", logRetention \(logRetention)" : "")
                 + (maxTabs != Limits.default.maxTabs ? ", maxTabs \(maxTabs)" : "")
                 + (maxResumeOps != Limits.default.maxResumeOps ? ", maxResumeOps \(maxResumeOps)" : "")
@@ -80,6 +84,8 @@ struct SimulatedWorld {
                 o.maxTabs = rng.int(4...30)
                 o.maxResumeOps = rng.int(1...60)
             }
+            var lingerRng = SplitMix64(seed: seed ^ 0x11AE)
+            if lingerRng.chance(0.33) { o.commitLinger = .milliseconds(lingerRng.int(5...120)) }
             return o
         }
     }
@@ -111,6 +117,8 @@ struct SimulatedWorld {
         /// Store calls in the order they were asked (each node's store executor is serial).
         var storeCalls: [ServerCore.Action] = []
         var timers: [ConnectionID: Duration] = [:]
+        /// When the core asked to be woken (``ServerCore/Action/wake(after:)``).
+        var wakeAt: Duration?
     }
 
     struct SimClient {
@@ -164,6 +172,8 @@ struct SimulatedWorld {
         var disconnects = 0
         /// Frames of dropped connections the server read after the drop.
         var lateDelivered = 0
+        /// Wakes a lingering batch asked for and got.
+        var lingerWakes = 0
     }
 
     init(seed: UInt64, options: Options? = nil) {
@@ -197,6 +207,7 @@ struct SimulatedWorld {
         settings.limits = Self.limits(options)
         settings.idleUnload = .seconds(1)
         if options.nodes > 1 { settings.sharedStorePollInterval = .milliseconds(500) }
+        settings.commitLinger = options.commitLinger
         return ServerCore(settings: settings, logger: Logger(label: "sim", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
     }
 
@@ -405,6 +416,11 @@ struct SimulatedWorld {
     private mutating func tick() {
         elapsed += .milliseconds(50)
         for n in nodes.indices {
+            if let at = nodes[n].wakeAt, at <= elapsed {
+                nodes[n].wakeAt = nil
+                stats.lingerWakes += 1
+                handle(n, .wake)
+            }
             handle(n, .tick)
             for (id, at) in nodes[n].timers.sorted(by: { $0.key < $1.key }) where at <= elapsed {
                 nodes[n].timers[id] = nil
@@ -535,6 +551,8 @@ struct SimulatedWorld {
             links[id]!.down.append(.close(reason.code))
         case .setTimer(let id, let after):
             nodes[n].timers[id] = after.map { elapsed + $0 }
+        case .wake(let after):
+            nodes[n].wakeAt = min(nodes[n].wakeAt ?? .seconds(1_000_000), elapsed + after)
         case .load, .commit, .readChanges, .pollVersions:
             nodes[n].storeCalls.append(action)
         case .release, .checkHolders:

@@ -25,6 +25,7 @@ struct SimulationTests {
         var totals = SimulatedWorld.Stats()
         var rules = RuleOracle.Stats()
         var rekeyHeavy = 0
+        var lingering = 0
         for seed in Self.firstSeed..<(Self.firstSeed + Self.seeds) {
             var options = SimulatedWorld.Options.from(seed: seed)
             options.split = ProcessInfo.processInfo.environment["TABSYNC_SIM_SPLIT"] != nil
@@ -44,6 +45,8 @@ struct SimulationTests {
             totals.disconnects += world.stats.disconnects
             totals.delivered += world.stats.delivered
             totals.lateDelivered += world.stats.lateDelivered
+            totals.lingerWakes += world.stats.lingerWakes
+            if o.commitLinger > .zero { lingering += 1 }
             rules.add(world.oracle.stats)
             if o.placeMix == .rekeyHeavy { rekeyHeavy += 1 }
             if !world.failures.isEmpty {
@@ -60,6 +63,7 @@ struct SimulationTests {
             + "\(totals.delivered) messages, \(totals.commits) commits (\(totals.failedCommits) failed, "
             + "\(totals.unknownOutcomes) answers lost, \(totals.behind) behind), \(totals.disconnects) disconnects, "
             + "\(totals.crashes) node crashes, \(totals.lateDelivered) frames read after their connection dropped; "
+            + "\(lingering) worlds with a commit linger, \(totals.lingerWakes) lingering batches woken; "
             + "\(failed.count) failing")
         let rejected = rules.rejected.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.wireName) \($0.value)" }
         print("simulation rules: \(rekeyHeavy) rekey-heavy worlds; \(rules.records) stored records checked: "
@@ -72,6 +76,7 @@ struct SimulationTests {
         guard failed.isEmpty, Self.seeds >= 1_000 else { return }
         #expect(rules.serverRekeys > 0 && rules.translatedKeyPlaces > 0 && rules.staleKeyRefusals > 0)
         #expect(totals.lateDelivered > 0)
+        #expect(totals.lingerWakes > 0, "no batch lingered: the linger's path went untested")
         for code in [ErrorCode.invalidArgument, .tabGone, .notEditable, .locked, .tabExists, .limitExceeded] {
             #expect(rules.rejected[code, default: 0] > 0, "no \(code.wireName) in the mix")
         }
