@@ -218,7 +218,8 @@ extension ServerCore {
                     workspaces[id]!.hub!.welcoming.remove(sessionId)
                     continue
                 }
-                commits.append(nil, .welcome(workspaceId: id, session: sessionId, welcome: makeWelcome(sessionId, hello, hub: hub)), at: now)
+                let welcome = makeWelcome(sessionId, hello, hub: hub)
+                commits.append(nil, .welcome(workspaceId: id, session: sessionId, welcome: welcome), at: now)
             } else {
                 logger.error("an entry without its Submit was dropped while re-sequencing", metadata: ["workspace": "\(id)"])
             }

@@ -249,7 +249,8 @@ extension ServerCore {
         case .rejected(let error) where input.seq == 0:
             reject(id, seq: input.seq, code: error.code, message: error.message)
         case .rejected(let error):
-            commits.append(record, .reject(workspaceId: workspaceId, session: id, seq: input.seq, error: error), input: input, at: now)
+            commits.append(
+                record, .reject(workspaceId: workspaceId, session: id, seq: input.seq, error: error), input: input, at: now)
         case .answeredAgain(let answer):
             commits.append(nil, .answer(workspaceId: workspaceId, session: id, answer: answer), input: input, at: now)
         case .ignored:
