@@ -259,18 +259,17 @@ struct ClusterTests {
     }
 
     /// Issue 22's routing: a session names its workspace in its URL (`/v1/workspaces/{id}/ws`) and
-    /// HAProxy (deploy/haproxy.cfg: `balance hash path,field(4,/)`, `hash-type consistent`,
-    /// `hash-balance-factor 150`) sends every session of a workspace to the same node, while the
+    /// HAProxy (deploy/haproxy.cfg: `balance hash path,field(4,/)`, `hash-type consistent`, no
+    /// bounded loads) sends every session of a workspace to the same node, while the
     /// workspaces spread over the three nodes (docs/design.md, "Several nodes and placement").
     ///
     /// Seen two ways: presence is per node, so a client sees every session of its workspace only
     /// when they all share its node; and the nodes' `tabsync_workspaces_loaded` add up to the number
     /// of workspaces (a workspace on two nodes would be loaded twice), none of them 0.
     ///
-    /// The bounded load counts connections: with a handful of them the bound is one or two per
-    /// node, and a workspace's second session would overflow to the next node, as it should. So
-    /// 60 one-session workspaces come first, then the checked workspaces' sessions round by round;
-    /// everything one by one, so HAProxy's choices are the same on every run.
+    /// 60 one-session workspaces come first (so that every node holds some, whatever the ring
+    /// makes of 12 names), then the checked workspaces' sessions round by round; everything one by
+    /// one, so HAProxy's choices are the same on every run.
     @Test func everySessionOfAWorkspaceLandsOnItsHomeNodeThroughHAProxy() async throws {
         let cluster = try LocalCluster()
         let loop = try ClientLoop()
