@@ -205,13 +205,17 @@ class HAProxy:
     """HAProxy with deploy/haproxy.cfg (the file the cluster tests and docker-compose use) on a free
     loopback port in front of exactly three `servers` (its TABSYNC_NODE1..3), waited for until a
     GET /healthz through it succeeds. `cpu_seconds()` reads its CPU time (user + system) from
-    /proc/PID/stat."""
+    /proc/PID/stat. With `stats=True` it opens its runtime API on a Unix socket
+    (TABSYNC_HAPROXY_STATS), and `node_stats()` reads how it sees each node."""
 
-    def __init__(self, servers, start_timeout=15):
+    def __init__(self, servers, start_timeout=15, stats=False):
         if len(servers) != 3:
             raise ValueError("deploy/haproxy.cfg names three nodes")
         self.port = free_port()
         env = dict(os.environ, TABSYNC_HAPROXY_BIND=f"127.0.0.1:{self.port}")
+        self.stats_path = f"/tmp/tabsync-haproxy-{os.getpid()}-{time.time_ns()}.sock" if stats else None
+        if self.stats_path:
+            env["TABSYNC_HAPROXY_STATS"] = self.stats_path
         for n, server in enumerate(servers, 1):
             env[f"TABSYNC_NODE{n}"] = f"127.0.0.1:{server.port}"
         self.proc = subprocess.Popen(["haproxy", "-db", "-f", os.path.join(ROOT, "deploy", "haproxy.cfg")], env=env,
@@ -235,8 +239,39 @@ class HAProxy:
         fields = stat[stat.rindex(")") + 2:].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def node_stats(self, timeout=2):
+        """{"node1": {"status": "UP"/"DOWN"/"UP 1/2"..., "sessions": current sessions}, ...} of the
+        backend's servers from the runtime API's `show stat` (needs stats=True); {} when it does not
+        answer."""
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(timeout)
+                s.connect(self.stats_path)
+                s.sendall(b"show stat\n")
+                chunks = []
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+        except OSError:
+            return {}
+        lines = b"".join(chunks).decode().splitlines()
+        if not lines:
+            return {}
+        header = lines[0].lstrip("# ").split(",")
+        nodes = {}
+        for line in lines[1:]:
+            row = dict(zip(header, line.split(",")))
+            if row.get("pxname") == "nodes" and row.get("svname") not in (None, "BACKEND"):
+                nodes[row["svname"]] = {"status": row.get("status", ""), "sessions": int(row.get("scur") or 0)}
+        return nodes
+
     def stop(self, sig=signal.SIGTERM, timeout=6):
-        return stop_process(self.proc, sig, timeout)
+        status = stop_process(self.proc, sig, timeout)
+        if self.stats_path and os.path.exists(self.stats_path):
+            os.unlink(self.stats_path)
+        return status
 
 
 class Postgres:
