@@ -70,7 +70,7 @@ struct ClusterDeploymentFilesTests {
         // nodes placed on it by fixed ids (docs/design.md, "Several nodes and placement"), and no
         // bounded loads: HAProxy bounds connections, not workspaces, and would split workspaces.
         #expect(config.contains("balance hash path,field(4,/)"))
-        #expect(config.contains("hash-type consistent"))
+        #expect(config.contains("hash-type consistent sdbm avalanche"))
         let settings = config.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.hasPrefix("#") }
         #expect(!settings.contains { $0.hasPrefix("hash-balance-factor") })
         #expect(config.contains("on-marked-down shutdown-sessions"))
