@@ -79,7 +79,8 @@ struct ServerSettingsTests {
         ("--max-ops-per-second", "100"), ("--max-resume-ops", "1000"), ("--log-retention", "10000"),
         ("--max-send-queue-bytes", "4194304"), ("--max-connections", "10000"), ("--hello-timeout", "10.0"),
         ("--idle-timeout", "60.0"), ("--event-loop", "epoll"), ("--checkpoint", "background"), ("--wal-limit", "64M"),
-        ("--store-trace", "none"), ("--store-poll-interval", "1.5s"), ("--slow-close-grace", "5s"),
+        ("--store-trace", "none"), ("--store-poll-interval", "1.5s"), ("--store-commit-linger", "5ms"),
+        ("--slow-close-grace", "5s"),
         ("--shutdown-timeout", "15s"), ("--max-presence-peers", "128"),
     ])
     func helpShowsEachDefault(option: String, shown: String) throws {
@@ -146,9 +147,11 @@ struct ServerSettingsTests {
         let perIP = try #require(s.configuration.perIPLimits)
         #expect(perIP == .init(maxConnections: 0, handshakesPerSecond: 2.5, handshakeBurst: 5))
 
-        let shared = try Self.settings([], ["TABSYNC_STORE": "postgres://u@db/tabsync", "TABSYNC_STORE_POLL_INTERVAL": "0"])
+        let shared = try Self.settings(
+            ["--store-commit-linger", "2ms"], ["TABSYNC_STORE": "postgres://u@db/tabsync", "TABSYNC_STORE_POLL_INTERVAL": "0"])
         #expect(shared.storeURL == "postgres://u@db/tabsync")
         #expect(shared.configuration.sharedStore?.pollInterval == .zero)
+        #expect(shared.configuration.sharedStore?.commitLinger == .milliseconds(2))
     }
 
     @Test func anEmptyVariableCountsAsUnset() throws {
@@ -179,6 +182,7 @@ struct ServerSettingsTests {
         ("--max-handshakes-per-second-per-ip", "fast", "a number of 0 or more"), ("--auth-key-file", " ", "a file path"),
         ("--checkpoint", "never", "background or inline"), ("--wal-limit", "100K", "at least 1M"),
         ("--store-poll-interval", "-1s", "seconds or a duration"), ("--slow-close-grace", "0", "more than 0"),
+        ("--store-commit-linger", "2s", "from 0 to 1s"), ("--store-commit-linger", "-5ms", "from 0 to 1s"),
         ("--shutdown-timeout", "4s", "at least 5s"), ("--tls-cert", "", "a file path"), ("--store-trace", "", "a file path"),
     ])
     func aBadValueNamesItsSourceAndTheExpectedRange(option: String, value: String, expected: String) throws {
