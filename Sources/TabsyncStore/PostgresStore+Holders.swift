@@ -9,35 +9,43 @@ extension PostgresStore: HolderRegistry {
 
     var holderTimeoutMillis: Int64 { Int64((options.holderTimeoutSeconds * 1_000).rounded()) }
 
-    /// One transaction: the node's row, the workspace's version row (created at 0 when new) locked
-    /// `FOR SHARE` — so a commit holding it `FOR UPDATE` ends first and one that locks it later
-    /// sees the registration — then the registration and the count of other live holders.
+    /// One transaction, in one round trip (a pipeline): the node's row, the workspace's version
+    /// row (created at 0 when new) locked `FOR SHARE` — so a commit holding it `FOR UPDATE` ends
+    /// first and one that locks it later sees the registration — then the registration and the
+    /// count of other live holders.
     public func hold(workspaceId: String) throws(StoreError) -> Int {
         try withConnection(failure: StoreError.readFailed) { db throws(PGError) -> Int in
-            try db.execute("BEGIN")
             do throws(PGError) {
-                try db.execute(
-                    "INSERT INTO tabsync_nodes (node, seen) VALUES ($1, now()) ON CONFLICT (node) DO UPDATE SET seen = now()",
-                    [.text(node)], prepared: true)
-                try db.execute(
-                    "INSERT INTO tabsync_workspaces (workspace, version) VALUES ($1, 0) ON CONFLICT (workspace) DO NOTHING",
-                    [.text(workspaceId)], prepared: true)
-                try db.execute("SELECT 1 FROM tabsync_workspaces WHERE workspace = $1 FOR SHARE", [.text(workspaceId)], prepared: true)
-                try db.execute(
-                    "INSERT INTO tabsync_holders (workspace, node) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                    [.text(workspaceId), .text(node)], prepared: true)
-                let others = try db.execute(
-                    """
-                    SELECT count(*) FROM tabsync_holders h JOIN tabsync_nodes n ON n.node = h.node
-                    WHERE h.workspace = $1 AND h.node <> $2 AND n.seen > now() - $3::int8 * interval '1 millisecond'
-                    """, [.text(workspaceId), .text(node), .int64(holderTimeoutMillis)], prepared: true)
-                try db.execute("COMMIT")
-                return Int(try others.int64(0, 0) ?? 0)
+                let results = try db.pipeline([
+                    .begin,
+                    nodeAlive,
+                    PGStatement(
+                        "INSERT INTO tabsync_workspaces (workspace, version) VALUES ($1, 0) ON CONFLICT (workspace) DO NOTHING",
+                        [.text(workspaceId)]),
+                    PGStatement("SELECT 1 FROM tabsync_workspaces WHERE workspace = $1 FOR SHARE", [.text(workspaceId)]),
+                    PGStatement(
+                        "INSERT INTO tabsync_holders (workspace, node) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        [.text(workspaceId), .text(node)]),
+                    PGStatement(
+                        """
+                        SELECT count(*) FROM tabsync_holders h JOIN tabsync_nodes n ON n.node = h.node
+                        WHERE h.workspace = $1 AND h.node <> $2 AND n.seen > now() - $3::int8 * interval '1 millisecond'
+                        """, [.text(workspaceId), .text(node), .int64(holderTimeoutMillis)]),
+                    .commit,
+                ])
+                return Int(try results[5].int64(0, 0) ?? 0)
             } catch {
-                _ = try? db.execute("ROLLBACK")
+                if db.isUsable && db.inTransaction { _ = try? db.execute("ROLLBACK") }
                 throw error
             }
         }
+    }
+
+    /// This node is alive now (its `tabsync_nodes` row): part of every registration and heartbeat.
+    private var nodeAlive: PGStatement {
+        PGStatement(
+            "INSERT INTO tabsync_nodes (node, seen) VALUES ($1, now()) ON CONFLICT (node) DO UPDATE SET seen = now()",
+            [.text(node)])
     }
 
     public func hasNewerHolder(workspaceId: String) throws(StoreError) -> Bool {
@@ -67,14 +75,14 @@ extension PostgresStore: HolderRegistry {
     /// their registrations (a killed node's; after one timeout they are already ignored).
     public func heartbeat() throws(StoreError) {
         try withConnection(failure: StoreError.writeFailed) { db throws(PGError) in
-            try db.execute(
-                "INSERT INTO tabsync_nodes (node, seen) VALUES ($1, now()) ON CONFLICT (node) DO UPDATE SET seen = now()",
-                [.text(node)], prepared: true)
-            try db.execute(
-                """
-                WITH gone AS (DELETE FROM tabsync_nodes WHERE seen < now() - $1::int8 * interval '1 millisecond' RETURNING node)
-                DELETE FROM tabsync_holders h USING gone WHERE h.node = gone.node
-                """, [.int64(holderTimeoutMillis * 3)], prepared: true)
+            _ = try db.pipeline([
+                nodeAlive,
+                PGStatement(
+                    """
+                    WITH gone AS (DELETE FROM tabsync_nodes WHERE seen < now() - $1::int8 * interval '1 millisecond' RETURNING node)
+                    DELETE FROM tabsync_holders h USING gone WHERE h.node = gone.node
+                    """, [.int64(holderTimeoutMillis * 3)]),
+            ])
             return ()
         }
     }
