@@ -67,14 +67,14 @@ struct CommitPipeline {
     /// last whole second (a quiet node pays no latency); zero `limit`: never.
     struct Linger {
         var limit: Duration = .zero
-        var batchTarget = 32
+        var batchTarget = 16
         /// Records consumed per second over the last whole second (or longer, when records were
         /// sparse).
         private(set) var rate: Double = 0
         private var windowStart: ServerCore.Instant?
         private var windowCount = 0
 
-        init(limit: Duration = .zero, batchTarget: Int = 32) {
+        init(limit: Duration = .zero, batchTarget: Int = 16) {
             self.limit = limit
             self.batchTarget = batchTarget
         }

@@ -190,7 +190,7 @@ public enum SettingTable {
         duration: "store-commit-linger", default: Server.Configuration.SharedStore(feed: nil).commitLinger,
         doc: "With --store: the longest a small commit waits for more ops when more are coming (a PostgreSQL "
             + "commit costs the same few round trips whatever its size): seconds or a duration such as 5ms; "
-            + "0: never waits. A quiet node never waits, nor does a batch of 32 ops or more.",
+            + "0: never waits. A quiet node never waits, nor does a batch of 16 ops or more.",
         expected: "a duration from 0 to 1s such as 5ms, 0.005; 0: never waits"
     ) { $0 >= .zero && $0 <= .seconds(1) }
 

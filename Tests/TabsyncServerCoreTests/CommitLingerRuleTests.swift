@@ -80,19 +80,19 @@ struct CommitLingerRuleTests {
         var h = Self.joined()
         var seq: UInt64 = 0
         Self.busy(&h, seq: &seq)
-        // While batch N is in flight, 32 records gather; when it is stored they go at once.
+        // While batch N is in flight, 16 records gather; when it is stored they go at once.
         seq += 1
         let waiting = h.submit(1, seq: seq, CoreHarness.add("first"))
         #expect(waiting.commitId == nil)
         h.advance(.milliseconds(5))
         let inFlight = h.handle(.wake).commitId
         #expect(inFlight != nil)
-        for _ in 0..<32 {
+        for _ in 0..<16 {
             seq += 1
             h.submit(1, seq: seq, CoreHarness.add("t\(seq)"))
         }
         let stored = h.handle(.committed(batch: inFlight ?? 0, .stored, duration: .zero))
-        #expect(Said.of(stored).contains(.commit(stored.commitId ?? 0, records: 32)))
+        #expect(Said.of(stored).contains(.commit(stored.commitId ?? 0, records: 16)))
     }
 
     @Test func aStopNeverLingers() {
