@@ -74,11 +74,6 @@ struct CommitPipeline {
         private var windowStart: ServerCore.Instant?
         private var windowCount = 0
 
-        init(limit: Duration = .zero, batchTarget: Int = 16) {
-            self.limit = limit
-            self.batchTarget = batchTarget
-        }
-
         /// One record consumed at `now`.
         mutating func count(at now: ServerCore.Instant) {
             roll(now)
@@ -99,7 +94,6 @@ struct CommitPipeline {
             windowStart = now
         }
     }
-
 
     /// A message to release once every record before it is durable.
     enum Effect {

@@ -30,6 +30,16 @@ struct CommitLingerRuleTests {
         h.handle(.tick)
     }
 
+    /// A busy core (``busy(_:seq:)``) with one more op lingering; returns it and the op's seq.
+    static func oneLingering() -> (CoreHarness, UInt64) {
+        var h = Self.joined()
+        var seq: UInt64 = 0
+        Self.busy(&h, seq: &seq)
+        seq += 1
+        #expect(h.submit(1, seq: seq, CoreHarness.add("x")).commitId == nil)
+        return (h, seq)
+    }
+
     static func wakes(_ actions: [ServerCore.Action]) -> [Duration] {
         actions.compactMap { if case .wake(let after) = $0 { after } else { nil } }
     }
@@ -67,23 +77,14 @@ struct CommitLingerRuleTests {
     }
 
     @Test func theTickSendsALingeringBatchWhoseWakeNeverCame() {
-        var h = Self.joined()
-        var seq: UInt64 = 0
-        Self.busy(&h, seq: &seq)
-        seq += 1
-        #expect(h.submit(1, seq: seq, CoreHarness.add("x")).commitId == nil)
+        var (h, _) = Self.oneLingering()
         h.advance(.milliseconds(50))
         #expect(h.handle(.tick).commitId != nil)
     }
 
     @Test func aBatchOfTheTargetSizeGoesAtOnce() {
-        var h = Self.joined()
-        var seq: UInt64 = 0
-        Self.busy(&h, seq: &seq)
+        var (h, seq) = Self.oneLingering()
         // While batch N is in flight, 16 records gather; when it is stored they go at once.
-        seq += 1
-        let waiting = h.submit(1, seq: seq, CoreHarness.add("first"))
-        #expect(waiting.commitId == nil)
         h.advance(.milliseconds(5))
         let inFlight = h.handle(.wake).commitId
         #expect(inFlight != nil)
@@ -96,11 +97,7 @@ struct CommitLingerRuleTests {
     }
 
     @Test func aStopNeverLingers() {
-        var h = Self.joined()
-        var seq: UInt64 = 0
-        Self.busy(&h, seq: &seq)
-        seq += 1
-        #expect(h.submit(1, seq: seq, CoreHarness.add("x")).commitId == nil)
+        var (h, _) = Self.oneLingering()
         #expect(h.handle(.shutdown).commitId != nil)
     }
 
