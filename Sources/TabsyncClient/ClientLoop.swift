@@ -156,5 +156,16 @@ protocol LoopConnectionOwner: AnyObject, Sendable {
     /// The loop forgot the connection (after `.stop`, a close for good, or the loop stopping):
     /// no further call comes.
     func loopForgotten()
+    /// After a received message: a delay after which the owner wants ``loopRetryDue()`` called
+    /// (ops it holds to send again), at most once per request.
+    func loopTakeRetryRequest() -> Duration?
+    /// The retry delay asked for has passed (the connection may be another one by now); true
+    /// when frames are waiting to be taken.
+    func loopRetryDue() -> Bool
+}
+
+extension LoopConnectionOwner {
+    func loopTakeRetryRequest() -> Duration? { nil }
+    func loopRetryDue() -> Bool { false }
 }
 

@@ -35,12 +35,16 @@ public struct Rejection: Sendable, Equatable {
     public var message: String
     /// The refused op, when it was still pending here.
     public var op: Operation?
+    /// The seq the op was first submitted with (``Replica/PendingOp/firstSeq``): what
+    /// ``TabsyncClient/submit(_:)`` returned for it, whatever seq a retry gave it since.
+    public var firstSeq: UInt64
 
-    public init(seq: UInt64, code: ErrorCode?, message: String, op: Operation?) {
+    public init(seq: UInt64, code: ErrorCode?, message: String, op: Operation?, firstSeq: UInt64? = nil) {
         self.seq = seq
         self.code = code
         self.message = message
         self.op = op
+        self.firstSeq = firstSeq ?? seq
     }
 }
 
@@ -56,8 +60,11 @@ public enum ClientEvent: Sendable, Equatable {
     case workspace(Workspace)
     /// The server applied an op (this client's own acknowledgements included).
     case applied(AppliedOp)
-    /// The server refused one of this client's ops.
+    /// The server refused one of this client's ops for good (the op left `pending`).
     case rejected(Rejection)
+    /// The server refused an op for a reason that passes (`UNAVAILABLE`, `RATE_LIMITED`): it is
+    /// held, still shown, and goes again as a new op after `after` (or at the next `Welcome`).
+    case retrying(Rejection, after: Duration)
     /// The peer list changed (sorted by session id; past the server's `--max-presence-peers` it
     /// names that many sessions).
     case presence([Peer])
@@ -80,7 +87,12 @@ public struct ClientState: Sendable, Equatable {
     /// Ops submitted and not yet answered, in seq order (ops submitted before the first
     /// `Welcome` have no seq yet and are counted in `unsequenced`).
     public var pending: [Replica.PendingOp] = []
+    /// Ops refused for a reason that passes, waiting to be sent again (``Replica/held``).
+    public var held: [Replica.PendingOp] = []
     public var unsequenced: Int = 0
+    /// Transient refusals retried so far, and the last of them.
+    public var retries: Int = 0
+    public var lastTransientRefusal: Rejection?
     public var peers: [Peer] = []
     /// Sessions of the workspace that `peers` does not name (past the server's
     /// `--max-presence-peers`); `peers.count + othersCount` sessions are connected.
@@ -93,20 +105,26 @@ public struct ClientState: Sendable, Equatable {
     public var welcomes: Int = 0
     /// Resyncs started so far.
     public var resyncs: Int = 0
-    /// Every refusal of this client's ops, oldest first (the last 100).
+    /// Every permanent refusal of this client's ops, oldest first (the last 100).
     public var rejections: [Rejection] = []
     /// How the last connection ended.
     public var lastEnding: ConnectionEnding?
     /// Why the client closed for good, when the server refused it.
     public var refusal: ClientError?
 
+    /// Whether the op first submitted with `firstSeq` still waits for its answer (pending, held,
+    /// or retried under a new seq).
+    public func isWaiting(firstSeq: UInt64) -> Bool {
+        pending.contains { $0.firstSeq == firstSeq } || held.contains { $0.firstSeq == firstSeq }
+    }
+
     public init(workspace: Workspace) {
         confirmed = workspace
         optimistic = workspace
     }
 
-    /// True when welcomed and nothing is pending: `optimistic == confirmed`.
+    /// True when welcomed and nothing is pending or held: `optimistic == confirmed`.
     public var isSettled: Bool {
-        connection == .ready && pending.isEmpty && unsequenced == 0
+        connection == .ready && pending.isEmpty && held.isEmpty && unsequenced == 0
     }
 }

@@ -127,6 +127,8 @@ struct TimerHeap {
         var deadline: ContinuousClock.Instant
         var id: UInt64
         var tag: UInt16
+        /// A retry of the owner's held ops (``LoopConnectionOwner/loopRetryDue()``), not a connect.
+        var retry = false
     }
 
     private var entries: [Entry] = []

@@ -292,6 +292,15 @@ extension LoopCore {
         let now = ContinuousClock.now + .milliseconds(1)
         while let first = timers.first, first.deadline <= now {
             _ = timers.pop()
+            if first.retry {
+                // Held ops go again on the open connection; when there is none, the next Welcome sends them.
+                guard !stopping, let connection = connections[first.id], connection.phase == .open,
+                      let wsi = connection.wsi, connection.owner.loopRetryDue()
+                else { continue }
+                refill(connection)
+                if connection.hasQueued { lws_callback_on_writable(wsi) }
+                continue
+            }
             guard !stopping, let connection = connections[first.id], connection.phase == .waiting,
                   connection.attemptTag == first.tag
             else { continue }
@@ -323,7 +332,12 @@ extension LoopCore {
     private func deliver(_ connection: LoopConnection, wsi: OpaquePointer, _ message: [UInt8]) -> Int32 {
         connection.receivedSomething = true
         connection.attempt = 0
-        switch connection.owner.loopReceived(message) {
+        let verdict = connection.owner.loopReceived(message)
+        if let delay = connection.owner.loopTakeRetryRequest() {
+            timers.push(.init(deadline: .now + delay, id: connection.id, tag: 0, retry: true))
+            armTimer()
+        }
+        switch verdict {
         case .keep:
             refill(connection)
             if connection.hasQueued { lws_callback_on_writable(wsi) }

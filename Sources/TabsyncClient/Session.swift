@@ -8,7 +8,9 @@ import TabsyncProto
 /// connection and is emptied when it ends (pending ops are resubmitted from the replica after the
 /// next `Welcome`, with the same seq and base version, so the server's dedup answers any that
 /// already arrived); no op gets a seq before the first `Welcome` (seqs start after
-/// `Welcome.lastSeq`, so a restarted client never reuses a consumed seq).
+/// `Welcome.lastSeq`, so a restarted client never reuses a consumed seq); an op refused for a
+/// reason that passes (``isTransient(_:)``) is held, still shown, and sent again as a new op with
+/// a new seq after a back-off or at the next `Welcome`, until it gets a permanent answer.
 struct Session {
     enum Phase: Equatable {
         case idle, connecting, awaitingWelcome, ready, disconnected, closed
@@ -37,6 +39,14 @@ struct Session {
     private var closing = false
     private var outbox: [[UInt8]] = []
     private var outboxHead = 0
+    /// Transient refusals in a row with no own op applied between: the retry back-off's attempt.
+    private var transientRefusals = 0
+    /// The delay after which held ops go again, when one was asked for and not yet taken by the loop.
+    private var retryRequest: Duration?
+    /// The back-off of held ops refused `UNAVAILABLE`.
+    static let retryBackoff = Backoff(initial: .milliseconds(200), maximum: .seconds(5))
+    /// How long ops refused `RATE_LIMITED` wait: the server counts ops per second.
+    static let rateLimitedWait: Duration = .seconds(1)
 
     /// Events produced since the last `takeEvents()`.
     private(set) var events: [ClientEvent] = []
@@ -72,6 +82,7 @@ struct Session {
     private mutating func syncReplica() {
         state.confirmed = replica.confirmed
         state.pending = replica.pending
+        state.held = replica.held
         state.unsequenced = unsequenced.count
         if state.optimistic != replica.optimistic {
             state.optimistic = replica.optimistic
@@ -199,9 +210,27 @@ struct Session {
             }
             return receivedApplied(op)
         case .rejected(let rejected):
+            let code = ErrorCode(rejected.code)
+            if let code, Self.isTransient(code), !closing {
+                // Retried, never rolled back (docs/design.md, 'Transient refusals are retried').
+                if let held = replica.hold(rejectedSeq: rejected.seq) {
+                    transientRefusals += 1
+                    let delay = code == .rateLimited
+                        ? Self.rateLimitedWait : Self.retryBackoff.delay(attempt: transientRefusals)
+                    retryRequest = min(retryRequest ?? delay, delay)
+                    let rejection = Rejection(
+                        seq: rejected.seq, code: code, message: rejected.message, op: held.op, firstSeq: held.firstSeq)
+                    state.retries += 1
+                    state.lastTransientRefusal = rejection
+                    emit(.retrying(rejection, after: delay))
+                }
+                syncReplica()
+                return nil
+            }
             let op = replica.receive(rejectedSeq: rejected.seq)
             let rejection = Rejection(
-                seq: rejected.seq, code: ErrorCode(rejected.code), message: rejected.message, op: op?.op)
+                seq: rejected.seq, code: code, message: rejected.message, op: op?.op,
+                firstSeq: op?.firstSeq ?? rejected.seq)
             state.rejections.append(rejection)
             if state.rejections.count > 100 { state.rejections.removeFirst(state.rejections.count - 100) }
             emit(.rejected(rejection))
@@ -276,6 +305,11 @@ struct Session {
         for pending in replica.pending {
             send(.init(submit: .init(seq: pending.seq, baseVersion: pending.baseVersion, op: pending.op)))
         }
+        // Then the held ones, as new ops: a new connection is as good a moment to try as any.
+        for released in replica.releaseHeld() {
+            send(.init(submit: .init(seq: released.seq, baseVersion: released.baseVersion, op: released.op)))
+        }
+        retryRequest = nil
         if let focusTabId { send(.init(focus: .init(tabId: focusTabId))) }
         emit(.welcomed(recovered: welcome.recovered))
         setConnection(.ready)
@@ -286,6 +320,7 @@ struct Session {
     private mutating func receivedApplied(_ op: AppliedOp) -> (code: UInt16, reason: String)? {
         switch replica.receive(applied: op) {
         case .applied:
+            if op.clientId == clientId { transientRefusals = 0 }
             emit(.applied(op))
             syncReplica()
             return nil
@@ -310,6 +345,29 @@ struct Session {
     private mutating func protocolTrouble(_ reason: String) -> (code: UInt16, reason: String)? {
         requestResync(reason: "protocol error from the server: \(reason)")
         return (1002, "protocol error")
+    }
+
+    /// Refusals of an op that may pass when it is sent again: the store could not take it
+    /// (`UNAVAILABLE`, nothing consumed) or the connection was over its rate (`RATE_LIMITED`).
+    static func isTransient(_ code: ErrorCode) -> Bool {
+        code == .unavailable || code == .rateLimited
+    }
+
+    /// The delay after which the held ops should go again, once per request (the loop arms a timer).
+    mutating func takeRetryRequest() -> Duration? {
+        defer { retryRequest = nil }
+        return retryRequest
+    }
+
+    /// The retry timer fired: sends every held op again as a new op with a new seq, when welcomed
+    /// (else the next `Welcome` does). True when frames were queued.
+    mutating func releaseHeld() -> Bool {
+        guard phase == .ready, !closing, !replica.held.isEmpty else { return false }
+        for released in replica.releaseHeld() {
+            send(.init(submit: .init(seq: released.seq, baseVersion: released.baseVersion, op: released.op)))
+        }
+        syncReplica()
+        return true
     }
 
     /// Error codes answering a `Hello` that no retry can fix. `PROTOCOL_ERROR` is not one: a

@@ -123,4 +123,12 @@ extension SessionBox: LoopConnectionOwner {
     func loopForgotten() {
         withSession { $0.finished() }
     }
+
+    func loopTakeRetryRequest() -> Duration? {
+        withSession { $0.takeRetryRequest() }
+    }
+
+    func loopRetryDue() -> Bool {
+        withSession { $0.releaseHeld() }
+    }
 }

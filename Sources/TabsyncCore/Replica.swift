@@ -6,7 +6,10 @@
 /// or when an answer to a later seq of this client arrives (the server consumes a client's seqs in
 /// increasing order, so a seq below an answered one that got no answer of its own was consumed
 /// already or never will be: docs/design.md, 'Submit, seqs and dedup');
-/// `optimistic` is always `confirmed` plus the pending ops that still apply, in seq order.
+/// `optimistic` is always `confirmed` plus the pending ops that still apply, in seq order, then the
+/// held ops. An op refused for a reason that passes (`UNAVAILABLE`, `RATE_LIMITED`) is not dropped:
+/// ``hold(rejectedSeq:)`` keeps it, still shown, until ``releaseHeld()`` sends it again as a new op
+/// with a new seq and its first base version (docs/design.md, 'Transient refusals are retried').
 /// Seqs it hands out start at 1 and only increase.
 public struct Replica: Sendable {
     /// An op submitted but not yet answered.
@@ -15,6 +18,9 @@ public struct Replica: Sendable {
         /// The confirmed version the op's keys were computed against.
         public var baseVersion: UInt64
         public var op: Operation
+        /// The seq the op was first submitted with: its identity across retries (a held op
+        /// released again gets a new `seq`, and keeps this).
+        public var firstSeq: UInt64
     }
 
     /// What receiving an `Applied` did.
@@ -33,6 +39,9 @@ public struct Replica: Sendable {
     public var limits: Limits
     public private(set) var confirmed: Workspace
     public private(set) var pending: [PendingOp] = []
+    /// Ops refused for a reason that passes, oldest first, waiting for ``releaseHeld()``: nothing
+    /// of them is stored, they have no live seq, and no answer to a later seq settles them.
+    public private(set) var held: [PendingOp] = []
     public private(set) var optimistic: Workspace
     /// The seq the next submitted op gets.
     public private(set) var nextSeq: UInt64 = 1
@@ -64,7 +73,7 @@ public struct Replica: Sendable {
     /// in `optimistic` at once. Send the returned op as a `Submit`.
     @discardableResult
     public mutating func submit(_ op: Operation) -> PendingOp {
-        let pendingOp = PendingOp(seq: nextSeq, baseVersion: confirmed.version, op: op)
+        let pendingOp = PendingOp(seq: nextSeq, baseVersion: confirmed.version, op: op, firstSeq: nextSeq)
         nextSeq += 1
         pending.append(pendingOp)
         _ = try? optimistic.apply(op, limits: limits)
@@ -90,7 +99,7 @@ public struct Replica: Sendable {
         } catch {
             return .diverged(error)
         }
-        if case .rekey(let keys) = applied.op, !pending.isEmpty {
+        if case .rekey(let keys) = applied.op, !pending.isEmpty || !held.isEmpty {
             rekeys.append(RekeyRecord(version: applied.version, before: before, rekey: keys))
         }
         if applied.clientId == clientId {
@@ -111,6 +120,35 @@ public struct Replica: Sendable {
         return op
     }
 
+    /// Receives a `Rejected` that may pass if tried again (`UNAVAILABLE`, `RATE_LIMITED`): the op
+    /// leaves `pending` for `held`, still shown in `optimistic`. Pending ops below it, which got no
+    /// answer, leave as with any answer. Returns the held op, nil when it was not pending.
+    @discardableResult
+    public mutating func hold(rejectedSeq seq: UInt64) -> PendingOp? {
+        guard let op = pending.first(where: { $0.seq == seq }) else { return receive(rejectedSeq: seq) }
+        pending.removeAll { $0.seq <= seq }
+        held.append(op)
+        replay()
+        return op
+    }
+
+    /// Sends the held ops again, in the order they were held: each gets a new seq (after every seq
+    /// handed out, so the server consumes it) and keeps its base version, so its keys are still
+    /// translated through the rekeys since (rule 7). Returns them, now pending, to send as `Submit`s.
+    public mutating func releaseHeld() -> [PendingOp] {
+        guard !held.isEmpty else { return [] }
+        var released: [PendingOp] = []
+        for var op in held {
+            op.seq = nextSeq
+            nextSeq += 1
+            released.append(op)
+        }
+        held = []
+        pending.append(contentsOf: released)
+        replay()
+        return released
+    }
+
     private mutating func acknowledge(upTo lastSeq: UInt64) {
         pending.removeAll { $0.seq <= lastSeq }
         nextSeq = max(nextSeq, lastSeq + 1)
@@ -119,10 +157,11 @@ public struct Replica: Sendable {
 
     /// Rebuilds `optimistic` from `confirmed` and the pending ops that still apply.
     private mutating func replay() {
-        let oldestBase = pending.map(\.baseVersion).min() ?? confirmed.version
+        let oldestBase = (pending + held).map(\.baseVersion).min() ?? confirmed.version
         rekeys.removeAll { $0.version <= oldestBase }
         var state = confirmed
         for p in pending { _ = try? state.apply(translated(p), limits: limits) }
+        for p in held { _ = try? state.apply(translated(p), limits: limits) }
         optimistic = state
     }
 

@@ -69,7 +69,8 @@ struct BarCommand: AsyncParsableCommand {
             model: &model, terminal: terminal, inbox: inbox,
             tick: {
                 let s = c.client.state
-                var events: [BarEvent] = [.stats(rttMillis: tracker.lastMillis, pending: s.pending.count + s.unsequenced)]
+                var events: [BarEvent] = [.stats(
+                    rttMillis: tracker.lastMillis, pending: s.pending.count + s.held.count + s.unsequenced)]
                 if case .waiting(_, let delay) = s.connection, let left = tracker.secondsLeft(delay) {
                     events.append(.link(.reconnecting(seconds: left)))
                 }
@@ -123,8 +124,12 @@ struct BarCommand: AsyncParsableCommand {
             tracker.finished(applied.seq, clientId: applied.clientId)
             return [.applied(applied)]
         case .rejected(let rejection):
-            tracker.finished(rejection.seq, clientId: tracker.clientId)
+            tracker.finished(rejection.firstSeq, clientId: tracker.clientId)
             return [.rejected(code: rejection.code, message: rejection.message)]
+        case .retrying(let rejection, let delay):
+            // Held, still shown, sent again: a notice, not a refusal (nothing was rolled back).
+            let code = rejection.code?.wireName ?? "?"
+            return [.notice("retrying in \(max(1, Int((delay / .seconds(1)).rounded(.up)))) s: the server answered \(code)")]
         case .presence(let peers):
             return [.presence(peers)]
         case .othersCount(let count):

@@ -3,10 +3,16 @@ import TabsyncCore
 
 /// One command's connection to its workspace: connect, wait for the first `Welcome`, submit ops
 /// and wait for their answers. Every failure becomes a ``CommandError`` with a clear message.
+///
+/// A refusal that passes (the store is down or restarting: `UNAVAILABLE`, or close 1013 before the
+/// `Welcome`; the rate limit: `RATE_LIMITED`) is not an answer: the client sends the op again with
+/// back-off (docs/design.md, 'Transient refusals are retried') for up to `retryFor`, and only a
+/// permanent refusal exits 3.
 struct Connection {
     let client: TabsyncClient
     let server: String
     let timeout: Duration
+    let retryFor: Duration
 
     /// Connects and waits for the first `Welcome`.
     /// - Throws: `.badArgument` for a bad URL or workspace id (naming the option or variable it came
@@ -34,13 +40,18 @@ struct Connection {
         } catch {
             throw .failed("\(error)")
         }
-        let connection = Connection(client: client, server: server, timeout: .seconds(options.timeout))
+        let connection = Connection(
+            client: client, server: server, timeout: .seconds(options.timeout), retryFor: .seconds(options.retryFor))
         client.start()
         let state: ClientState
+        // A server that cannot give a Welcome now (1013: its store is unavailable; 1012: it is
+        // restarting) is tried again, with the client's back-off, until `retryFor` has passed.
+        let retryUntil = ContinuousClock.now + connection.retryFor
         do {
-            state = try await client.waitUntil(timeout: connection.timeout) { state in
-                state.welcomes > 0 || state.refusal != nil
-                    || (state.lastEnding != nil && state.lastEnding?.kind != .closedLocally)
+            state = try await client.waitUntil(timeout: connection.timeout + connection.retryFor) { state in
+                guard state.welcomes == 0, state.refusal == nil else { return true }
+                guard let ending = state.lastEnding, ending.kind != .closedLocally else { return false }
+                return !(Self.passes(ending) && ContinuousClock.now < retryUntil)
             }
         } catch {
             client.close()
@@ -51,6 +62,11 @@ struct Connection {
             throw connection.failure(nil, state: state)
         }
         return connection
+    }
+
+    /// Whether a connection that ended so may be welcomed if tried again soon.
+    static func passes(_ ending: ConnectionEnding) -> Bool {
+        ending.kind == .closedByServer && [1012, 1013].contains(ending.code)
     }
 
     /// The command error for a connection that did not get welcomed.
@@ -71,22 +87,39 @@ struct Connection {
     /// What the workspace looks like now (with this client's pending ops).
     var workspace: Workspace { client.state.optimistic }
 
-    /// Submits `op` and waits until the server applies or refuses it.
+    /// Submits `op` and waits until the server applies or refuses it for good; a refusal that
+    /// passes is retried for up to `retryFor` from the first one.
     /// - Returns: the state right after the answer.
     @discardableResult
     func submit(_ op: Operation) async throws(CommandError) -> ClientState {
         guard let seq = client.submit(op) else { throw .failed("the connection closed before the op was sent") }
-        let state: ClientState
+        let answered: @Sendable (ClientState) -> Bool = { state in
+            !state.isWaiting(firstSeq: seq) || state.refusal != nil
+        }
+        let held: @Sendable (ClientState) -> Bool = { state in state.held.contains { $0.firstSeq == seq } }
+        var state: ClientState
         do {
-            state = try await client.waitUntil(timeout: timeout) { state in
-                state.rejections.contains { $0.seq == seq }
-                    || !state.pending.contains { $0.seq == seq }
-                    || state.refusal != nil
-            }
+            state = try await client.waitUntil(timeout: timeout) { answered($0) || held($0) }
         } catch {
             throw .unreachable("no answer from the server at \(server) within \(timeout) (\(error))")
         }
-        if let rejection = state.rejections.last(where: { $0.seq == seq }) {
+        if !answered(state) {
+            // Refused for now: the client sends it again with back-off until a permanent answer.
+            let giveUpAt = ContinuousClock.now + retryFor
+            do {
+                state = try await client.waitUntil(timeout: retryFor + timeout) { state in
+                    answered(state) || (held(state) && ContinuousClock.now >= giveUpAt)
+                }
+            } catch {
+                throw .unreachable("no answer from the server at \(server) while retrying (\(error))")
+            }
+            if !answered(state) {
+                let why = state.lastTransientRefusal.map { "\($0.code?.wireName ?? "?"): \($0.message)" } ?? "?"
+                throw .unreachable(
+                    "the server could not take the change for \(retryFor) (\(why)); it was not applied (--retry-for sets how long to keep trying)")
+            }
+        }
+        if let rejection = state.rejections.last(where: { $0.firstSeq == seq }) {
             throw .refused(code: rejection.code?.wireName ?? "UNKNOWN", message: rejection.message)
         }
         if let refusal = state.refusal, case .refused(let code, let message) = refusal {

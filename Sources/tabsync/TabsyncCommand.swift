@@ -120,6 +120,15 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Seconds to wait for the server.", visibility: .hidden))
     var timeout: Int = 10
 
+    static let defaultRetryFor = 8.0
+
+    @Option(name: .customLong("retry-for"), help: ArgumentHelp(
+        "Seconds to keep trying when the server answers that it cannot take the change now (its "
+            + "store is down or restarting, or the rate limit): the change is sent again with back-off "
+            + "until it is applied or refused for good (default \(Int(defaultRetryFor)); 0: no retry).",
+        valueName: "seconds"))
+    var retryFor: Double = defaultRetryFor
+
     // MARK: access tokens (a server run with --auth-key-file needs one; `tabsync-server token` makes them)
 
     @Option(help: "Access token (env TABSYNC_TOKEN; prefer it or --token-file: a flag shows in ps).")
@@ -208,6 +217,7 @@ struct ConnectionOptions: ParsableArguments {
             throw ValidationError("--workspace must be 1–64 chars of [A-Za-z0-9._-]")
         }
         if timeout < 1 { throw ValidationError("--timeout must be at least 1") }
+        if !(0...3_600).contains(retryFor) { throw ValidationError("--retry-for must be between 0 and 3600 seconds") }
         let caSource = caFile.map { ($0, "--ca-file") } ?? Self.environment("TABSYNC_CA_FILE").map { ($0, "TABSYNC_CA_FILE") }
         if let (path, source) = caSource, access(path, R_OK) != 0 {
             throw ValidationError(Self.invalid(source, path, expected: "a readable PEM file"))

@@ -128,6 +128,68 @@ import TabsyncProto
         #expect(try hello(r13).lastVersion == 0)
     }
 
+    /// docs/design.md, 'Transient refusals are retried': UNAVAILABLE holds the op (still shown, not
+    /// a rejection), asks the loop for a retry, and the retry sends it as a new op with a new seq and
+    /// its first base version; RATE_LIMITED waits a second; a Welcome sends held ops at once.
+    @Test func aTransientRefusalHoldsTheOpAndRetriesItUnderANewSeq() throws {
+        var session = makeSession()
+        _ = session.opened()
+        _ = session.received(welcome(Workspace(id: "team", epoch: "e1"), lastSeq: 0))
+        let submitted = session.submit(.add(tab: Tab(id: "a"), place: .end, activate: true))
+        let seq = try #require(submitted)
+        _ = session.takeOutgoing(budget: 1 << 20)
+        let none = session.takeRetryRequest()
+        #expect(none == nil)
+        _ = session.received(frame(.init(rejected: .init(seq: seq, code: .unavailable, message: "store unavailable"))))
+        #expect(session.state.rejections.isEmpty, "a transient refusal was reported as final")
+        #expect(session.state.held.map(\.firstSeq) == [seq])
+        #expect(session.state.optimistic.tabs.map(\.id) == ["a"], "the held op was rolled back")
+        #expect(session.state.isWaiting(firstSeq: seq))
+        #expect(!session.state.isSettled)
+        let request = session.takeRetryRequest()
+        let delay = try #require(request)
+        #expect(delay > .zero && delay <= Session.retryBackoff.maximum)
+        let second = session.takeRetryRequest()
+        #expect(second == nil, "one timer per request")
+        let early = session.takeOutgoing(budget: 1 << 20)
+        #expect(early.isEmpty, "sent again before its back-off")
+        let released = session.releaseHeld()
+        #expect(released)
+        let again = try submits(session.takeOutgoing(budget: 1 << 20))
+        #expect(again.map(\.seq) == [seq + 1])
+        #expect(again.first?.baseVersion == 0)
+        #expect(session.state.pending.map(\.firstSeq) == [seq])
+
+        // Over the rate: a second's wait, then applied; the back-off starts over after an Applied.
+        _ = session.received(frame(.init(rejected: .init(seq: seq + 1, code: .rateLimited, message: "slow down"))))
+        let wait = session.takeRetryRequest()
+        #expect(wait == Session.rateLimitedWait)
+        let releasedAgain = session.releaseHeld()
+        #expect(releasedAgain)
+        let third = try submits(session.takeOutgoing(budget: 1 << 20))
+        #expect(third.map(\.seq) == [seq + 2])
+        let addA = Operation.add(tab: Tab(id: "a", key: "a0"), place: .key("a0"), activate: true)
+        _ = session.received(applied(1, addA, clientId: "c1", seq: seq + 2, active: "a"))
+        #expect(session.state.isSettled)
+        #expect(session.state.retries == 2)
+
+        // Held while the connection drops: the next Welcome sends it with a seq above lastSeq.
+        let removal = session.submit(.remove(tabId: "a"))
+        let removeSeq = try #require(removal)
+        _ = session.received(frame(.init(rejected: .init(seq: removeSeq, code: .unavailable, message: "store unavailable"))))
+        let next = session.closed(ConnectionEnding(kind: .lost))
+        #expect(next == .retry)
+        let offline = session.releaseHeld()
+        #expect(!offline, "nothing is sent without a connection")
+        session.connecting(attempt: 1)
+        _ = session.opened()
+        _ = session.received(frame(.init(welcome: .init(
+            sessionId: "s2", clientId: "c1", lastSeq: removeSeq, limits: .default, epoch: "e1", missed: []))))
+        let resent = try submits(session.takeOutgoing(budget: 1 << 20))
+        #expect(resent.map(\.seq) == [removeSeq + 1])
+        #expect(session.state.held.isEmpty && session.state.pending.map(\.firstSeq) == [removeSeq])
+    }
+
     @Test func aRejectionRemovesThePendingOpAndIsReported() throws {
         var session = makeSession()
         _ = session.opened()

@@ -69,6 +69,61 @@ import Testing
         #expect(again.nextSeq == lower.seq + 1)
     }
 
+    /// docs/design.md, 'Transient refusals are retried': an op refused UNAVAILABLE is held, still
+    /// shown; released, it goes again under a new seq after every seq handed out, keeps its first
+    /// seq and base version, and the server applies it (a new seq is always safe).
+    @Test func aHeldOpStaysShownAndGoesAgainUnderANewSeq() {
+        var server = Sequencer(workspace: Workspace(id: "w"), limits: .default)
+        var r = Replica(clientId: "me", workspace: Workspace(id: "w"))
+        let first = r.submit(.add(tab: Tab(id: "a"), place: .end, activate: true))
+        let second = r.submit(.add(tab: Tab(id: "b"), place: .end, activate: false))
+        // The store failed the batch of both: UNAVAILABLE consumes nothing.
+        #expect(r.hold(rejectedSeq: first.seq) == first)
+        #expect(r.hold(rejectedSeq: second.seq) == second)
+        #expect(r.pending.isEmpty && r.held == [first, second])
+        #expect(r.optimistic.tabs.map(\.id) == ["a", "b"], "a held op is rolled back")
+        // A later op goes first; an answer to it settles nothing held.
+        let third = r.submit(.add(tab: Tab(id: "c"), place: .end, activate: false))
+        guard case .applied(let c) = server.submit(clientId: "me", seq: third.seq, baseVersion: 0, op: third.op) else {
+            Issue.record("not applied"); return
+        }
+        #expect(r.receive(applied: c[0]) == .applied)
+        #expect(r.held.count == 2, "an answer to a later seq dropped held ops")
+        #expect(r.optimistic.tabs.map(\.id) == ["c", "a", "b"])
+        let released = r.releaseHeld()
+        #expect(released.map(\.seq) == [4, 5])
+        #expect(released.map(\.firstSeq) == [first.seq, second.seq])
+        #expect(released.map(\.baseVersion) == [0, 0])
+        #expect(r.held.isEmpty && r.pending == released)
+        for p in released {
+            guard case .applied(let ops) = server.submit(clientId: "me", seq: p.seq, baseVersion: p.baseVersion, op: p.op) else {
+                Issue.record("a released op was not applied"); return
+            }
+            #expect(r.receive(applied: ops[0]) == .applied)
+        }
+        #expect(r.pending.isEmpty)
+        #expect(r.confirmed == server.workspace)
+        #expect(r.optimistic.tabs.map(\.id) == ["c", "a", "b"])
+        #expect(r.releaseHeld().isEmpty)
+    }
+
+    /// A Welcome's lastSeq and a snapshot leave held ops alone: nothing of them was consumed.
+    @Test func aWelcomeKeepsHeldOps() {
+        var r = Replica(clientId: "me", workspace: Workspace(id: "w"))
+        let p = r.submit(.add(tab: Tab(id: "a"), place: .end, activate: false))
+        r.hold(rejectedSeq: p.seq)
+        r.resume(lastSeq: 7)
+        r.reset(to: Workspace(id: "w", version: 3, epoch: "e", tabs: [], activeTabId: "", editable: true), lastSeq: 7)
+        #expect(r.held == [p])
+        #expect(r.optimistic.tabs.map(\.id) == ["a"])
+        #expect(r.releaseHeld().map(\.seq) == [8])
+        // Holding a seq that is not pending settles the ones below it, as any answer does.
+        var q = Replica(clientId: "me", workspace: Workspace(id: "w"))
+        q.submit(.remove(tabId: "x"))
+        #expect(q.hold(rejectedSeq: 2) == nil)
+        #expect(q.pending.isEmpty && q.held.isEmpty)
+    }
+
     @Test func gapsAndStaleOpsAreReported() {
         var r = Replica(clientId: "me", workspace: Workspace(id: "w"))
         let op = AppliedOp(version: 2, op: .setEditable(false), clientId: "x", seq: 1, activeTabId: "")

@@ -9,36 +9,36 @@ import TabsyncStore
 /// - ``failing``: every call throws (commits `writeFailed`, reads `readFailed`), nothing is stored.
 /// - ``loseNextAnswer(stored:)``: the next commit is stored in `base` (or not) and then throws
 ///   `outcomeUnknown`, as ``PostgresStore`` does when it cannot learn how a `COMMIT` ended.
-final class FaultyStore: WorkspaceStore {
-    let base: any WorkspaceStore
+package final class FaultyStore: WorkspaceStore {
+    package let base: any WorkspaceStore
     private struct State {
         var failing = false
         var loseNext: Bool?
     }
     private let state = Lock(State())
 
-    init(_ base: any WorkspaceStore) { self.base = base }
+    package init(_ base: any WorkspaceStore) { self.base = base }
 
-    var failing: Bool {
+    package var failing: Bool {
         get { state.withLock { $0.failing } }
         set { state.withLock { $0.failing = newValue } }
     }
 
     /// The next commit throws `outcomeUnknown` after `stored` decided whether it reached `base`.
-    func loseNextAnswer(stored: Bool) { state.withLock { $0.loseNext = stored } }
+    package func loseNextAnswer(stored: Bool) { state.withLock { $0.loseNext = stored } }
 
-    var epoch: String { base.epoch }
+    package var epoch: String { base.epoch }
 
     private func check(_ failure: (String) -> StoreError) throws(StoreError) {
         if failing { throw failure("the test turned the store off") }
     }
 
-    func load(workspaceId: String) throws(StoreError) -> StoredWorkspace? {
+    package func load(workspaceId: String) throws(StoreError) -> StoredWorkspace? {
         try check(StoreError.readFailed)
         return try base.load(workspaceId: workspaceId)
     }
 
-    func commit(_ batch: CommitBatch) throws(StoreError) {
+    package func commit(_ batch: CommitBatch) throws(StoreError) {
         try check(StoreError.writeFailed)
         let lose = state.withLock { state -> Bool? in
             defer { state.loseNext = nil }
@@ -48,17 +48,17 @@ final class FaultyStore: WorkspaceStore {
         if lose != nil { throw .outcomeUnknown("the test lost the answer to this commit") }
     }
 
-    func ops(workspaceId: String, after version: UInt64, limit: Int) throws(StoreError) -> [AppliedOp]? {
+    package func ops(workspaceId: String, after version: UInt64, limit: Int) throws(StoreError) -> [AppliedOp]? {
         try check(StoreError.readFailed)
         return try base.ops(workspaceId: workspaceId, after: version, limit: limit)
     }
 
-    func dedupState(workspaceId: String) throws(StoreError) -> DedupState? {
+    package func dedupState(workspaceId: String) throws(StoreError) -> DedupState? {
         try check(StoreError.readFailed)
         return try base.dedupState(workspaceId: workspaceId)
     }
 
-    func storedVersions(workspaceIds: [String]) throws(StoreError) -> [String: UInt64] {
+    package func storedVersions(workspaceIds: [String]) throws(StoreError) -> [String: UInt64] {
         try check(StoreError.readFailed)
         return try base.storedVersions(workspaceIds: workspaceIds)
     }
