@@ -11,7 +11,9 @@ A history is JSON lines, each with `t` (seconds since the run started), `type` a
 workspace). Types: `connect`; `welcome` {recovered, version, epoch, lastSeq}; `submit` {seq, op,
 resubmit}; `ack` {seq, version} (an `Applied` of this client's own op, live, from a resume's
 `missed`, or repeated for a resubmission); `applied` {version, client, seq, op} (every `Applied`
-the client saw, its own included); `reject` {seq, code}; `settled` {seq} (a pending op dropped
+the client saw, its own included); `reject` {seq, code, held} (held: a refusal that passes,
+UNAVAILABLE or RATE_LIMITED, whose op the client keeps and sends again); `retry` {seq, first} (a
+held op sent again as a new op under `seq`, first submitted as `first`); `settled` {seq} (a pending op dropped
 because `Welcome.lastSeq` covers it, its outcome not told); `disconnect` {code, reason, final};
 `resync` {reason} (the client closed to resume or ask for a snapshot); `final` {version, epoch,
 tabs, activeTabId, pending} (the client's state at the end).
@@ -159,6 +161,9 @@ def check(histories, store, faults=(), placement=None):
     rejects_by_kind = defaultdict(lambda: defaultdict(int))
     reject_codes = defaultdict(int)
     submits = resubmits = acks = 0
+    retry_of = {}                       # (ws, client, seq of a retry) -> the first seq of its op
+    held = set()                        # (ws, client, first seq) of every op held at least once
+    held_again = set()                  # (ws, client, seq) of each refusal that held its op
     converged = 0
     finals = 0
     for client, events in sorted(histories.items()):
@@ -189,6 +194,12 @@ def check(histories, store, faults=(), placement=None):
                 rejected[key] = e.get("code", "")
                 reject_codes[e.get("code", "")] += 1
                 rejects_by_kind[fault_at(faults, e["t"])][e.get("code", "")] += 1
+                if e.get("held"):
+                    held.add((ws, client, retry_of.get(key, key[2])))
+                    held_again.add(key)
+            elif kind == "retry":
+                first = (ws, client, int(e["first"]))
+                retry_of[(ws, client, int(e["seq"]))] = retry_of.get(first, first[2])
             elif kind == "settled":
                 settled.add((ws, client, int(e["seq"])))
             elif kind == "disconnect":
@@ -280,6 +291,12 @@ def check(histories, store, faults=(), placement=None):
         if mean_rate and f["end"] > f["start"]:
             rates[f["kind"]].append(round(100 * inside / (f["end"] - f["start"]) / mean_rate))
 
+    # Held ops that landed: an op first submitted as s, refused for a reason that passes, then
+    # acknowledged under a retry's seq.
+    landed = {(k[0], k[1], first) for k, first in retry_of.items() if k in acked}
+    held_landed = len(held & landed)
+    refused_later = {(k[0], k[1], first) for k, first in retry_of.items() if k in rejected and k not in held_again}
+    held_refused = len((held & refused_later) - landed)
     settled_unknown = len(settled - set(acked) - set(rejected))
     settled_stored = len({k for k in settled - set(acked) - set(rejected) if k in logged})
     fault_counts = defaultdict(int)
@@ -311,6 +328,9 @@ def check(histories, store, faults=(), placement=None):
         "acked": len(acked),
         "rejected": len(rejected),
         "rejectCodes": dict(sorted(reject_codes.items())),
+        "held": len(held),
+        "heldLanded": held_landed,
+        "heldRefused": held_refused,
         "settledUnknown": settled_unknown,
         "settledUnknownStored": settled_stored,
         "checked": checked,
@@ -344,7 +364,8 @@ def format_report(r):
         f"clients {r['clients']}, workspaces {r['workspaces']}",
         f"ops: {r['submitted']} submitted ({r['resubmits']} resubmissions), {r['acked']} acknowledged, "
         f"{r['rejected']} rejected {r['rejectCodes']}, {r['settledUnknown']} settled by Welcome.lastSeq without an answer "
-        f"({r['settledUnknownStored']} of them stored)",
+        f"({r['settledUnknownStored']} of them stored); {r.get('held', 0)} ops refused for a reason that passes were "
+        f"sent again: {r.get('heldLanded', 0)} landed, {r.get('heldRefused', 0)} refused for good when tried again",
         f"checked: {r['checked']} acknowledged ops found once in the log at their version ({r['compacted']} compacted away); "
         f"{r['logRows']} log rows; {r['versionsSeen']} versions seen by clients",
         f"converged: {r['converged']} of {r['finals']} clients hold the store's workspace",

@@ -163,3 +163,28 @@ def test_split_and_merge_counts():
         {"ws": "v", "node": "node3", "start": 1, "end": 4},
     ]
     assert nc.split_merge(placement) == {"splits": 2, "merges": 2, "splitSeconds": 4.0}
+
+
+def test_an_op_held_after_unavailable_and_retried_under_a_new_seq_is_counted_as_landed():
+    """c1's second add is refused UNAVAILABLE (a PostgreSQL restart), held, and sent again as seq 3:
+    the retry is acknowledged at v2; the refused seq 2 is not in the log (nothing to contradict)."""
+    h, s = good()
+    c1 = h["c1"][:6] + [
+        {"t": 0.5, "type": "reject", "ws": "w", "seq": 2, "code": "UNAVAILABLE", "held": True},
+        {"t": 0.9, "type": "retry", "ws": "w", "seq": 3, "first": 2},
+        {"t": 0.9, "type": "submit", "ws": "w", "seq": 3, "op": ADD2},
+        {"t": 1.0, "type": "applied", "ws": "w", "version": 2, "client": "c1", "seq": 3, "op": ADD2},
+        {"t": 1.0, "type": "ack", "ws": "w", "seq": 3, "version": 2},
+        h["c1"][-1],
+    ]
+    h["c1"] = c1
+    h["c2"][4]["seq"] = 3
+    s["ops"][1]["seq"] = 3
+    bad, r = violations(h, s)
+    assert bad == {}
+    assert (r["held"], r["heldLanded"]) == (1, 1)
+    assert "1 landed, 0 refused for good" in nc.format_report(r)
+    # Held and never sent again: still pending at the end, unsettled.
+    h["c1"][-1] = dict(h["c1"][-1], pending=1)
+    bad, _ = violations(h, s)
+    assert bad.get("unsettled") == 1
