@@ -78,7 +78,7 @@ public final class SQLiteStore: WorkspaceStore {
     }
 
     /// The file name inside the data directory.
-    static let fileName = "tabsync.sqlite3"
+    public static let fileName = "tabsync.sqlite3"
 
     public let epoch: String
     /// The database file.

@@ -31,6 +31,7 @@ struct TabsyncServerCommand: ParsableCommand {
 
             `tabsync-server token --help`: mint an access token (see --auth-key-file).
             `tabsync-server migrate --store URL`: create or migrate a PostgreSQL store's schema and exit.
+            `tabsync-server backup --data-dir DIR --to FILE`: copy a served SQLite store, checked, and exit.
             """,
         version: TabsyncVersion.current
     )
@@ -46,6 +47,8 @@ struct TabsyncServerCommand: ParsableCommand {
             run(TokenCommand.self, Array(arguments.dropFirst()))
         } else if arguments.first == "migrate" {
             run(MigrateCommand.self, Array(arguments.dropFirst()))
+        } else if arguments.first == "backup" {
+            run(BackupCommand.self, Array(arguments.dropFirst()))
         } else {
             run(Self.self, arguments)
         }
