@@ -76,10 +76,13 @@ TABSYNC_APT_PACKAGES+=(haproxy)
 # What the browser tests need (scripts/test): Debian's Chromium and its WebDriver, fonts for emoji
 # and CJK titles (so the screenshots show glyphs, not boxes), node for the key-vector tests.
 TABSYNC_WEB_TEST_PACKAGES=(chromium chromium-driver fonts-noto-color-emoji fonts-wqy-microhei nodejs)
+# promtool (Debian's prometheus, about 17 s and 96 MB): Tests/scripts/test_monitoring.py checks and
+# unit-tests deploy/prometheus/tabsync.rules.yml with it.
+TABSYNC_WEB_TEST_PACKAGES+=(prometheus)
 # Python packages of the pytest suites, pinned (PyPI): the browser tests (selenium) and the
 # third-party token test (Tests/thirdparty: PyJWT mints HS256/EdDSA/ES256 tokens, cryptography makes
 # their keys; it connects with websockets, from TABSYNC_PYTHON_MODULES).
-TABSYNC_PIP_PACKAGES=(selenium==4.51.0 "pytest>=8" PyJWT==2.15.1 "cryptography>=42")
+TABSYNC_PIP_PACKAGES=(selenium==4.51.0 "pytest>=8" PyJWT==2.15.1 "cryptography>=42" "PyYAML>=6")
 
 # ensure_packages [PKG...]: installs with apt only the packages that are missing.
 ensure_packages() {
@@ -134,7 +137,7 @@ ensure_pip_packages() {
     command -v python3 >/dev/null || ensure_packages python3 python3-pip
     if python3 - <<'PY' 2>/dev/null; then return 0; fi
 import importlib.metadata as m, sys
-import cryptography, jwt
+import cryptography, jwt, yaml
 sys.exit(0 if m.version("selenium") == "4.51.0" and int(m.version("pytest").split(".")[0]) >= 8
          and m.version("PyJWT") == "2.15.1" and int(m.version("cryptography").split(".")[0]) >= 42 else 1)
 PY

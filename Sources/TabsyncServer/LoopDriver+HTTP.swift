@@ -103,7 +103,7 @@ extension LoopDriver {
         for connection in connections.values { queued += connection.queue.bytes }
         return core.metrics.render(Metrics.Gauges(
             connections: connections.count, socketsOpen: openConnections, workspacesLoaded: core.workspacesInMemory,
-            sendQueueBytes: queued))
+            sendQueueBytes: queued, maxConnections: configuration.maxConnections))
     }
 
     /// `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: only `/` and `/v1/workspaces/{id}/ws` upgrade

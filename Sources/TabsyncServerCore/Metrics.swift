@@ -66,12 +66,15 @@ package struct Metrics {
         package var socketsOpen: Int
         package var workspacesLoaded: Int
         package var sendQueueBytes: Int
+        /// `--max-connections`: sockets past it are refused at accept (0: none given).
+        package var maxConnections: Int
 
-        package init(connections: Int, socketsOpen: Int, workspacesLoaded: Int, sendQueueBytes: Int) {
+        package init(connections: Int, socketsOpen: Int, workspacesLoaded: Int, sendQueueBytes: Int, maxConnections: Int = 0) {
             self.connections = connections
             self.socketsOpen = socketsOpen
             self.workspacesLoaded = workspacesLoaded
             self.sendQueueBytes = sendQueueBytes
+            self.maxConnections = maxConnections
         }
     }
 
@@ -108,6 +111,9 @@ package struct Metrics {
         sample("tabsync_connections", "gauge", "Open WebSocket sessions.", gauges.connections)
         sample("tabsync_sockets_open", "gauge",
                "Sockets held open: WebSocket sessions, HTTP requests, handshakes in progress and connections closing.", gauges.socketsOpen)
+        sample("tabsync_connections_max", "gauge",
+               "--max-connections: the open sockets past which connections are refused (compare tabsync_sockets_open).",
+               gauges.maxConnections)
         sample("tabsync_workspaces_loaded", "gauge", "Workspaces held in memory.", gauges.workspacesLoaded)
         sample("tabsync_ops_applied_total", "counter", "Ops applied and acknowledged.", opsApplied)
         header("tabsync_ops_rejected_total", "counter", "Ops refused, by error code.")
