@@ -107,7 +107,14 @@ struct ServerSlowReaderTests {
         let peers = Self.peersWithout("stalled", watcher: watcher, since: seen, deadline: .seconds(3))
         #expect(!peers.contains("stalled"), "presence still lists the stalled reader: \(peers)")
         #expect(try server.waitForMetric("tabsync_send_queue_bytes", atMost: 0) == 0)
-        #expect(try server.metric("tabsync_connections") == 3, "its connection is still open")
+        // Its connection is not held open for the test's sake: it ends once lws has the close frame
+        // out, which the socket buffers allow long before the reader reads (polling the count
+        // through the stall, without this test reading, 5 of 6 runs saw it fall
+        // to 2, 0.4 to 3.0 s after this point), or else when the grace is over. Reading it once
+        // here as "still open" was this test's flake. The writer and the watcher stay; nothing is
+        // counted twice.
+        let open = try server.metric("tabsync_connections")
+        #expect((2...3).contains(open), "\(open) connections: the writer or the watcher was dropped")
         // The rest of the stall (the scenario, not a wait for the server): the watcher keeps reading.
         while Date() < stallEnds { _ = try? watcher.receive(timeout: 0.1) }
         // Reading again at last, it finds whole frames in order, then the close 1013 with a reason
