@@ -84,12 +84,21 @@ public struct AccessGrant: Sendable, Equatable {
     public var role: AccessRole
     /// The `exp` claim.
     public var expiresAt: Date
+    /// The `jti` claim, when the token has one.
+    public var tokenId: String?
+    /// The `iat` claim, when the token has one.
+    public var issuedAt: Date?
 
-    public init(subject: String, workspaces: WorkspacePattern, role: AccessRole, expiresAt: Date) {
+    public init(
+        subject: String, workspaces: WorkspacePattern, role: AccessRole, expiresAt: Date, tokenId: String? = nil,
+        issuedAt: Date? = nil
+    ) {
         self.subject = subject
         self.workspaces = workspaces
         self.role = role
         self.expiresAt = expiresAt
+        self.tokenId = tokenId
+        self.issuedAt = issuedAt
     }
 
     /// True when this grant opens `workspaceId`.

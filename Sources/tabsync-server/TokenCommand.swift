@@ -32,6 +32,11 @@ struct TokenCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The user (sub claim), shown in presence.", valueName: "name"))
     var sub: String
 
+    @Option(help: ArgumentHelp(
+        "The token's id (jti claim), what revokes this one token (default: 128 random bits, base64url).",
+        valueName: "id"))
+    var jti: String?
+
     func validate() throws {
         guard !authKeyFile.isEmpty else { throw ValidationError("--auth-key-file is required") }
         guard WorkspacePattern(workspace) != nil else {
@@ -42,6 +47,19 @@ struct TokenCommand: ParsableCommand {
             throw ValidationError("--ttl must be a positive duration such as 3600, 90s, 30m, 8h, 7d")
         }
         guard !sub.isEmpty, sub.unicodeScalars.count <= 64 else { throw ValidationError("--sub must be 1-64 chars") }
+        if let jti, jti.isEmpty || jti.unicodeScalars.count > AccessClaims.maxTokenIdLength
+            || jti.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) }) {
+            throw ValidationError("--jti must be 1-\(AccessClaims.maxTokenIdLength) chars without control characters")
+        }
+    }
+
+    /// 128 random bits as unpadded base64url: a token id no one guesses or repeats.
+    static func randomTokenId() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
     }
 
     /// Seconds from plain seconds or a number with a unit (`s`, `m`, `h`, `d`).
@@ -64,9 +82,11 @@ struct TokenCommand: ParsableCommand {
         guard key.isSecret, let minter = try? TokenMinter(key: key) else {
             throw ValidationError("\(path) is a public key: tokens for it are minted by whoever holds the private key")
         }
+        let now = Date().rounded()
         let claims = AccessClaims(
             subject: sub, workspaces: workspace, role: AccessRole(rawValue: role) ?? .viewer,
-            expiresAt: Date().addingTimeInterval(Self.seconds(ttl) ?? 3600).rounded())
+            expiresAt: now.addingTimeInterval((Self.seconds(ttl) ?? 3600).rounded(.down)), tokenId: jti ?? Self.randomTokenId(),
+            issuedAt: now)
         // A command-line tool: blocking this thread on the signing task is fine here.
         let outcome = Outcome()
         Task {

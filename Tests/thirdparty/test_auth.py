@@ -189,8 +189,38 @@ def test_the_operator_token_command_makes_a_standard_jwt(server):
     claims = jwt.decode(out, server.secret.encode(), algorithms=["HS256"])
     assert (claims["sub"], claims["ws"], claims["role"]) == ("dana", "team-*", "editor")
     assert 3500 <= claims["exp"] - time.time() <= 3600
+    # A token id to revoke it by (128 random bits, base64url) and when it was issued.
+    assert len(claims["jti"]) == 22 and set(claims["jti"]) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    assert abs(claims["iat"] - time.time()) <= 5 and claims["exp"] - claims["iat"] == 3600
     received, code = run(session(server, "team-x", out))
     assert "welcome" in received[0] and code is None
+    again = subprocess.run(
+        [BINARY, "token", "--auth-key-file", str(server.secret_file), "--workspace", "team-*",
+         "--role", "editor", "--sub", "dana"], check=True, capture_output=True, text=True).stdout.strip()
+    named = subprocess.run(
+        [BINARY, "token", "--auth-key-file", str(server.secret_file), "--workspace", "team-*",
+         "--role", "editor", "--sub", "dana", "--jti", "laptop-2026"], check=True, capture_output=True, text=True).stdout.strip()
+    TOKENS.extend([again, named])
+    assert jwt.decode(again, server.secret.encode(), algorithms=["HS256"])["jti"] != claims["jti"]
+    assert jwt.decode(named, server.secret.encode(), algorithms=["HS256"])["jti"] == "laptop-2026"
+    refused = subprocess.run(
+        [BINARY, "token", "--auth-key-file", str(server.secret_file), "--workspace", "team-*",
+         "--role", "editor", "--sub", "dana", "--jti", "x" * 129], capture_output=True, text=True)
+    assert refused.returncode == 2 and "--jti" in refused.stderr
+
+
+def test_a_pyjwt_token_with_jti_and_iat_gets_in_and_a_bad_jti_is_refused(server):
+    now = int(time.time())
+    good = jwt.encode({"sub": "erin", "ws": "team", "role": "viewer", "exp": now + 600, "iat": now, "jti": "t-1"},
+                      server.secret, algorithm="HS256")
+    bad = jwt.encode({"sub": "erin", "ws": "team", "role": "viewer", "exp": now + 600, "jti": "a\u0001b"},
+                     server.secret, algorithm="HS256")
+    TOKENS.extend([good, bad])
+    received, code = run(session(server, "team", good))
+    assert "welcome" in received[0] and code is None
+    received, code = run(session(server, "team", bad))
+    assert code == 4401
+    assert "jti" in received[0]["error"]["message"]
 
 
 def test_the_tabsync_tool_sends_its_token(server, tmp_path):

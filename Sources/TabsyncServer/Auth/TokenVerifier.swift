@@ -113,14 +113,26 @@ public struct AccessClaims: JWTPayload {
     public var role: String
     public var exp: ExpirationClaim
     public var nbf: NotBeforeClaim?
+    /// The token's own id: what revokes this one token (docs/security.md, "Revocation").
+    public var jti: IDClaim?
+    /// When it was issued: what revokes every token of a `sub` issued before a time.
+    public var iat: IssuedAtClaim?
 
-    public init(subject: String, workspaces: String, role: AccessRole, expiresAt: Date, notBefore: Date? = nil) {
+    public init(
+        subject: String, workspaces: String, role: AccessRole, expiresAt: Date, notBefore: Date? = nil,
+        tokenId: String? = nil, issuedAt: Date? = nil
+    ) {
         sub = SubjectClaim(value: subject)
         ws = workspaces
         self.role = role.rawValue
         exp = ExpirationClaim(value: expiresAt)
         nbf = notBefore.map { NotBeforeClaim(value: $0) }
+        jti = tokenId.map { IDClaim(value: $0) }
+        iat = issuedAt.map { IssuedAtClaim(value: $0) }
     }
+
+    /// The longest `jti` accepted.
+    public static let maxTokenIdLength = 128
 
     /// Claims are checked by ``grant(now:)`` with an explicit instant, not here.
     public func verify(using algorithm: some JWTAlgorithm) async throws {}
@@ -137,8 +149,13 @@ public struct AccessClaims: JWTPayload {
         guard let role = AccessRole(rawValue: role) else {
             return .failure(.invalidClaims("role must be viewer, editor or admin"))
         }
+        if let jti, !(1...Self.maxTokenIdLength).contains(jti.value.unicodeScalars.count) || !Validation.isCleanText(jti.value) {
+            return .failure(.invalidClaims("jti must be 1-\(Self.maxTokenIdLength) chars without control characters"))
+        }
         if let nbf, now < nbf.value { return .failure(.notYetValid) }
-        let grant = AccessGrant(subject: subject, workspaces: pattern, role: role, expiresAt: exp.value)
+        let grant = AccessGrant(
+            subject: subject, workspaces: pattern, role: role, expiresAt: exp.value, tokenId: jti?.value,
+            issuedAt: iat?.value)
         if grant.isExpired(at: now) { return .failure(.expired) }
         return .success(grant)
     }
