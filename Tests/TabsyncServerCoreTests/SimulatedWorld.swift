@@ -147,6 +147,10 @@ struct SimulatedWorld {
     var step = 0
     var failures: [String] = []
     var stats = Stats()
+    /// Events handled and frames delivered so far: the world's work, bounded by ``workBudget``.
+    var work = 0
+    /// Set once the world went over a budget (work or virtual time): every loop stops.
+    var overBudget = false
     /// Store faults are drawn (off while the world settles at the end).
     var faults = true
     /// What happened, step by step, when tracing (`TABSYNC_SIM_TRACE=1` with one seed).
@@ -192,6 +196,27 @@ struct SimulatedWorld {
     }
 
     var now: ContinuousClock.Instant { start + elapsed }
+
+    /// Work (events handled by the cores, frames delivered) a world may do in all, its seeded steps
+    /// and its settling together. Far above what a world does (the busiest of the default seeds
+    /// stays under a tenth of it), so only a world that loops without settling reaches it: a broken
+    /// rule fails it with a replay line instead of hanging the run.
+    var workBudget: Int { 10_000 + options.steps * options.clients * 20 }
+    /// Rounds of settling (each a tick: 50 ms of virtual time) a world has to settle in.
+    static let settleRounds = 400
+
+    /// Counts one unit of work; false (and one failure saying what the world still waits for)
+    /// once the world is over its budget.
+    mutating func spend() -> Bool {
+        work += 1
+        guard work > workBudget else { return !overBudget }
+        if !overBudget {
+            overBudget = true
+            fail("the world did not settle within its budget of \(workBudget) events and deliveries "
+                + "(at \(elapsed) of virtual time); waiting for: \(describeUnsettled())")
+        }
+        return false
+    }
 
     static func limits(_ options: Options) -> Limits {
         var limits = Limits.default
@@ -342,7 +367,7 @@ struct SimulatedWorld {
     }
 
     private mutating func deliverDown(_ id: ConnectionID) {
-        guard let link = links[id], !link.down.isEmpty else { return }
+        guard let link = links[id], !link.down.isEmpty, spend() else { return }
         let item = links[id]!.down.removeFirst()
         stats.delivered += 1
         if trace != nil {
@@ -522,6 +547,7 @@ struct SimulatedWorld {
 
     /// Hands one event to a node's core and carries out its actions.
     mutating func handle(_ n: Int, _ event: ServerCore.Event) {
+        guard spend() else { return }
         var actions: [ServerCore.Action] = []
         nodes[n].core.handle(event, now: now, into: &actions)
         for action in actions { perform(n, action) }
@@ -582,32 +608,43 @@ struct SimulatedWorld {
     /// the end state is checked against the store.
     mutating func finish() {
         faults = false
-        for round in 0..<400 {
+        for round in 0..<Self.settleRounds where !overBudget {
             var moved = false
             for c in clients.indices where clients[c].link == nil && clients[c].session.phase != .closed {
                 connect(c, to: options.split ? c % nodes.count : home)
                 moved = true
             }
+            // Each round moves what was queued when it began (and, on a link, the answers to it):
+            // what that causes waits for the next round, so a world that loops (a commit that
+            // keeps coming back behind, two ends that keep answering each other) runs out of
+            // rounds, 50 ms of virtual time each, instead of spinning inside one.
             for id in links.keys.sorted() {
-                while links[id] != nil && (!links[id]!.up.isEmpty || !links[id]!.down.isEmpty) {
+                guard let link = links[id] else { continue }
+                for _ in 0..<(2 * (link.up.count + link.down.count)) where !overBudget {
+                    guard links[id] != nil, !links[id]!.up.isEmpty || !links[id]!.down.isEmpty else { break }
                     if !links[id]!.up.isEmpty { deliverUp(id) }
                     if links[id] != nil && !links[id]!.down.isEmpty { deliverDown(id) }
                     moved = true
                 }
             }
             for n in nodes.indices {
-                while !nodes[n].storeCalls.isEmpty {
+                for _ in 0..<nodes[n].storeCalls.count where !overBudget {
                     completeStoreCall(n)
                     moved = true
                 }
             }
-            while !feed.isEmpty {
+            for _ in 0..<feed.count where !overBudget {
                 tellFeed()
                 moved = true
             }
             tick()
             if !moved && round > 40 && settled() { break }
+            if round == Self.settleRounds - 1 && !settled() {
+                return fail("the world did not settle within \(Self.settleRounds) rounds (\(elapsed) of virtual time); "
+                    + "waiting for: \(describeUnsettled())")
+            }
         }
+        if overBudget || !settled() { return }
         checkEnd()
     }
 
@@ -622,7 +659,6 @@ struct SimulatedWorld {
     /// its window (`logRetention`), so the whole history is read from the batches it accepted
     /// (``RuleOracle``), and the log must be their tail.
     private mutating func checkEnd() {
-        if !settled() { return fail("the world did not settle: \(describeUnsettled())") }
         let stored = try? store.load(workspaceId: workspace)
         let log = stored?.log ?? []
         let final = stored?.workspace ?? Workspace(id: workspace, epoch: store.epoch)
@@ -650,9 +686,33 @@ struct SimulatedWorld {
         }
     }
 
-    private func describeUnsettled() -> String {
-        clients.enumerated().map { c, client in
-            "c\(c) \(client.session.phase) pending \(client.session.state.pending.map(\.seq))"
-        }.joined(separator: ", ")
+    /// What keeps the world from settling: clients not ready or with ops pending, frames still in
+    /// flight, store calls not answered, commits not yet told to the other nodes.
+    func describeUnsettled() -> String {
+        var parts = clients.enumerated().compactMap { c, client -> String? in
+            let pending = client.session.state.pending.map(\.seq)
+            guard client.session.phase != .ready || !pending.isEmpty || client.session.state.unsequenced > 0 else { return nil }
+            return "c\(c) \(client.session.phase) pending \(pending)"
+        }
+        for id in links.keys.sorted() where !links[id]!.up.isEmpty || !links[id]!.down.isEmpty {
+            let link = links[id]!
+            parts.append("link \(id) (c\(link.client), node \(link.node)) \(link.up.count) up \(link.down.count) down")
+        }
+        for n in nodes.indices where !nodes[n].storeCalls.isEmpty {
+            parts.append("node \(n) \(nodes[n].storeCalls.count) store calls (first \(Self.name(nodes[n].storeCalls[0])))")
+        }
+        if !feed.isEmpty { parts.append("\(feed.count) commits not yet told") }
+        if stats.behind > 0 { parts.append("(\(stats.behind) batches came back behind so far)") }
+        return parts.isEmpty ? "nothing (settled)" : parts.joined(separator: ", ")
+    }
+
+    static func name(_ action: ServerCore.Action) -> String {
+        switch action {
+        case .commit(let id, let batch): "commit \(id) of \(batch.records.count) records"
+        case .load(let id): "load \(id)"
+        case .readChanges(let versions): "read changes after \(versions)"
+        case .pollVersions: "poll"
+        default: "\(action)".prefix(60).description
+        }
     }
 }

@@ -26,6 +26,9 @@ struct SimulationTests {
         var rules = RuleOracle.Stats()
         var rekeyHeavy = 0
         var lingering = 0
+        /// The largest share of its work budget a world used (``SimulatedWorld/workBudget``).
+        var busiest = (work: 0, budget: 1, seed: UInt64(0))
+        var mostWork = 0
         for seed in Self.firstSeed..<(Self.firstSeed + Self.seeds) {
             var options = SimulatedWorld.Options.from(seed: seed)
             options.split = ProcessInfo.processInfo.environment["TABSYNC_SIM_SPLIT"] != nil
@@ -47,6 +50,10 @@ struct SimulationTests {
             totals.lateDelivered += world.stats.lateDelivered
             totals.lingerWakes += world.stats.lingerWakes
             if o.commitLinger > .zero { lingering += 1 }
+            if world.work * busiest.budget > busiest.work * world.workBudget {
+                busiest = (world.work, world.workBudget, seed)
+            }
+            mostWork = max(mostWork, world.work)
             rules.add(world.oracle.stats)
             if o.placeMix == .rekeyHeavy { rekeyHeavy += 1 }
             if !world.failures.isEmpty {
@@ -64,6 +71,7 @@ struct SimulationTests {
             + "\(totals.unknownOutcomes) answers lost, \(totals.behind) behind), \(totals.disconnects) disconnects, "
             + "\(totals.crashes) node crashes, \(totals.lateDelivered) frames read after their connection dropped; "
             + "\(lingering) worlds with a commit linger, \(totals.lingerWakes) lingering batches woken; "
+            + "busiest world seed \(busiest.seed): \(busiest.work) of its budget of \(busiest.budget) events (most in one world \(mostWork)); "
             + "\(failed.count) failing")
         let rejected = rules.rejected.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.wireName) \($0.value)" }
         print("simulation rules: \(rekeyHeavy) rekey-heavy worlds; \(rules.records) stored records checked: "
