@@ -70,8 +70,6 @@ final class LoopDriver {
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private var cStrings: [UnsafeMutablePointer<CChar>] = []
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
-    /// When this node last beat in the holder registry (nil: never yet).
-    private var lastHeartbeat: ContinuousClock.Instant?
     /// The periodic tick, made with the context.
     private var tickTimer: LoopTimer?
     private static var tickInterval: Duration { .milliseconds(50) }
@@ -248,29 +246,42 @@ final class LoopDriver {
             DispatchQueue.global().asyncAfter(deadline: .now() + .microseconds(Int(max(1, after.microseconds)))) {
                 inbox.post(.event(.wake))
             }
+        case .hold(let workspaceId):
+            guard let holders = configuration.sharedStore?.holders else {
+                return raised.append(.held(workspaceId: workspaceId, .success(0)))
+            }
+            onStoreExecutor { _ in
+                do throws(StoreError) {
+                    return .held(workspaceId: workspaceId, .success(try holders.hold(workspaceId: workspaceId)))
+                } catch {
+                    return .held(workspaceId: workspaceId, .failure(error))
+                }
+            }
         case .load(let workspaceId):
-            let holders = configuration.sharedStore?.holders
-            let inbox = server.inbox
             onStoreExecutor { store in
                 do throws(StoreError) {
-                    // Registered first, so no commit its load does not see goes unannounced to it.
-                    if let others = try holders?.hold(workspaceId: workspaceId), others > 0 {
-                        inbox.post(.event(.heldElsewhere(workspaceId: workspaceId, nodes: others)))
-                    }
                     return .loaded(workspaceId: workspaceId, .success(try store.load(workspaceId: workspaceId)))
                 } catch {
                     return .loaded(workspaceId: workspaceId, .failure(error))
                 }
             }
         case .checkHolders(let workspaceId):
+            guard let holders = configuration.sharedStore?.holders else {
+                return raised.append(.holdersChecked(workspaceId: workspaceId, newerHolder: false))
+            }
+            onStoreExecutor { _ in
+                let newer = (try? holders.hasNewerHolder(workspaceId: workspaceId)) ?? false
+                return .holdersChecked(workspaceId: workspaceId, newerHolder: newer)
+            }
+        case .heartbeat:
             guard let holders = configuration.sharedStore?.holders else { return }
-            let inbox = server.inbox
-            let storeExecutor = server.storeExecutor
-            // A random pause first, so two nodes that heard of each other do not decide at once.
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int.random(in: 0...1_000))) {
-                storeExecutor.async {
-                    let newer = (try? holders.hasNewerHolder(workspaceId: workspaceId)) ?? false
-                    inbox.post(.event(.holdersChecked(workspaceId: workspaceId, newerHolder: newer)))
+            core.metrics.notificationsSent = holders.notificationsSent
+            onStoreExecutor { _ in
+                do throws(StoreError) {
+                    try holders.heartbeat()
+                    return .heartbeatFinished(nil)
+                } catch {
+                    return .heartbeatFinished(error)
                 }
             }
         case .release(let workspaceId):
@@ -432,12 +443,11 @@ final class LoopDriver {
 
     // MARK: timer
 
-    /// Every 50 ms: the core's tick (presence, idle unloads, polls, retries, the stop's deadlines),
-    /// and this node's heartbeat in the holder registry when one is due.
+    /// Every 50 ms: the core's tick (presence, idle unloads, polls, retries, the holder registry's
+    /// heartbeat and checks, the stop's deadlines).
     fileprivate func tick() {
         assert(pthread_equal(pthread_self(), ownerThread) != 0, "LoopDriver used off its event loop thread")
         dispatch(.tick)
-        beatIfDue()
         if !finished { tickTimer?.schedule(after: Self.tickInterval) }
     }
 }
@@ -452,27 +462,4 @@ private func lwsCallback(
         return lws_callback_http_dummy(wsi, reason, user, input, length)
     }
     return driver.handle(wsi, reason, user, input, length)
-}
-
-// MARK: holder registry
-
-extension LoopDriver {
-    /// Every ``HolderRegistry/heartbeatInterval``: the node's heartbeat, on the store executor (so
-    /// it waits behind a slow commit, never on the loop), and the notifications its commits sent,
-    /// for `/metrics`. A failed beat is logged; the next is tried at the next interval.
-    fileprivate func beatIfDue() {
-        guard let holders = configuration.sharedStore?.holders, shutdownStarted == nil else { return }
-        let now = clock.now
-        if let last = lastHeartbeat, now - last < holders.heartbeatInterval { return }
-        lastHeartbeat = now
-        core.metrics.notificationsSent = holders.notificationsSent
-        let logger = self.logger
-        server.storeExecutor.async {
-            do throws(StoreError) {
-                try holders.heartbeat()
-            } catch {
-                logger.warning("holder registry heartbeat failed", metadata: ["error": "\(error)"])
-            }
-        }
-    }
 }
