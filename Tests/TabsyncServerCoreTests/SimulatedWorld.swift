@@ -9,7 +9,8 @@ import TabsyncTestSupport
 
 /// One seeded world for the deterministic simulation of the real server core (in the manner of
 /// FoundationDB's simulator and TigerBeetle's VOPR): `nodes` ``ServerCore`` values sharing one
-/// multi-writer ``MemoryStore``, `clients` real client ``Session`` values (TabsyncClient's protocol
+/// multi-writer ``MemoryStore`` and (with several nodes) one ``MemoryHolderTable`` on the virtual
+/// clock, `clients` real client ``Session`` values (TabsyncClient's protocol
 /// logic) submitting random ops to one workspace, and a network of FIFO connections. One seed
 /// drives every choice: which message moves next, which store call completes, when the store fails
 /// or its answer is lost, when a connection drops, a node crashes, a client reconnects, and what

@@ -7,7 +7,8 @@ import TabsyncCore
 /// cores, a shared multi-writer store that fails and loses answers, real client sessions, and a
 /// network that drops connections (sometimes delivering their head late) and crashes nodes, with
 /// docs/design.md's rules checked on every stored op (``RuleOracle``); a quarter of the worlds are
-/// rekey-heavy. `TABSYNC_SIM_SEEDS` (default 2,000) seeds run from `TABSYNC_SIM_FIRST_SEED`
+/// rekey-heavy, and a third split across nodes that share a holder registry (moves on). Every world
+/// is bounded (``SimulatedWorld/workBudget``, ``SimulatedWorld/settleRounds``). `TABSYNC_SIM_SEEDS` (default 2,000) seeds run from `TABSYNC_SIM_FIRST_SEED`
 /// (default 1); `scripts/simulate SEEDS` runs more. A failing seed prints the one line that
 /// replays it.
 struct SimulationTests {
