@@ -18,13 +18,14 @@ final class LoopDriver {
     let server: Server
     let configuration: Server.Configuration
     let logger: Logger
-    let store: any WorkspaceStore
     let clock = ContinuousClock()
     /// The event loop thread: the one that created the driver (checked in debug builds).
     private let ownerThread = pthread_self()
 
     /// Every decision; fed one event at a time by ``dispatch(_:)``.
     var core: ServerCore
+    /// Carries out the core's store and holder-registry actions (on the store executor only).
+    let storeTurn: StoreTurn
     /// The core's actions for the event being carried out (kept to reuse its storage).
     private var actions: [ServerCore.Action] = []
     /// Events raised while carrying out actions (a send queue over its bound): handled after.
@@ -88,8 +89,8 @@ final class LoopDriver {
         self.server = server
         configuration = server.configuration
         logger = server.logger
-        store = server.store
         core = ServerCore(settings: server.configuration.coreSettings(storeEpoch: server.store.epoch), logger: server.logger, now: .now)
+        storeTurn = StoreTurn(store: server.store, holders: server.configuration.sharedStore?.holders, logger: server.logger)
         admission = Admission(configuration: server.configuration, loopbackBind: true)
         // http, the wire formats, the diagnostics echo (named only when on), the terminator.
         protocols = .allocate(capacity: 1 + WireFormat.allCases.count + 2)
@@ -246,87 +247,15 @@ final class LoopDriver {
             DispatchQueue.global().asyncAfter(deadline: .now() + .microseconds(Int(max(1, after.microseconds)))) {
                 inbox.post(.event(.wake))
             }
-        case .hold(let workspaceId):
-            guard let holders = configuration.sharedStore?.holders else {
-                return raised.append(.held(workspaceId: workspaceId, .success(0)))
+        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat:
+            if case .heartbeat = action, let holders = configuration.sharedStore?.holders {
+                core.metrics.notificationsSent = holders.notificationsSent
             }
-            onStoreExecutor { _ in
-                do throws(StoreError) {
-                    return .held(workspaceId: workspaceId, .success(try holders.hold(workspaceId: workspaceId)))
-                } catch {
-                    return .held(workspaceId: workspaceId, .failure(error))
-                }
-            }
-        case .load(let workspaceId):
-            onStoreExecutor { store in
-                do throws(StoreError) {
-                    return .loaded(workspaceId: workspaceId, .success(try store.load(workspaceId: workspaceId)))
-                } catch {
-                    return .loaded(workspaceId: workspaceId, .failure(error))
-                }
-            }
-        case .checkHolders(let workspaceId):
-            guard let holders = configuration.sharedStore?.holders else {
-                return raised.append(.holdersChecked(workspaceId: workspaceId, newerHolder: false))
-            }
-            onStoreExecutor { _ in
-                let newer = (try? holders.hasNewerHolder(workspaceId: workspaceId)) ?? false
-                return .holdersChecked(workspaceId: workspaceId, newerHolder: newer)
-            }
-        case .heartbeat:
-            guard let holders = configuration.sharedStore?.holders else { return }
-            core.metrics.notificationsSent = holders.notificationsSent
-            onStoreExecutor { _ in
-                do throws(StoreError) {
-                    try holders.heartbeat()
-                    return .heartbeatFinished(nil)
-                } catch {
-                    return .heartbeatFinished(error)
-                }
-            }
-        case .release(let workspaceId):
-            guard let holders = configuration.sharedStore?.holders else { return }
-            let logger = self.logger
+            // One store turn on the store executor (serial: store calls never overlap); its answer
+            // comes back to the loop as an event through the inbox.
+            let (turn, inbox) = (storeTurn, server.inbox)
             server.storeExecutor.async {
-                do throws(StoreError) {
-                    try holders.release(workspaceIds: [workspaceId])
-                } catch {
-                    // Its registration expires with the node's heartbeat, or goes when it stops.
-                    logger.debug("could not release a workspace in the holder registry", metadata: [
-                        "workspace": "\(workspaceId)", "error": "\(error)",
-                    ])
-                }
-            }
-        case .commit(let id, let batch):
-            onStoreExecutor { store in
-                let started = ContinuousClock.now
-                do throws(StoreError) {
-                    try store.commit(batch)
-                    return .committed(batch: id, .stored, duration: ContinuousClock.now - started)
-                } catch {
-                    let duration = ContinuousClock.now - started
-                    guard case .behind(let versions) = error else { return .committed(batch: id, .failed(error), duration: duration) }
-                    // Still in the same store turn: read what each behind workspace missed.
-                    var after: [String: UInt64] = [:]
-                    for workspaceId in versions.keys { after[workspaceId] = batch.baseVersions[workspaceId] ?? 0 }
-                    return .committed(batch: id, .behind(Self.readChanges(store, after: after)), duration: duration)
-                }
-            }
-        case .readChanges(let versions):
-            onStoreExecutor { store in
-                let started = ContinuousClock.now
-                let reads = Self.readChanges(store, after: versions)
-                return .caughtUp(reads, duration: ContinuousClock.now - started)
-            }
-        case .pollVersions(let ids):
-            onStoreExecutor { store in
-                let started = ContinuousClock.now
-                do throws(StoreError) {
-                    let versions = try store.storedVersions(workspaceIds: ids)
-                    return .polled(.success(versions), duration: ContinuousClock.now - started)
-                } catch {
-                    return .polled(.failure(error), duration: ContinuousClock.now - started)
-                }
+                if let event = turn.answer(action) { inbox.post(.event(event)) }
             }
         case .verifyToken(let request, let token):
             guard let verifier = configuration.accessTokens else {
@@ -342,26 +271,6 @@ final class LoopDriver {
             finished = true
             eventLoop?.wake()
         }
-    }
-
-    /// One store call on the server's store executor (serial: store calls never overlap); its
-    /// answer comes back to the loop as an event through the inbox.
-    private func onStoreExecutor(_ body: @escaping @Sendable (any WorkspaceStore) -> ServerCore.Event) {
-        let inbox = server.inbox
-        let store = self.store
-        server.storeExecutor.async { inbox.post(.event(body(store))) }
-    }
-
-    /// What a writer at `versions` missed of each of those workspaces, in one store call. Store
-    /// executor only.
-    static func readChanges(_ store: any WorkspaceStore, after versions: [String: UInt64]) -> [String: CatchUpRead] {
-        let changes: Result<[String: StoredChanges], StoreError>
-        do throws(StoreError) {
-            changes = .success(try store.changes(after: versions))
-        } catch {
-            changes = .failure(error)
-        }
-        return CatchUpRead.reads(changes, after: versions)
     }
 
     // MARK: callback dispatch

@@ -157,7 +157,8 @@ struct SimulatedWorld {
     let options: Options
     let workspace = "w"
     var rng: SplitMix64
-    let store = MemoryStore()
+    /// The store every node shares, its faults in front (``SimulatedStore``).
+    let store: SimulatedStore
     var nodes: [Node] = []
     /// The workspace's home node (where clients connect unless the options split it).
     var home = 0
@@ -173,8 +174,6 @@ struct SimulatedWorld {
     var work = 0
     /// Set once the world went over a budget (work or virtual time): every loop stops.
     var overBudget = false
-    /// Store faults are drawn (off while the world settles at the end).
-    var faults = true
     /// What happened, step by step, when tracing (`TABSYNC_SIM_TRACE=1` with one seed).
     var trace: [String]?
     /// docs/design.md's rules, checked on every batch the store accepts.
@@ -247,6 +246,7 @@ struct SimulatedWorld {
         self.seed = seed
         self.options = options ?? .from(seed: seed)
         rng = SplitMix64(seed: seed)
+        store = SimulatedStore(seed: seed, options: self.options)
         oracle = RuleOracle(workspace: Workspace(id: workspace, epoch: store.epoch), limits: Self.limits(self.options))
         for _ in 0..<self.options.nodes { nodes.append(makeNode()) }
         for c in 0..<self.options.clients {
@@ -339,6 +339,8 @@ struct SimulatedWorld {
         }
         if failures.isEmpty { finish() }
         for n in nodes.indices { harvest(n) }
+        stats.failedCommits = store.failedCommits
+        stats.unknownOutcomes = store.unknownOutcomes
     }
 
     private mutating func randomStep() {
@@ -566,7 +568,8 @@ struct SimulatedWorld {
         stats.crashes += 1
         note("node \(n) crashes")
         if let call = nodes[n].storeCalls.first, case .commit(_, let batch) = call, rng.chance(0.5) {
-            try? commitToStore(batch)
+            try? store.commitWithoutFaults(batch)
+            tookStored(from: n)
         }
         for id in links.keys.sorted() where links[id]!.node == n {
             let c = links[id]!.client
@@ -582,7 +585,9 @@ struct SimulatedWorld {
         if n == home { home = (home + 1) % nodes.count }
     }
 
-    /// Completes the oldest store call of a node, with the faults the options allow.
+    /// Completes the oldest store call of a node: the production ``StoreTurn`` against the
+    /// simulated store (its faults drawn there) and the node's registry, then the answer to the
+    /// node. What it stored goes to the oracle and is announced to the other holders.
     private mutating func completeStoreCall(_ n: Int) {
         guard !nodes[n].storeCalls.isEmpty else { return }
         let call = nodes[n].storeCalls.removeFirst()
@@ -593,76 +598,48 @@ struct SimulatedWorld {
             }
         }
         switch call {
-        case .hold(let id):
-            if faults && rng.chance(options.loadFailure) {
-                return handle(n, .held(workspaceId: id, .failure(.readFailed("simulated registry failure"))))
-            }
-            let others = Result { () throws(StoreError) in try registry(n).hold(workspaceId: id) }
-            nodes[n].held.insert(id)
-            handle(n, .held(workspaceId: id, others))
-        case .load(let id):
-            if nodes[n].core.settings.holderRegistry != nil && !nodes[n].held.contains(id) {
-                fail("node \(n) (\(nodes[n].name)) reads \(id) without having registered as its holder first")
-            }
-            if faults && rng.chance(options.loadFailure) {
-                return handle(n, .loaded(workspaceId: id, .failure(.readFailed("simulated read failure"))))
-            }
-            handle(n, .loaded(workspaceId: id, Result { () throws(StoreError) in try store.load(workspaceId: id) }))
-        case .release(let id):
-            try? registry(n).release(workspaceIds: [id])
-            nodes[n].held.remove(id)
-        case .heartbeat:
-            try? registry(n).heartbeat()
-            handle(n, .heartbeatFinished(nil))
-        case .checkHolders(let id):
-            stats.holderChecks += 1
-            let newer = (try? registry(n).hasNewerHolder(workspaceId: id)) ?? false
-            let (name, live) = (nodes[n].name, holders.liveHolders(of: id))
-            note("node \(n) (\(name)) checks holders of \(id): newer \(newer) (live \(live))")
-            handle(n, .holdersChecked(workspaceId: id, newerHolder: newer))
-        case .commit(let batchId, let batch):
+        case .load(let id) where nodes[n].core.settings.holderRegistry != nil && !nodes[n].held.contains(id):
+            fail("node \(n) (\(nodes[n].name)) reads \(id) without having registered as its holder first")
+        case .commit:
             stats.commits += 1
-            if faults && rng.chance(options.commitFailure) {
-                stats.failedCommits += 1
-                return handle(n, .committed(batch: batchId, .failed(.writeFailed("simulated write failure")), duration: .zero))
-            }
-            do throws(StoreError) {
-                let stored = rng.chance(0.5)
-                if faults && rng.chance(options.outcomeUnknown) {
-                    stats.unknownOutcomes += 1
-                    if stored { try commitToStore(batch) }
-                    return handle(n, .committed(batch: batchId, .failed(.outcomeUnknown("simulated lost answer")), duration: .zero))
-                }
-                try commitToStore(batch)
-                announce(batch, from: n)
-                handle(n, .committed(batch: batchId, .stored, duration: .zero))
-            } catch {
-                guard case .behind(let versions) = error else {
-                    return handle(n, .committed(batch: batchId, .failed(error), duration: .zero))
-                }
-                stats.behind += 1
-                var after: [String: UInt64] = [:]
-                for id in versions.keys { after[id] = batch.baseVersions[id] ?? 0 }
-                note("node \(n) batch \(batchId) behind \(versions)")
-                handle(n, .committed(batch: batchId, .behind(readChanges(after)), duration: .zero))
-            }
-        case .readChanges(let versions):
-            handle(n, .caughtUp(readChanges(versions), duration: .zero))
-        case .pollVersions(let ids):
-            handle(n, .polled(Result { () throws(StoreError) in try store.storedVersions(workspaceIds: ids) }, duration: .zero))
+        case .checkHolders:
+            stats.holderChecks += 1
         default:
             break
         }
+        let answer = turn(n).answer(call)
+        tookStored(from: n)
+        switch (call, answer) {
+        case (.hold(let id), .held(_, .success)?):
+            nodes[n].held.insert(id)
+        case (.release(let id), _):
+            nodes[n].held.remove(id)
+        case (.commit(let batchId, _), .committed(_, .behind(let reads), _)?):
+            stats.behind += 1
+            note("node \(n) batch \(batchId) behind \(reads.keys.sorted())")
+        case (.checkHolders(let id), .holdersChecked(_, let newer)?):
+            let (name, live) = (nodes[n].name, holders.liveHolders(of: id))
+            note("node \(n) (\(name)) checks holders of \(id): newer \(newer) (live \(live))")
+        default:
+            break
+        }
+        if let answer { handle(n, answer) }
     }
 
-    /// Commits a batch to the store; when the store accepts it, the oracle checks its records.
-    private mutating func commitToStore(_ batch: CommitBatch) throws(StoreError) {
-        try store.commit(batch)
-        for problem in oracle.stored(batch) { fail(problem) }
+    /// Node `n`'s store turn: the simulated store, and with several nodes its registry handle.
+    func turn(_ n: Int) -> StoreTurn {
+        let instant = now
+        let registry = options.nodes > 1 ? SimulatedRegistry(base: registry(n), store: store) : nil
+        return StoreTurn(store: store, holders: registry, clock: { instant })
     }
 
-    private func readChanges(_ versions: [String: UInt64]) -> [String: CatchUpRead] {
-        CatchUpRead.reads(Result { () throws(StoreError) in try store.changes(after: versions) }, after: versions)
+    /// The batches the store accepted in the last turn: the oracle checks each, and each is
+    /// announced to the other holders (a commit whose answer was lost notifies all the same).
+    private mutating func tookStored(from n: Int) {
+        for batch in store.takeStored() {
+            for problem in oracle.stored(batch) { fail(problem) }
+            announce(batch, from: n)
+        }
     }
 
     /// A stored commit is announced to every other live node the holder registry names as a holder
@@ -780,7 +757,7 @@ struct SimulatedWorld {
     /// Faults off: every client connects, everything is delivered and stored, time passes; then
     /// the end state is checked against the store.
     mutating func finish() {
-        faults = false
+        store.faults = false
         for round in 0..<Self.settleRounds where !overBudget {
             var moved = false
             for c in clients.indices where clients[c].link == nil && clients[c].session.phase != .closed {
@@ -850,7 +827,7 @@ struct SimulatedWorld {
                 fail("node \(n) (\(nodes[n].name)) is still registered as a holder of \(id), which it unloaded")
             }
         }
-        let stored = try? store.load(workspaceId: workspace)
+        let stored = try? store.base.load(workspaceId: workspace)
         let log = stored?.log ?? []
         let final = stored?.workspace ?? Workspace(id: workspace, epoch: store.epoch)
         let first = log.first?.version ?? final.version + 1
