@@ -18,13 +18,14 @@ final class LoopDriver {
     let server: Server
     let configuration: Server.Configuration
     let logger: Logger
-    let store: any WorkspaceStore
     let clock = ContinuousClock()
     /// The event loop thread: the one that created the driver (checked in debug builds).
     private let ownerThread = pthread_self()
 
     /// Every decision; fed one event at a time by ``dispatch(_:)``.
     var core: ServerCore
+    /// Carries out the core's store and holder-registry actions (on the store executor only).
+    let storeTurn: StoreTurn
     /// The core's actions for the event being carried out (kept to reuse its storage).
     private var actions: [ServerCore.Action] = []
     /// Events raised while carrying out actions (a send queue over its bound): handled after.
@@ -70,8 +71,6 @@ final class LoopDriver {
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private var cStrings: [UnsafeMutablePointer<CChar>] = []
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
-    /// When this node last beat in the holder registry (nil: never yet).
-    private var lastHeartbeat: ContinuousClock.Instant?
     /// The periodic tick, made with the context.
     private var tickTimer: LoopTimer?
     private static var tickInterval: Duration { .milliseconds(50) }
@@ -90,8 +89,8 @@ final class LoopDriver {
         self.server = server
         configuration = server.configuration
         logger = server.logger
-        store = server.store
         core = ServerCore(settings: server.configuration.coreSettings(storeEpoch: server.store.epoch), logger: server.logger, now: .now)
+        storeTurn = StoreTurn(store: server.store, holders: server.configuration.sharedStore?.holders, logger: server.logger)
         admission = Admission(configuration: server.configuration, loopbackBind: true)
         // http, the wire formats, the diagnostics echo (named only when on), the terminator.
         protocols = .allocate(capacity: 1 + WireFormat.allCases.count + 2)
@@ -248,74 +247,15 @@ final class LoopDriver {
             DispatchQueue.global().asyncAfter(deadline: .now() + .microseconds(Int(max(1, after.microseconds)))) {
                 inbox.post(.event(.wake))
             }
-        case .load(let workspaceId):
-            let holders = configuration.sharedStore?.holders
-            let inbox = server.inbox
-            onStoreExecutor { store in
-                do throws(StoreError) {
-                    // Registered first, so no commit its load does not see goes unannounced to it.
-                    if let others = try holders?.hold(workspaceId: workspaceId), others > 0 {
-                        inbox.post(.event(.heldElsewhere(workspaceId: workspaceId, nodes: others)))
-                    }
-                    return .loaded(workspaceId: workspaceId, .success(try store.load(workspaceId: workspaceId)))
-                } catch {
-                    return .loaded(workspaceId: workspaceId, .failure(error))
-                }
+        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat:
+            if case .heartbeat = action, let holders = configuration.sharedStore?.holders {
+                core.metrics.notificationsSent = holders.notificationsSent
             }
-        case .checkHolders(let workspaceId):
-            guard let holders = configuration.sharedStore?.holders else { return }
-            let inbox = server.inbox
-            let storeExecutor = server.storeExecutor
-            // A random pause first, so two nodes that heard of each other do not decide at once.
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int.random(in: 0...1_000))) {
-                storeExecutor.async {
-                    let newer = (try? holders.hasNewerHolder(workspaceId: workspaceId)) ?? false
-                    inbox.post(.event(.holdersChecked(workspaceId: workspaceId, newerHolder: newer)))
-                }
-            }
-        case .release(let workspaceId):
-            guard let holders = configuration.sharedStore?.holders else { return }
-            let logger = self.logger
+            // One store turn on the store executor (serial: store calls never overlap); its answer
+            // comes back to the loop as an event through the inbox.
+            let (turn, inbox) = (storeTurn, server.inbox)
             server.storeExecutor.async {
-                do throws(StoreError) {
-                    try holders.release(workspaceIds: [workspaceId])
-                } catch {
-                    // Its registration expires with the node's heartbeat, or goes when it stops.
-                    logger.debug("could not release a workspace in the holder registry", metadata: [
-                        "workspace": "\(workspaceId)", "error": "\(error)",
-                    ])
-                }
-            }
-        case .commit(let id, let batch):
-            onStoreExecutor { store in
-                let started = ContinuousClock.now
-                do throws(StoreError) {
-                    try store.commit(batch)
-                    return .committed(batch: id, .stored, duration: ContinuousClock.now - started)
-                } catch {
-                    let duration = ContinuousClock.now - started
-                    guard case .behind(let versions) = error else { return .committed(batch: id, .failed(error), duration: duration) }
-                    // Still in the same store turn: read what each behind workspace missed.
-                    var after: [String: UInt64] = [:]
-                    for workspaceId in versions.keys { after[workspaceId] = batch.baseVersions[workspaceId] ?? 0 }
-                    return .committed(batch: id, .behind(Self.readChanges(store, after: after)), duration: duration)
-                }
-            }
-        case .readChanges(let versions):
-            onStoreExecutor { store in
-                let started = ContinuousClock.now
-                let reads = Self.readChanges(store, after: versions)
-                return .caughtUp(reads, duration: ContinuousClock.now - started)
-            }
-        case .pollVersions(let ids):
-            onStoreExecutor { store in
-                let started = ContinuousClock.now
-                do throws(StoreError) {
-                    let versions = try store.storedVersions(workspaceIds: ids)
-                    return .polled(.success(versions), duration: ContinuousClock.now - started)
-                } catch {
-                    return .polled(.failure(error), duration: ContinuousClock.now - started)
-                }
+                if let event = turn.answer(action) { inbox.post(.event(event)) }
             }
         case .verifyToken(let request, let token):
             guard let verifier = configuration.accessTokens else {
@@ -331,26 +271,6 @@ final class LoopDriver {
             finished = true
             eventLoop?.wake()
         }
-    }
-
-    /// One store call on the server's store executor (serial: store calls never overlap); its
-    /// answer comes back to the loop as an event through the inbox.
-    private func onStoreExecutor(_ body: @escaping @Sendable (any WorkspaceStore) -> ServerCore.Event) {
-        let inbox = server.inbox
-        let store = self.store
-        server.storeExecutor.async { inbox.post(.event(body(store))) }
-    }
-
-    /// What a writer at `versions` missed of each of those workspaces, in one store call. Store
-    /// executor only.
-    static func readChanges(_ store: any WorkspaceStore, after versions: [String: UInt64]) -> [String: CatchUpRead] {
-        let changes: Result<[String: StoredChanges], StoreError>
-        do throws(StoreError) {
-            changes = .success(try store.changes(after: versions))
-        } catch {
-            changes = .failure(error)
-        }
-        return CatchUpRead.reads(changes, after: versions)
     }
 
     // MARK: callback dispatch
@@ -432,12 +352,11 @@ final class LoopDriver {
 
     // MARK: timer
 
-    /// Every 50 ms: the core's tick (presence, idle unloads, polls, retries, the stop's deadlines),
-    /// and this node's heartbeat in the holder registry when one is due.
+    /// Every 50 ms: the core's tick (presence, idle unloads, polls, retries, the holder registry's
+    /// heartbeat and checks, the stop's deadlines).
     fileprivate func tick() {
         assert(pthread_equal(pthread_self(), ownerThread) != 0, "LoopDriver used off its event loop thread")
         dispatch(.tick)
-        beatIfDue()
         if !finished { tickTimer?.schedule(after: Self.tickInterval) }
     }
 }
@@ -452,27 +371,4 @@ private func lwsCallback(
         return lws_callback_http_dummy(wsi, reason, user, input, length)
     }
     return driver.handle(wsi, reason, user, input, length)
-}
-
-// MARK: holder registry
-
-extension LoopDriver {
-    /// Every ``HolderRegistry/heartbeatInterval``: the node's heartbeat, on the store executor (so
-    /// it waits behind a slow commit, never on the loop), and the notifications its commits sent,
-    /// for `/metrics`. A failed beat is logged; the next is tried at the next interval.
-    fileprivate func beatIfDue() {
-        guard let holders = configuration.sharedStore?.holders, shutdownStarted == nil else { return }
-        let now = clock.now
-        if let last = lastHeartbeat, now - last < holders.heartbeatInterval { return }
-        lastHeartbeat = now
-        core.metrics.notificationsSent = holders.notificationsSent
-        let logger = self.logger
-        server.storeExecutor.async {
-            do throws(StoreError) {
-                try holders.heartbeat()
-            } catch {
-                logger.warning("holder registry heartbeat failed", metadata: ["error": "\(error)"])
-            }
-        }
-    }
 }

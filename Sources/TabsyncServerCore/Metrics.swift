@@ -31,6 +31,8 @@ package struct Metrics {
     // A shared store (several nodes): see Server+Catchup.swift and CommitPipeline+Behind.swift.
     /// Batches the store refused because another node committed to one of their workspaces first.
     package var commitsRetried: UInt64 = 0
+    /// Submits run through the sequencer again after their batch came back `behind`.
+    package var opsResequenced: UInt64 = 0
     /// Batches whose `COMMIT` lost its answer and whose outcome the store could not learn (their
     /// submitters were closed 1013 to resume).
     package var commitsOutcomeUnknown: UInt64 = 0
@@ -142,6 +144,8 @@ package struct Metrics {
                "Store time of one call on the store thread: commits, catch-up reads, polls.", into: &out)
         sample("tabsync_commits_retried_total", "counter",
                "Batches refused whole because another node committed first (caught up, re-sequenced, sent again).", commitsRetried)
+        sample("tabsync_ops_resequenced_total", "counter",
+               "Submits run through the sequencer again after another node committed first.", opsResequenced)
         sample("tabsync_commits_outcome_unknown_total", "counter",
                "Batches whose COMMIT lost its answer and whose outcome could not be learned (submitters closed 1013 to resume).", commitsOutcomeUnknown)
         sample("tabsync_ops_read_back_total", "counter",

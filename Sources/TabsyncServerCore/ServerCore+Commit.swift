@@ -210,6 +210,7 @@ extension ServerCore {
         workspaces[id]!.hub!.live = workspaces[id]!.hub!.stored!
         for entry in entries {
             if let input = entry.input {
+                metrics.opsResequenced += 1
                 sequence(input, from: entry.effect.session, workspaceId: id)
             } else if case .welcome(_, let sessionId, _) = entry.effect {
                 guard let session = sessions[sessionId], session.closing == nil, case .loading(let hello) = session.phase,

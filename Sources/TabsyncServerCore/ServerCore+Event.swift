@@ -45,9 +45,12 @@ extension ServerCore {
         case polled(Result<[String: UInt64], StoreError>, duration: Duration)
         /// The feed of other nodes' commits told something (a shared store only).
         case heard(CommitFeedEvent)
-        /// Registering as a holder of a workspace before loading it found `nodes` other live nodes
-        /// holding it too: it is split across nodes (counted; correct, only dearer).
-        case heldElsewhere(workspaceId: String, nodes: Int)
+        /// The answer to ``Action/hold(_:)``: how many other live nodes hold the workspace too (more
+        /// than 0: it is split across nodes; counted, correct, only dearer), or why the registration
+        /// failed (the read it comes before fails with it).
+        case held(workspaceId: String, Result<Int, StoreError>)
+        /// The answer to ``Action/heartbeat``: nil when the beat was stored.
+        case heartbeatFinished(StoreError?)
         /// The answer to ``Action/checkHolders(_:)``: whether a live node registered as a holder of
         /// the workspace after this one did.
         case holdersChecked(workspaceId: String, newerHolder: Bool)
@@ -78,8 +81,11 @@ extension ServerCore {
         /// Send ``Event/wake`` after this long (a lingering batch's deadline: ``CommitPipeline/Linger``),
         /// more precisely than the next tick would. A driver that cannot may leave it to the tick.
         case wake(after: Duration)
-        /// Register as a holder of the workspace (a shared store with a holder registry), then
-        /// read it from the store; answer ``Event/loaded(workspaceId:_:)``.
+        /// Register as a holder of the workspace in the holder registry (a shared store with one,
+        /// ``Settings/holderRegistry``), before it is read; answer ``Event/held(workspaceId:_:)``.
+        /// The read (``load(_:)``) follows once it is answered.
+        case hold(String)
+        /// Read the workspace from the store; answer ``Event/loaded(workspaceId:_:)``.
         case load(String)
         /// Store one group commit; answer ``Event/committed(batch:_:duration:)``. When the store
         /// refuses it `behind`, read what each behind workspace missed in the same store turn.
@@ -90,9 +96,12 @@ extension ServerCore {
         /// Nothing answers.
         case release(String)
         /// Ask the holder registry whether a node registered as holding the workspace after this one
-        /// (after a short random pause, so two nodes do not decide at once); answer
-        /// ``Event/holdersChecked(workspaceId:newerHolder:)``.
+        /// (the core already waited its random pause, ``Settings/holderCheckPause``); answer
+        /// ``Event/holdersChecked(workspaceId:newerHolder:)`` (a failed check answers false).
         case checkHolders(String)
+        /// Beat in the holder registry: this node is alive (every ``HolderRegistrySettings/heartbeatInterval``
+        /// while it runs); answer ``Event/heartbeatFinished(_:)``.
+        case heartbeat
         /// Read the stored versions of these workspaces; answer ``Event/polled(_:duration:)``.
         case pollVersions([String])
         /// Check a token off the loop; answer ``Event/tokenVerified(_:_:)``.

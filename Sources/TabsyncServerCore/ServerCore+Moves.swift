@@ -10,32 +10,49 @@ import TabsyncStore
 /// one is where the proxy sends new sessions now, so this node hands the workspace over, closing
 /// its sessions with "moved" (4307); they reconnect through the proxy and resume there, and the
 /// workspace is unloaded here as soon as it is idle. A node asks at most once a minute per
-/// workspace, and the driver asks after a short random pause, so a spill does not flap.
+/// workspace, and after a short random pause (the core's ``ServerCore/Jitter``), so a spill does
+/// not flap.
 struct MoveState {
     /// When each workspace was last checked for a newer holder.
     var lastCheck: [String: ServerCore.Instant] = [:]
+    /// Checks waiting out their random pause, and when each goes.
+    var checkAt: [String: ServerCore.Instant] = [:]
     /// Workspaces whose sessions were closed "moved": unloaded as soon as they are idle.
     var handingOver: Set<String> = []
 
     mutating func forget(_ id: String) {
         lastCheck[id] = nil
+        checkAt[id] = nil
         handingOver.remove(id)
     }
 }
 
 extension ServerCore {
-    /// At most one check for a newer holder per workspace in this long.
-    static var moveCheckInterval: Duration { .seconds(60) }
-
     /// Another node's ops of `id` were just taken here: the workspace is split. With a holder
-    /// registry and sessions here, check (at most once a minute) whether it should go.
+    /// registry and sessions here, check (at most once per ``Settings/moveCheckInterval``, after a
+    /// random pause of up to ``Settings/holderCheckPause``) whether it should go.
     mutating func sawOtherNodesCommit(_ id: String) {
         guard settings.yieldsSplitWorkspaces, shutdown == .running, let hub = workspaces[id]?.hub, !hub.members.isEmpty else {
             return
         }
-        if let last = moves.lastCheck[id], now - last < Self.moveCheckInterval { return }
+        if let last = moves.lastCheck[id], now - last < settings.moveCheckInterval { return }
         moves.lastCheck[id] = now
-        emit(.checkHolders(id))
+        let pause = jitter.pause(upTo: settings.holderCheckPause)
+        if pause > .zero {
+            moves.checkAt[id] = now + pause
+        } else {
+            emit(.checkHolders(id))
+        }
+    }
+
+    /// Every tick: the checks whose pause is over go, for workspaces still split here with sessions.
+    mutating func startDueHolderChecks() {
+        guard !moves.checkAt.isEmpty else { return }
+        for (id, at) in moves.checkAt.sorted(by: { $0.key < $1.key }) where at <= now {
+            moves.checkAt[id] = nil
+            guard shutdown == .running, let hub = workspaces[id]?.hub, !hub.members.isEmpty else { continue }
+            emit(.checkHolders(id))
+        }
     }
 
     /// The registry answered: when a newer holder exists, this node's sessions of `id` are closed

@@ -27,9 +27,21 @@ extension ServerCore {
         /// How long a small batch may wait for more records before it goes to the store (zero:
         /// never; ``CommitPipeline/Linger`` says when it does).
         package var commitLinger: Duration = .zero
+        /// The store keeps a holder registry (``HolderRegistry``): the node registers before each
+        /// read of a workspace (``Action/hold(_:)``), releases what it unloads and beats every
+        /// `heartbeatInterval` (``Action/heartbeat``) while it runs. Nil: no registry.
+        package var holderRegistry: HolderRegistrySettings?
         /// The store keeps a holder registry: a workspace split across nodes is sent home by the
         /// node that holds it longest (``ServerCore/sawOtherNodesCommit(_:)``).
         package var yieldsSplitWorkspaces = false
+        /// At most one check for a newer holder per workspace in this long (``ServerCore/sawOtherNodesCommit(_:)``).
+        package var moveCheckInterval: Duration = .seconds(60)
+        /// A check for a newer holder waits a random pause of up to this long first, so two nodes
+        /// that took each other's ops do not decide at once (zero: it goes at once).
+        package var holderCheckPause: Duration = .seconds(1)
+        /// Seeds the core's random pauses (``Jitter``): the same seed, the same pauses. The driver
+        /// draws one per process; the simulation takes it from the world's seed.
+        package var jitterSeed: UInt64 = 0
         /// The epoch of a workspace the store has never held (the store's own).
         package var storeEpoch: String
         /// How long a graceful stop may take in all: commits drain for at most 70% of it, then
@@ -58,5 +70,38 @@ extension ServerCore {
 
         /// Several nodes share the store.
         package var sharedStore: Bool { sharedStorePollInterval != nil }
+    }
+
+    /// The holder registry's timing, as the core keeps it (``Settings/holderRegistry``).
+    package struct HolderRegistrySettings: Sendable, Equatable {
+        /// How often the node beats (``HolderRegistry/heartbeatInterval``).
+        package var heartbeatInterval: Duration
+
+        package init(heartbeatInterval: Duration) {
+            self.heartbeatInterval = heartbeatInterval
+        }
+    }
+
+    /// The core's one source of randomness: SplitMix64 from ``Settings/jitterSeed``, so the same
+    /// seed gives the same pauses (and the simulation replays them).
+    struct Jitter {
+        private var state: UInt64
+
+        init(seed: UInt64) { state = seed }
+
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+
+        /// A duration from zero to `limit`, in whole microseconds.
+        mutating func pause(upTo limit: Duration) -> Duration {
+            let micros = UInt64(max(0, limit.microseconds))
+            guard micros > 0 else { return .zero }
+            return .microseconds(Int64(next() % (micros + 1)))
+        }
     }
 }

@@ -12,7 +12,7 @@ extension ServerCore {
     mutating func waitForLoad(_ id: ConnectionID, workspaceId: String) {
         if workspaces[workspaceId] == nil {
             workspaces[workspaceId] = WorkspaceEntry(phase: .loading, hub: nil, waiters: [id])
-            emit(.load(workspaceId))
+            startRead(workspaceId)
         } else {
             workspaces[workspaceId]!.waiters.append(id)
         }
@@ -22,14 +22,36 @@ extension ServerCore {
     mutating func requestLoad(_ workspaceId: String) {
         guard workspaces[workspaceId] == nil else { return }
         workspaces[workspaceId] = WorkspaceEntry(phase: .loading, hub: nil)
-        emit(.load(workspaceId))
+        startRead(workspaceId)
     }
 
     /// After a failed commit: keeps the hub (its members stay) and reads its state back.
     mutating func reload(_ workspaceId: String) {
         guard workspaces[workspaceId]?.phase == .loaded else { return }
         workspaces[workspaceId]!.phase = .reloading
-        emit(.load(workspaceId))
+        startRead(workspaceId)
+    }
+
+    /// Reads a workspace from the store; with a holder registry, registers as its holder first, so
+    /// no commit the read does not see goes unannounced to this node (``HolderRegistry``).
+    private mutating func startRead(_ workspaceId: String) {
+        emit(settings.holderRegistry == nil ? .load(workspaceId) : .hold(workspaceId))
+    }
+
+    /// The registration before a read is back: the read follows; a failed registration fails the
+    /// read it was for.
+    mutating func held(_ id: String, _ result: Result<Int, StoreError>) {
+        guard let entry = workspaces[id], entry.phase != .loaded else { return }
+        switch result {
+        case .success(let others):
+            if others > 0 {
+                metrics.workspaceSplits += 1
+                logger.info("workspace held by other nodes too: split", metadata: ["workspace": "\(id)", "nodes": "\(others)"])
+            }
+            emit(.load(id))
+        case .failure(let error):
+            workspaceLoaded(id, result: .failure(error))
+        }
     }
 
     /// A store read finished: moves the entry on and joins or refuses the sessions that waited.
@@ -105,7 +127,7 @@ extension ServerCore {
         guard !reloadRetries.isEmpty else { return }
         for (id, at) in reloadRetries.sorted(by: { $0.key < $1.key }) where at <= now {
             reloadRetries[id] = nil
-            if workspaces[id]?.phase == .reloading { emit(.load(id)) }
+            if workspaces[id]?.phase == .reloading { startRead(id) }
         }
     }
 

@@ -21,8 +21,9 @@ import TabsyncStore
 ///   `Welcome` never goes out ahead of the `Applied`s that came before it in the pipeline.
 /// - Nothing of a workspace reaches a session before it is durable (docs/design.md, "Durability"):
 ///   `Applied`, `Rejected`, repeated answers and `Welcome` are pipeline effects.
-/// - The same events at the same instants give the same actions (no randomness, no clock reads);
-///   the deterministic simulation relies on it.
+/// - The same events at the same instants give the same actions (no clock reads; the one random
+///   pause, before a check for a newer holder, comes from ``Settings/jitterSeed``); the
+///   deterministic simulation relies on it.
 package struct ServerCore {
     package let settings: Settings
     let logger: Logger
@@ -47,6 +48,10 @@ package struct ServerCore {
     /// Split workspaces: when each was last checked for a newer holder, and those this node is
     /// handing over (ServerCore+Moves.swift).
     var moves = MoveState()
+    /// When this node beats next in the holder registry (nil: at the next tick).
+    var nextHeartbeat: Instant?
+    /// The core's random pauses, from ``Settings/jitterSeed``.
+    var jitter: Jitter
     /// Snapshot requests not answered yet: waiting for a token check or a load.
     var pendingHTTP: [RequestID: PendingHTTP] = [:]
     var shutdown: ShutdownState = .running
@@ -86,6 +91,7 @@ package struct ServerCore {
         self.now = now
         lastIdleScan = now
         wallOrigin = (now, wallClock)
+        jitter = Jitter(seed: settings.jitterSeed)
         commits.linger.limit = settings.commitLinger
     }
 
@@ -134,9 +140,10 @@ package struct ServerCore {
             heard(feedEvent)
         case .holdersChecked(let workspaceId, let newerHolder):
             holdersChecked(workspaceId, newerHolder: newerHolder)
-        case .heldElsewhere(let workspaceId, let nodes):
-            metrics.workspaceSplits += 1
-            logger.info("workspace held by other nodes too: split", metadata: ["workspace": "\(workspaceId)", "nodes": "\(nodes)"])
+        case .held(let workspaceId, let result):
+            held(workspaceId, result)
+        case .heartbeatFinished(let error):
+            if let error { logger.warning("holder registry heartbeat failed", metadata: ["error": "\(error)"]) }
         case .tokenVerified(let request, let result):
             tokenVerified(request, result)
         case .snapshotRequested(let id, let workspaceId, let token):
@@ -215,7 +222,8 @@ package struct ServerCore {
 
     // MARK: time
 
-    /// Every tick: coalesced presence, idle unloads, polls, read-back retries, the stop's deadlines.
+    /// Every tick: coalesced presence, idle unloads, polls, read-back retries, the holder
+    /// registry's heartbeat and checks, the stop's deadlines.
     private mutating func tick() {
         commits.linger.roll(now)
         startCommitIfIdle()  // a lingering batch whose wake came late, or never
@@ -223,7 +231,19 @@ package struct ServerCore {
         unloadIdleWorkspaces()
         pollStoreIfDue()
         retryReloads()
+        beatIfDue()
+        startDueHolderChecks()
         continueShutdown()
+    }
+
+    /// Every ``HolderRegistrySettings/heartbeatInterval`` while running: a heartbeat in the holder
+    /// registry (the first at the first tick). A stopping node beats no more; it leaves the registry
+    /// once its stop is over.
+    private mutating func beatIfDue() {
+        guard let registry = settings.holderRegistry, shutdown == .running else { return }
+        if let next = nextHeartbeat, now < next { return }
+        nextHeartbeat = now + registry.heartbeatInterval
+        emit(.heartbeat)
     }
 
     // MARK: shutdown

@@ -122,6 +122,7 @@ struct HolderRuleTests {
         var h = CoreHarness {
             $0.sharedStorePollInterval = .seconds(1)
             $0.yieldsSplitWorkspaces = true
+            $0.holderCheckPause = .zero
         }
         h.hello(1, client: "c1")
         let loaded = h.handle(.loaded(workspaceId: "w", .success(nil)))
@@ -155,12 +156,86 @@ struct HolderRuleTests {
         #expect(!caught.contains { if case .checkHolders = $0 { true } else { false } })
     }
 
-    @Test func aSplitIsCounted() {
-        var h = CatchUpRuleTests.joined()
-        h.handle(.heldElsewhere(workspaceId: "w", nodes: 1))
+    /// A node with a holder registry registers before it reads, and reads once registered.
+    static func registering(_ configure: (inout ServerCore.Settings) -> Void = { _ in }) -> CoreHarness {
+        CoreHarness {
+            $0.sharedStorePollInterval = .seconds(1)
+            $0.holderRegistry = .init(heartbeatInterval: .milliseconds(2_500))
+            $0.yieldsSplitWorkspaces = true
+            configure(&$0)
+        }
+    }
+
+    @Test func aNodeWithARegistryRegistersBeforeItReadsAndASplitIsCounted() {
+        var h = Self.registering()
+        #expect(Said.of(h.hello(1, client: "c1")) == [.hold("w")])
+        #expect(Said.of(h.handle(.held(workspaceId: "w", .success(1)))) == [.load("w")])
         #expect(h.core.metrics.workspaceSplits == 1)
         #expect(h.core.metrics.render(.init(connections: 0, socketsOpen: 0, workspacesLoaded: 1, sendQueueBytes: 0))
             .contains("tabsync_workspace_splits_total 1\n"))
+        let loaded = h.handle(.loaded(workspaceId: "w", .success(nil)))
+        #expect(Said.of(loaded).contains(.welcome(to: 1, snapshotVersion: 0, missed: 0)))
+    }
+
+    @Test func aFailedRegistrationFailsItsReadAndIsReleased() {
+        var h = Self.registering()
+        h.hello(1, client: "c1")
+        let failed = h.handle(.held(workspaceId: "w", .failure(.readFailed("down"))))
+        #expect(Said.of(failed).filter { $0 != .other } == [.error(to: 1, code: .unavailable), .close(1, 1013)])
+        #expect(Self.releases(failed) == ["w"])
+        #expect(h.core.workspacesInMemory == 0)
+    }
+
+    static func beats(_ actions: [ServerCore.Action]) -> Int {
+        actions.filter { if case .heartbeat = $0 { true } else { false } }.count
+    }
+
+    /// The heartbeat is a deadline of the core: the first tick beats, then one per interval, none
+    /// once the stop began.
+    @Test func theHeartbeatGoesEveryIntervalWhileRunning() {
+        var h = Self.registering()
+        #expect(Self.beats(h.handle(.tick)) == 1)
+        var beats = 0
+        for _ in 0..<49 {
+            h.advance(.milliseconds(50))
+            beats += Self.beats(h.handle(.tick))
+        }
+        #expect(beats == 0)  // 2.45 s
+        h.advance(.milliseconds(50))
+        #expect(Self.beats(h.handle(.tick)) == 1)  // 2.5 s
+        h.handle(.shutdown)
+        h.advance(.seconds(3))
+        #expect(Self.beats(h.handle(.tick)) == 0)
+        var unregistered = CoreHarness { $0.sharedStorePollInterval = .seconds(1) }
+        #expect(Self.beats(unregistered.handle(.tick)) == 0)
+    }
+
+    /// The check for a newer holder waits a pause drawn from the settings' seed, then goes at the
+    /// first tick past it.
+    @Test func aHolderCheckWaitsItsSeededPause() {
+        for seed: UInt64 in [1, 2, 3, 99] {
+            var h = Self.registering { $0.jitterSeed = seed }
+            h.hello(1, client: "c1")
+            h.handle(.held(workspaceId: "w", .success(0)))
+            let loaded = h.handle(.loaded(workspaceId: "w", .success(nil)))
+            if let welcomeBatch = loaded.commitId { h.handle(.committed(batch: welcomeBatch, .stored, duration: .zero)) }
+            let other = CatchUpRuleTests.othersOp("x", version: 1)
+            let caught = h.handle(.heard(.committed(CommitNotification(
+                workspaceId: "w", version: 1,
+                changes: .init(base: 0, ops: [other], refusals: [], lastSeqs: [other.clientId: other.seq])))))
+            var jitter = ServerCore.Jitter(seed: seed)
+            let pause = jitter.pause(upTo: .seconds(1))
+            #expect(!caught.contains { if case .checkHolders = $0 { true } else { false } })
+            var checkedAt: Duration?
+            for _ in 0..<120 where checkedAt == nil {
+                h.advance(.milliseconds(10))
+                if h.handle(.tick).contains(where: { if case .checkHolders("w") = $0 { true } else { false } }) {
+                    checkedAt = h.elapsed
+                }
+            }
+            #expect(checkedAt.map { $0 >= pause && $0 < pause + .milliseconds(10) } ?? false,
+                    "seed \(seed): pause \(pause), checked at \(String(describing: checkedAt))")
+        }
     }
 }
 

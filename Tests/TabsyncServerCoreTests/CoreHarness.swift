@@ -64,6 +64,7 @@ enum Said: Equatable, CustomStringConvertible {
     case rejected(to: ConnectionID, seq: UInt64, code: ErrorCode?)
     case error(to: ConnectionID, code: ErrorCode?)
     case close(ConnectionID, UInt16)
+    case hold(String)
     case load(String)
     case commit(UInt64, records: Int)
     case other
@@ -75,6 +76,7 @@ enum Said: Equatable, CustomStringConvertible {
         case .rejected(let to, let s, let c): "rejected(\(to), seq \(s), \(c.map { "\($0)" } ?? "-"))"
         case .error(let to, let c): "error(\(to), \(c.map { "\($0)" } ?? "-"))"
         case .close(let id, let code): "close(\(id), \(code))"
+        case .hold(let w): "hold(\(w))"
         case .load(let w): "load(\(w))"
         case .commit(let id, let n): "commit(\(id), \(n) records)"
         case .other: "other"
@@ -87,6 +89,7 @@ enum Said: Equatable, CustomStringConvertible {
             case .send(let id, let message): return said(message, to: [id])
             case .broadcast(let ids, let message): return said(message, to: ids)
             case .close(let id, let reason, _): return .close(id, reason.code)
+            case .hold(let w): return .hold(w)
             case .load(let w): return .load(w)
             case .commit(let id, let batch): return .commit(id, records: batch.records.count)
             case .setTimer: return nil

@@ -9,7 +9,8 @@ import TabsyncTestSupport
 
 /// One seeded world for the deterministic simulation of the real server core (in the manner of
 /// FoundationDB's simulator and TigerBeetle's VOPR): `nodes` ``ServerCore`` values sharing one
-/// multi-writer ``MemoryStore``, `clients` real client ``Session`` values (TabsyncClient's protocol
+/// multi-writer ``MemoryStore`` and (with several nodes) one ``MemoryHolderTable`` on the virtual
+/// clock, `clients` real client ``Session`` values (TabsyncClient's protocol
 /// logic) submitting random ops to one workspace, and a network of FIFO connections. One seed
 /// drives every choice: which message moves next, which store call completes, when the store fails
 /// or its answer is lost, when a connection drops, a node crashes, a client reconnects, and what
@@ -40,13 +41,23 @@ struct SimulatedWorld {
         /// the server after the drop, even after the client reconnected: a server that has not
         /// noticed the close yet reads it.
         var lateDelivery = 0.5
-        /// Clients connect to any node, so the workspace is split across nodes. Off: they connect to
-        /// its home node, which moves to the next node when the home crashes (docs/design.md,
-        /// "Several nodes and placement").
+        /// Clients connect to any node, so the workspace is split across nodes: half of the
+        /// connections go to a node drawn at random (a proxy's spill, or a client that reached a
+        /// node before the proxy marked it up or down), and the proxy sometimes moves the home to
+        /// another node while the old home keeps its sessions. Off: they connect to its home node,
+        /// which moves to the next node when the home crashes (docs/design.md, "Several nodes and
+        /// placement"). A third of the worlds split (drawn apart from the rest, so the other worlds
+        /// of a seed stay as they were); a split world has two nodes or more.
         var split = false
         /// The nodes' commit linger (``CommitPipeline/Linger``); zero: off. A third of the worlds
         /// linger (drawn apart from the rest, so the other worlds of a seed stay as they were).
         var commitLinger: Duration = .zero
+
+        /// Makes the world split, with at least `nodes` nodes.
+        mutating func split(nodes atLeast: Int = 2) {
+            split = true
+            nodes = max(nodes, atLeast)
+        }
 
         var description: String {
             "\(nodes) nodes\(split ? " (split)" : ""), \(clients) clients, \(steps) steps"
@@ -86,6 +97,8 @@ struct SimulatedWorld {
             }
             var lingerRng = SplitMix64(seed: seed ^ 0x11AE)
             if lingerRng.chance(0.33) { o.commitLinger = .milliseconds(lingerRng.int(5...120)) }
+            var splitRng = SplitMix64(seed: seed ^ 0x5B17)
+            if splitRng.chance(0.33) { o.split(nodes: splitRng.int(2...3)) }
             return o
         }
     }
@@ -114,6 +127,15 @@ struct SimulatedWorld {
 
     struct Node {
         var core: ServerCore
+        /// The node's name in the holder registry: a new one for each life (as a restarted
+        /// PostgreSQL node's), so a crashed life's registrations stay until they expire.
+        var name: String
+        /// Workspaces whose registration (``ServerCore/Action/hold(_:)``) this life completed and
+        /// has not released since: a read must come after one.
+        var held: Set<String> = []
+        /// When the core last asked for a heartbeat, and for a check of each workspace's holders.
+        var lastBeat: Duration
+        var lastCheck: [String: Duration] = [:]
         /// Store calls in the order they were asked (each node's store executor is serial).
         var storeCalls: [ServerCore.Action] = []
         var timers: [ConnectionID: Duration] = [:]
@@ -135,7 +157,8 @@ struct SimulatedWorld {
     let options: Options
     let workspace = "w"
     var rng: SplitMix64
-    let store = MemoryStore()
+    /// The store every node shares, its faults in front (``SimulatedStore``).
+    let store: SimulatedStore
     var nodes: [Node] = []
     /// The workspace's home node (where clients connect unless the options split it).
     var home = 0
@@ -147,8 +170,10 @@ struct SimulatedWorld {
     var step = 0
     var failures: [String] = []
     var stats = Stats()
-    /// Store faults are drawn (off while the world settles at the end).
-    var faults = true
+    /// Events handled and frames delivered so far: the world's work, bounded by ``workBudget``.
+    var work = 0
+    /// Set once the world went over a budget (work or virtual time): every loop stops.
+    var overBudget = false
     /// What happened, step by step, when tracing (`TABSYNC_SIM_TRACE=1` with one seed).
     var trace: [String]?
     /// docs/design.md's rules, checked on every batch the store accepts.
@@ -159,8 +184,15 @@ struct SimulatedWorld {
     mutating func note(_ line: @autoclosure () -> String) {
         if trace != nil { trace!.append("\(step) \(line())") }
     }
-    /// Versions every node announced stored, to tell the others (their commit feed).
-    var feed: [(node: Int, version: UInt64)] = []
+    /// Commits announced to the nodes the holder registry named when each was stored (their
+    /// commit feed), by node name: a notification to a crashed life goes nowhere.
+    var feed: [(to: String, version: UInt64)] = []
+    /// Which node holds the workspace, on the virtual clock (multi-node worlds).
+    let holders = MemoryHolderTable(timeout: SimulatedWorld.holderTimeout)
+    /// Lives started so far (each node's crashes give it a new name).
+    var lives = 0
+    /// The event a node's core is handling (what its actions are answers to).
+    var handling: ServerCore.Event?
 
     struct Stats {
         var delivered = 0
@@ -174,14 +206,49 @@ struct SimulatedWorld {
         var lateDelivered = 0
         /// Wakes a lingering batch asked for and got.
         var lingerWakes = 0
+        /// From the cores' metrics, over every life: Submits re-sequenced after `behind`, loads
+        /// that found the workspace held by another live node (splits), workspaces handed to
+        /// their newer holder (moves), checks for a newer holder.
+        var resequenced = 0
+        var splits = 0
+        var moves = 0
+        var holderChecks = 0
+        /// Commits announced to another holder (the registry named it).
+        var notified = 0
+
+        mutating func add(_ other: Stats) {
+            delivered += other.delivered
+            commits += other.commits
+            failedCommits += other.failedCommits
+            unknownOutcomes += other.unknownOutcomes
+            behind += other.behind
+            crashes += other.crashes
+            disconnects += other.disconnects
+            lateDelivered += other.lateDelivered
+            lingerWakes += other.lingerWakes
+            resequenced += other.resequenced
+            splits += other.splits
+            moves += other.moves
+            holderChecks += other.holderChecks
+            notified += other.notified
+        }
     }
+
+    /// The holder registry's timing in the simulation: production's (2.5 s beats, 10 s timeout,
+    /// a check at most once a minute after up to 1 s) scaled to worlds that last seconds.
+    static let heartbeatInterval: Duration = .milliseconds(100)
+    static let holderTimeout: Duration = .milliseconds(400)
+    static let moveCheckInterval: Duration = .seconds(1)
+    static let holderCheckPause: Duration = .milliseconds(200)
+    static let tickLength: Duration = .milliseconds(50)
 
     init(seed: UInt64, options: Options? = nil) {
         self.seed = seed
         self.options = options ?? .from(seed: seed)
         rng = SplitMix64(seed: seed)
+        store = SimulatedStore(seed: seed, options: self.options)
         oracle = RuleOracle(workspace: Workspace(id: workspace, epoch: store.epoch), limits: Self.limits(self.options))
-        for _ in 0..<self.options.nodes { nodes.append(Node(core: makeCore())) }
+        for _ in 0..<self.options.nodes { nodes.append(makeNode()) }
         for c in 0..<self.options.clients {
             var session = Session(
                 workspaceId: workspace, clientId: "c\(c)", clientName: "client \(c)", token: "",
@@ -193,6 +260,27 @@ struct SimulatedWorld {
 
     var now: ContinuousClock.Instant { start + elapsed }
 
+    /// Work (events handled by the cores, frames delivered) a world may do in all, its seeded steps
+    /// and its settling together. Far above what a world does (the busiest of the default seeds
+    /// stays under a tenth of it), so only a world that loops without settling reaches it: a broken
+    /// rule fails it with a replay line instead of hanging the run.
+    var workBudget: Int { 10_000 + options.steps * options.clients * 20 }
+    /// Rounds of settling (each a tick: 50 ms of virtual time) a world has to settle in.
+    static let settleRounds = 400
+
+    /// Counts one unit of work; false (and one failure saying what the world still waits for)
+    /// once the world is over its budget.
+    mutating func spend() -> Bool {
+        work += 1
+        guard work > workBudget else { return !overBudget }
+        if !overBudget {
+            overBudget = true
+            fail("the world did not settle within its budget of \(workBudget) events and deliveries "
+                + "(at \(elapsed) of virtual time); waiting for: \(describeUnsettled())")
+        }
+        return false
+    }
+
     static func limits(_ options: Options) -> Limits {
         var limits = Limits.default
         limits.maxOpsPerSecond = 1_000_000
@@ -202,13 +290,38 @@ struct SimulatedWorld {
         return limits
     }
 
-    func makeCore() -> ServerCore {
+    /// A new life of a node: a fresh core with a registry name of its own. Several nodes share the
+    /// holder registry and move split workspaces home; their pauses come from the world's seed.
+    mutating func makeNode() -> Node {
+        lives += 1
         var settings = ServerCore.Settings(storeEpoch: store.epoch)
         settings.limits = Self.limits(options)
         settings.idleUnload = .seconds(1)
-        if options.nodes > 1 { settings.sharedStorePollInterval = .milliseconds(500) }
+        if options.nodes > 1 {
+            settings.sharedStorePollInterval = .milliseconds(500)
+            settings.holderRegistry = .init(heartbeatInterval: Self.heartbeatInterval)
+            settings.yieldsSplitWorkspaces = true
+            settings.moveCheckInterval = Self.moveCheckInterval
+            settings.holderCheckPause = Self.holderCheckPause
+            settings.jitterSeed = seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(lives)
+        }
         settings.commitLinger = options.commitLinger
-        return ServerCore(settings: settings, logger: Logger(label: "sim", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
+        let core = ServerCore(settings: settings, logger: Logger(label: "sim", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
+        return Node(core: core, name: "node\(lives)", lastBeat: elapsed)
+    }
+
+    /// The registry handle of node `n`'s current life.
+    func registry(_ n: Int) -> MemoryHolderRegistry {
+        holders.node(nodes[n].name, heartbeatInterval: Self.heartbeatInterval)
+    }
+
+    /// Adds what node `n`'s core counted to the world's stats (before a crash ends its life, and
+    /// at the end).
+    mutating func harvest(_ n: Int) {
+        let metrics = nodes[n].core.metrics
+        stats.resequenced += Int(metrics.opsResequenced)
+        stats.splits += Int(metrics.workspaceSplits)
+        stats.moves += Int(metrics.moves)
     }
 
     mutating func fail(_ what: String) {
@@ -225,6 +338,9 @@ struct SimulatedWorld {
             checkStep()
         }
         if failures.isEmpty { finish() }
+        for n in nodes.indices { harvest(n) }
+        stats.failedCommits = store.failedCommits
+        stats.unknownOutcomes = store.unknownOutcomes
     }
 
     private mutating func randomStep() {
@@ -238,6 +354,7 @@ struct SimulatedWorld {
             Int(options.crash * 50_000),
             1_000,  // a disconnected client connects
             1_000,  // the commit feed tells a node of another's commit
+            options.split ? 150 : 0,  // the proxy moves the workspace's home to another node
         ]
         switch rng.weighted(weights) {
         case 0: clientOp(rng.int(0...(clients.count - 1)))
@@ -248,7 +365,8 @@ struct SimulatedWorld {
         case 5: if let id = pickLink({ !$0.clientGone }) { dropLink(id) }
         case 6: crash(rng.int(0...(nodes.count - 1)))
         case 7: connectSomeone()
-        default: tellFeed()
+        case 8: tellFeed()
+        default: moveHome()
         }
     }
 
@@ -302,7 +420,16 @@ struct SimulatedWorld {
     private mutating func connectSomeone() {
         let idle = clients.indices.filter { clients[$0].link == nil && clients[$0].session.phase != .closed }
         guard !idle.isEmpty else { return }
-        connect(rng.pick(idle), to: options.split ? rng.int(0...(nodes.count - 1)) : home)
+        let c = rng.pick(idle)
+        connect(c, to: options.split && rng.chance(0.5) ? rng.int(0...(nodes.count - 1)) : home)
+    }
+
+    /// The proxy sends the workspace's new sessions to another node from now on (a node came back
+    /// or went out of its ring); the sessions on the old home stay there.
+    private mutating func moveHome() {
+        let next = (home + rng.int(1...(nodes.count - 1))) % nodes.count
+        home = next
+        note("the proxy's home of the workspace is node \(next) now")
     }
 
     mutating func connect(_ c: Int, to n: Int) {
@@ -342,7 +469,7 @@ struct SimulatedWorld {
     }
 
     private mutating func deliverDown(_ id: ConnectionID) {
-        guard let link = links[id], !link.down.isEmpty else { return }
+        guard let link = links[id], !link.down.isEmpty, spend() else { return }
         let item = links[id]!.down.removeFirst()
         stats.delivered += 1
         if trace != nil {
@@ -414,7 +541,8 @@ struct SimulatedWorld {
     // MARK: nodes
 
     private mutating func tick() {
-        elapsed += .milliseconds(50)
+        elapsed += Self.tickLength
+        holders.advance(to: elapsed)
         for n in nodes.indices {
             if let at = nodes[n].wakeAt, at <= elapsed {
                 nodes[n].wakeAt = nil
@@ -426,6 +554,11 @@ struct SimulatedWorld {
                 nodes[n].timers[id] = nil
                 handle(n, .timer(id))
             }
+            if nodes[n].core.settings.holderRegistry != nil, !nodes[n].core.isDraining,
+               elapsed - nodes[n].lastBeat > Self.heartbeatInterval + Self.tickLength {
+                fail("node \(n) (\(nodes[n].name)) last asked for a heartbeat at \(nodes[n].lastBeat), now \(elapsed): "
+                    + "its holds would expire while it runs")
+            }
         }
     }
 
@@ -435,7 +568,8 @@ struct SimulatedWorld {
         stats.crashes += 1
         note("node \(n) crashes")
         if let call = nodes[n].storeCalls.first, case .commit(_, let batch) = call, rng.chance(0.5) {
-            try? commitToStore(batch)
+            try? store.commitWithoutFaults(batch)
+            tookStored(from: n)
         }
         for id in links.keys.sorted() where links[id]!.node == n {
             let c = links[id]!.client
@@ -446,11 +580,14 @@ struct SimulatedWorld {
                 pumpClient(c)
             }
         }
-        nodes[n] = Node(core: makeCore())
+        harvest(n)
+        nodes[n] = makeNode()
         if n == home { home = (home + 1) % nodes.count }
     }
 
-    /// Completes the oldest store call of a node, with the faults the options allow.
+    /// Completes the oldest store call of a node: the production ``StoreTurn`` against the
+    /// simulated store (its faults drawn there) and the node's registry, then the answer to the
+    /// node. What it stored goes to the oracle and is announced to the other holders.
     private mutating func completeStoreCall(_ n: Int) {
         guard !nodes[n].storeCalls.isEmpty else { return }
         let call = nodes[n].storeCalls.removeFirst()
@@ -461,69 +598,76 @@ struct SimulatedWorld {
             }
         }
         switch call {
-        case .load(let id):
-            if faults && rng.chance(options.loadFailure) {
-                return handle(n, .loaded(workspaceId: id, .failure(.readFailed("simulated read failure"))))
-            }
-            handle(n, .loaded(workspaceId: id, Result { () throws(StoreError) in try store.load(workspaceId: id) }))
-        case .commit(let batchId, let batch):
+        case .load(let id) where nodes[n].core.settings.holderRegistry != nil && !nodes[n].held.contains(id):
+            fail("node \(n) (\(nodes[n].name)) reads \(id) without having registered as its holder first")
+        case .commit:
             stats.commits += 1
-            if faults && rng.chance(options.commitFailure) {
-                stats.failedCommits += 1
-                return handle(n, .committed(batch: batchId, .failed(.writeFailed("simulated write failure")), duration: .zero))
-            }
-            do throws(StoreError) {
-                let stored = rng.chance(0.5)
-                if faults && rng.chance(options.outcomeUnknown) {
-                    stats.unknownOutcomes += 1
-                    if stored { try commitToStore(batch) }
-                    return handle(n, .committed(batch: batchId, .failed(.outcomeUnknown("simulated lost answer")), duration: .zero))
-                }
-                try commitToStore(batch)
-                if let version = batch.workspaces[workspace]?.version { feed.append((n, version)) }
-                handle(n, .committed(batch: batchId, .stored, duration: .zero))
-            } catch {
-                guard case .behind(let versions) = error else {
-                    return handle(n, .committed(batch: batchId, .failed(error), duration: .zero))
-                }
-                stats.behind += 1
-                var after: [String: UInt64] = [:]
-                for id in versions.keys { after[id] = batch.baseVersions[id] ?? 0 }
-                note("node \(n) batch \(batchId) behind \(versions)")
-                handle(n, .committed(batch: batchId, .behind(readChanges(after)), duration: .zero))
-            }
-        case .readChanges(let versions):
-            handle(n, .caughtUp(readChanges(versions), duration: .zero))
-        case .pollVersions(let ids):
-            handle(n, .polled(Result { () throws(StoreError) in try store.storedVersions(workspaceIds: ids) }, duration: .zero))
+        case .checkHolders:
+            stats.holderChecks += 1
         default:
             break
         }
+        let answer = turn(n).answer(call)
+        tookStored(from: n)
+        switch (call, answer) {
+        case (.hold(let id), .held(_, .success)?):
+            nodes[n].held.insert(id)
+        case (.release(let id), _):
+            nodes[n].held.remove(id)
+        case (.commit(let batchId, _), .committed(_, .behind(let reads), _)?):
+            stats.behind += 1
+            note("node \(n) batch \(batchId) behind \(reads.keys.sorted())")
+        case (.checkHolders(let id), .holdersChecked(_, let newer)?):
+            let (name, live) = (nodes[n].name, holders.liveHolders(of: id))
+            note("node \(n) (\(name)) checks holders of \(id): newer \(newer) (live \(live))")
+        default:
+            break
+        }
+        if let answer { handle(n, answer) }
     }
 
-    /// Commits a batch to the store; when the store accepts it, the oracle checks its records.
-    private mutating func commitToStore(_ batch: CommitBatch) throws(StoreError) {
-        try store.commit(batch)
-        for problem in oracle.stored(batch) { fail(problem) }
+    /// Node `n`'s store turn: the simulated store, and with several nodes its registry handle.
+    func turn(_ n: Int) -> StoreTurn {
+        let instant = now
+        let registry = options.nodes > 1 ? SimulatedRegistry(base: registry(n), store: store) : nil
+        return StoreTurn(store: store, holders: registry, clock: { instant })
     }
 
-    private func readChanges(_ versions: [String: UInt64]) -> [String: CatchUpRead] {
-        CatchUpRead.reads(Result { () throws(StoreError) in try store.changes(after: versions) }, after: versions)
+    /// The batches the store accepted in the last turn: the oracle checks each, and each is
+    /// announced to the other holders (a commit whose answer was lost notifies all the same).
+    private mutating func tookStored(from n: Int) {
+        for batch in store.takeStored() {
+            for problem in oracle.stored(batch) { fail(problem) }
+            announce(batch, from: n)
+        }
     }
 
-    /// The commit feed tells every other node of the oldest announced commit.
+    /// A stored commit is announced to every other live node the holder registry names as a holder
+    /// of the workspace (PostgreSQL's `pg_notify` to the holders only); nodes not registered learn
+    /// of it by their poll.
+    private mutating func announce(_ batch: CommitBatch, from n: Int) {
+        guard let version = batch.workspaces[workspace]?.version else { return }
+        for name in holders.liveHolders(of: workspace) where name != nodes[n].name {
+            stats.notified += 1
+            feed.append((name, version))
+        }
+    }
+
+    /// The commit feed delivers the oldest announcement, if its node's life is still running.
     private mutating func tellFeed() {
         guard !feed.isEmpty else { return }
-        let (from, version) = feed.removeFirst()
-        for n in nodes.indices where n != from {
-            handle(n, .heard(.committed(CommitNotification(workspaceId: workspace, version: version))))
-        }
+        let (to, version) = feed.removeFirst()
+        guard let n = nodes.firstIndex(where: { $0.name == to }) else { return }
+        handle(n, .heard(.committed(CommitNotification(workspaceId: workspace, version: version))))
     }
 
     /// Hands one event to a node's core and carries out its actions.
     mutating func handle(_ n: Int, _ event: ServerCore.Event) {
+        guard spend() else { return }
         var actions: [ServerCore.Action] = []
         nodes[n].core.handle(event, now: now, into: &actions)
+        handling = event
+        defer { handling = nil }
         for action in actions { perform(n, action) }
     }
 
@@ -546,6 +690,7 @@ struct SimulatedWorld {
                 links[id]!.down.append(.frame(link.format.encode(message)))
             }
         case .close(let id, let reason, _):
+            if reason.code == CloseReason.moved.code { checkMove(n, id) }
             guard let link = links[id], !link.clientGone else { return }
             if !reason.flushesQueue { links[id]!.down.removeAll() }
             links[id]!.down.append(.close(reason.code))
@@ -553,16 +698,47 @@ struct SimulatedWorld {
             nodes[n].timers[id] = after.map { elapsed + $0 }
         case .wake(let after):
             nodes[n].wakeAt = min(nodes[n].wakeAt ?? .seconds(1_000_000), elapsed + after)
-        case .load, .commit, .readChanges, .pollVersions:
+        case .release(let id):
+            nodes[n].lastCheck[id] = nil  // unloaded: a later load is a new holder, checked afresh
             nodes[n].storeCalls.append(action)
-        case .release, .checkHolders:
-            break  // the memory store keeps no holder registry: every node is told of every commit
+        case .load, .commit, .readChanges, .pollVersions, .hold:
+            nodes[n].storeCalls.append(action)
+        case .heartbeat:
+            nodes[n].lastBeat = elapsed
+            nodes[n].storeCalls.append(action)
+        case .checkHolders(let id):
+            checkHolderCheck(n, id)
+            nodes[n].storeCalls.append(action)
         case .echo, .verifyToken, .respond, .stop:
             break
         }
     }
 
     // MARK: invariants
+
+    /// A check for a newer holder goes at most once per ``Settings/moveCheckInterval`` per
+    /// workspace while it stays loaded, and only from a tick: after its random pause, never at
+    /// the moment the other node's ops were taken.
+    private mutating func checkHolderCheck(_ n: Int, _ id: String) {
+        // Decided at most once per interval, each going after a pause of up to holderCheckPause.
+        if let last = nodes[n].lastCheck[id], elapsed - last < Self.moveCheckInterval - Self.holderCheckPause {
+            fail("node \(n) (\(nodes[n].name)) checks the holders of \(id) at \(elapsed), again since \(last)")
+        }
+        nodes[n].lastCheck[id] = elapsed
+        if case .tick? = handling {} else {
+            fail("node \(n) checks the holders of \(id) while handling \(handling.map { "\($0)".prefix(40) } ?? "nothing"), "
+                + "not after its pause at a tick")
+        }
+    }
+
+    /// A session is closed "moved" only when the registry just answered that a newer holder of its
+    /// workspace exists.
+    private mutating func checkMove(_ n: Int, _ id: ConnectionID) {
+        guard case .holdersChecked(_, true)? = handling else {
+            return fail("node \(n) closes session \(id) moved while handling \(handling.map { "\($0)".prefix(60) } ?? "nothing"), "
+                + "not a registry answer that a newer holder exists")
+        }
+    }
 
     /// After every step: no session's deferred messages past their bound, no session the core
     /// holds for a connection that is gone at the core.
@@ -581,40 +757,61 @@ struct SimulatedWorld {
     /// Faults off: every client connects, everything is delivered and stored, time passes; then
     /// the end state is checked against the store.
     mutating func finish() {
-        faults = false
-        for round in 0..<400 {
+        store.faults = false
+        for round in 0..<Self.settleRounds where !overBudget {
             var moved = false
             for c in clients.indices where clients[c].link == nil && clients[c].session.phase != .closed {
                 connect(c, to: options.split ? c % nodes.count : home)
                 moved = true
             }
+            // Each round moves what was queued when it began (and, on a link, the answers to it):
+            // what that causes waits for the next round, so a world that loops (a commit that
+            // keeps coming back behind, two ends that keep answering each other) runs out of
+            // rounds, 50 ms of virtual time each, instead of spinning inside one.
             for id in links.keys.sorted() {
-                while links[id] != nil && (!links[id]!.up.isEmpty || !links[id]!.down.isEmpty) {
+                guard let link = links[id] else { continue }
+                for _ in 0..<(2 * (link.up.count + link.down.count)) where !overBudget {
+                    guard links[id] != nil, !links[id]!.up.isEmpty || !links[id]!.down.isEmpty else { break }
                     if !links[id]!.up.isEmpty { deliverUp(id) }
                     if links[id] != nil && !links[id]!.down.isEmpty { deliverDown(id) }
                     moved = true
                 }
             }
             for n in nodes.indices {
-                while !nodes[n].storeCalls.isEmpty {
+                for _ in 0..<nodes[n].storeCalls.count where !overBudget {
+                    if !Self.isPeriodic(nodes[n].storeCalls[0]) { moved = true }
                     completeStoreCall(n)
-                    moved = true
                 }
             }
-            while !feed.isEmpty {
+            for _ in 0..<feed.count where !overBudget {
                 tellFeed()
                 moved = true
             }
             tick()
             if !moved && round > 40 && settled() { break }
+            if round == Self.settleRounds - 1 && !settled() {
+                return fail("the world did not settle within \(Self.settleRounds) rounds (\(elapsed) of virtual time); "
+                    + "waiting for: \(describeUnsettled())")
+            }
         }
+        if overBudget || !settled() { return }
         checkEnd()
     }
 
     private func settled() -> Bool {
         clients.allSatisfy { c in
             c.session.phase == .ready && c.session.state.pending.isEmpty && c.session.state.unsequenced == 0
-        } && links.values.allSatisfy { $0.up.isEmpty && $0.down.isEmpty } && nodes.allSatisfy { $0.storeCalls.isEmpty }
+        } && links.values.allSatisfy { $0.up.isEmpty && $0.down.isEmpty }
+            && nodes.allSatisfy { $0.storeCalls.allSatisfy(Self.isPeriodic) }
+    }
+
+    /// Store calls a node makes on its clock whatever happens (heartbeats, polls): a world whose
+    /// only calls left are these has settled. What a poll finds goes on in calls that are not.
+    static func isPeriodic(_ action: ServerCore.Action) -> Bool {
+        switch action {
+        case .heartbeat, .pollVersions: true
+        default: false
+        }
     }
 
     /// The end: every acknowledged op is in the log exactly once; per-client seq order holds;
@@ -622,8 +819,15 @@ struct SimulatedWorld {
     /// its window (`logRetention`), so the whole history is read from the batches it accepted
     /// (``RuleOracle``), and the log must be their tail.
     private mutating func checkEnd() {
-        if !settled() { return fail("the world did not settle: \(describeUnsettled())") }
-        let stored = try? store.load(workspaceId: workspace)
+        for n in nodes.indices {
+            // What a node unloaded it released: its registrations are what it holds in memory.
+            let registered = holders.registrations(of: nodes[n].name)
+            let inMemory = nodes[n].core.workspaces.keys
+            for id in registered.sorted() where !inMemory.contains(id) {
+                fail("node \(n) (\(nodes[n].name)) is still registered as a holder of \(id), which it unloaded")
+            }
+        }
+        let stored = try? store.base.load(workspaceId: workspace)
         let log = stored?.log ?? []
         let final = stored?.workspace ?? Workspace(id: workspace, epoch: store.epoch)
         let first = log.first?.version ?? final.version + 1
@@ -650,9 +854,36 @@ struct SimulatedWorld {
         }
     }
 
-    private func describeUnsettled() -> String {
-        clients.enumerated().map { c, client in
-            "c\(c) \(client.session.phase) pending \(client.session.state.pending.map(\.seq))"
-        }.joined(separator: ", ")
+    /// What keeps the world from settling: clients not ready or with ops pending, frames still in
+    /// flight, store calls not answered, commits not yet told to the other nodes.
+    func describeUnsettled() -> String {
+        var parts = clients.enumerated().compactMap { c, client -> String? in
+            let pending = client.session.state.pending.map(\.seq)
+            guard client.session.phase != .ready || !pending.isEmpty || client.session.state.unsequenced > 0 else { return nil }
+            return "c\(c) \(client.session.phase) pending \(pending)"
+        }
+        for id in links.keys.sorted() where !links[id]!.up.isEmpty || !links[id]!.down.isEmpty {
+            let link = links[id]!
+            parts.append("link \(id) (c\(link.client), node \(link.node)) \(link.up.count) up \(link.down.count) down")
+        }
+        for n in nodes.indices where !nodes[n].storeCalls.isEmpty {
+            parts.append("node \(n) \(nodes[n].storeCalls.count) store calls (first \(Self.name(nodes[n].storeCalls[0])))")
+        }
+        if !feed.isEmpty { parts.append("\(feed.count) commits not yet told") }
+        if stats.behind > 0 { parts.append("(\(stats.behind) batches came back behind so far)") }
+        return parts.isEmpty ? "nothing (settled)" : parts.joined(separator: ", ")
+    }
+
+    static func name(_ action: ServerCore.Action) -> String {
+        switch action {
+        case .commit(let id, let batch): "commit \(id) of \(batch.records.count) records"
+        case .load(let id): "load \(id)"
+        case .hold(let id): "hold \(id)"
+        case .checkHolders(let id): "check holders of \(id)"
+        case .heartbeat: "heartbeat"
+        case .readChanges(let versions): "read changes after \(versions)"
+        case .pollVersions: "poll"
+        default: "\(action)".prefix(60).description
+        }
     }
 }

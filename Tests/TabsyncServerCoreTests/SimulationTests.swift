@@ -7,7 +7,8 @@ import TabsyncCore
 /// cores, a shared multi-writer store that fails and loses answers, real client sessions, and a
 /// network that drops connections (sometimes delivering their head late) and crashes nodes, with
 /// docs/design.md's rules checked on every stored op (``RuleOracle``); a quarter of the worlds are
-/// rekey-heavy. `TABSYNC_SIM_SEEDS` (default 2,000) seeds run from `TABSYNC_SIM_FIRST_SEED`
+/// rekey-heavy, and a third split across nodes that share a holder registry (moves on). Every world
+/// is bounded (``SimulatedWorld/workBudget``, ``SimulatedWorld/settleRounds``). `TABSYNC_SIM_SEEDS` (default 2,000) seeds run from `TABSYNC_SIM_FIRST_SEED`
 /// (default 1); `scripts/simulate SEEDS` runs more. A failing seed prints the one line that
 /// replays it.
 struct SimulationTests {
@@ -18,6 +19,28 @@ struct SimulationTests {
         ProcessInfo.processInfo.environment["TABSYNC_SIM_FIRST_SEED"].flatMap(UInt64.init) ?? 1
     }
 
+    /// A failing seed is only useful if it replays: the same seed gives the same world, step by
+    /// step (its trace: every message, store call and answer), the cores' seeded pauses and the
+    /// store's faults included.
+    @Test func aSeedReplaysExactly() {
+        for seed: UInt64 in [1, 3, 5, 7] {  // split worlds of 2-3 nodes with moves
+            var runs: [[String]] = []
+            for _ in 0..<2 {
+                var world = SimulatedWorld(seed: seed)
+                world.trace = []
+                world.run()
+                #expect(world.options.split, "seed \(seed) is no split world any more: pick another")
+                #expect(world.failures.isEmpty, "seed \(seed): \(world.failures.first ?? "")")
+                // The memory store's epoch is random (a new store, a new history): the one difference allowed.
+                let epoch = world.store.epoch
+                runs.append((world.trace ?? []).map { $0.replacingOccurrences(of: epoch, with: "EPOCH") })
+            }
+            let first = zip(runs[0], runs[1]).first { $0.0 != $0.1 }
+            #expect(runs[0].count > 100 && runs[0] == runs[1],
+                    "seed \(seed) ran differently the second time: \(first.map { "\($0.0)\n  against \($0.1)" } ?? "\(runs[0].count) against \(runs[1].count) lines")")
+        }
+    }
+
     @Test func seededWorldsKeepEveryInvariant() {
         let started = ContinuousClock.now
         var failed: [String] = []
@@ -26,9 +49,13 @@ struct SimulationTests {
         var rules = RuleOracle.Stats()
         var rekeyHeavy = 0
         var lingering = 0
+        /// The largest share of its work budget a world used (``SimulatedWorld/workBudget``).
+        var busiest = (work: 0, budget: 1, seed: UInt64(0))
+        var mostWork = 0
+        var splitWorlds = 0
         for seed in Self.firstSeed..<(Self.firstSeed + Self.seeds) {
             var options = SimulatedWorld.Options.from(seed: seed)
-            options.split = ProcessInfo.processInfo.environment["TABSYNC_SIM_SPLIT"] != nil
+            if ProcessInfo.processInfo.environment["TABSYNC_SIM_SPLIT"] != nil && options.nodes > 1 { options.split = true }
             var world = SimulatedWorld(seed: seed, options: options)
             if Self.seeds == 1 && ProcessInfo.processInfo.environment["TABSYNC_SIM_TRACE"] != nil { world.trace = [] }
             world.run()
@@ -37,34 +64,36 @@ struct SimulationTests {
             if o.nodes * o.clients * o.steps > largest.nodes * largest.clients * largest.steps {
                 largest = (o.nodes, o.clients, o.steps)
             }
-            totals.commits += world.stats.commits
-            totals.failedCommits += world.stats.failedCommits
-            totals.unknownOutcomes += world.stats.unknownOutcomes
-            totals.behind += world.stats.behind
-            totals.crashes += world.stats.crashes
-            totals.disconnects += world.stats.disconnects
-            totals.delivered += world.stats.delivered
-            totals.lateDelivered += world.stats.lateDelivered
-            totals.lingerWakes += world.stats.lingerWakes
+            totals.add(world.stats)
+            if o.split { splitWorlds += 1 }
             if o.commitLinger > .zero { lingering += 1 }
+            if world.work * busiest.budget > busiest.work * world.workBudget {
+                busiest = (world.work, world.workBudget, seed)
+            }
+            mostWork = max(mostWork, world.work)
             rules.add(world.oracle.stats)
             if o.placeMix == .rekeyHeavy { rekeyHeavy += 1 }
             if !world.failures.isEmpty {
                 failed.append("seed \(seed) (\(o)): \(world.failures[0]) -- replay: "
-                    + (o.split ? "TABSYNC_SIM_SPLIT=1 " : "")
+                    + (ProcessInfo.processInfo.environment["TABSYNC_SIM_SPLIT"] != nil ? "TABSYNC_SIM_SPLIT=1 " : "")
                     + "TABSYNC_SIM_FIRST_SEED=\(seed) TABSYNC_SIM_SEEDS=1 swift test --filter SimulationTests")
                 if failed.count >= 5 { break }
             }
         }
         let seconds = (ContinuousClock.now - started).seconds
-        print("simulation: \(Self.seeds) seeds from \(Self.firstSeed) in \(String(format: "%.1f", seconds)) s "
-            + "(\(String(format: "%.0f", Double(Self.seeds) / max(seconds, 0.001))) seeds/s); largest world "
-            + "\(largest.nodes) nodes × \(largest.clients) clients × \(largest.steps) steps; "
-            + "\(totals.delivered) messages, \(totals.commits) commits (\(totals.failedCommits) failed, "
-            + "\(totals.unknownOutcomes) answers lost, \(totals.behind) behind), \(totals.disconnects) disconnects, "
-            + "\(totals.crashes) node crashes, \(totals.lateDelivered) frames read after their connection dropped; "
-            + "\(lingering) worlds with a commit linger, \(totals.lingerWakes) lingering batches woken; "
-            + "\(failed.count) failing")
+        let rate = String(format: "%.0f", Double(Self.seeds) / max(seconds, 0.001))
+        var summary = "simulation: \(Self.seeds) seeds from \(Self.firstSeed) in \(String(format: "%.1f", seconds)) s "
+        summary += "(\(rate) seeds/s); largest world \(largest.nodes) nodes × \(largest.clients) clients × \(largest.steps) steps; "
+        summary += "\(totals.delivered) messages, \(totals.commits) commits (\(totals.failedCommits) failed, "
+        summary += "\(totals.unknownOutcomes) answers lost, \(totals.behind) behind, \(totals.resequenced) ops re-sequenced); "
+        summary += "\(splitWorlds) split worlds: \(totals.splits) splits, \(totals.holderChecks) holder checks, "
+        summary += "\(totals.moves) moves, \(totals.notified) commits announced to another holder; "
+        summary += "\(totals.disconnects) disconnects, \(totals.crashes) node crashes, "
+        summary += "\(totals.lateDelivered) frames read after their connection dropped; "
+        summary += "\(lingering) worlds with a commit linger, \(totals.lingerWakes) lingering batches woken; "
+        summary += "busiest world seed \(busiest.seed): \(busiest.work) of its budget of \(busiest.budget) events "
+        summary += "(most in one world \(mostWork)); \(failed.count) failing"
+        print(summary)
         let rejected = rules.rejected.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.wireName) \($0.value)" }
         print("simulation rules: \(rekeyHeavy) rekey-heavy worlds; \(rules.records) stored records checked: "
             + "\(rules.applied) applied (\(rules.serverRekeys) server rekeys, \(rules.translatedKeyPlaces) key places "
@@ -77,6 +106,11 @@ struct SimulationTests {
         #expect(rules.serverRekeys > 0 && rules.translatedKeyPlaces > 0 && rules.staleKeyRefusals > 0)
         #expect(totals.lateDelivered > 0)
         #expect(totals.lingerWakes > 0, "no batch lingered: the linger's path went untested")
+        // The several-node half: other nodes got there first, workspaces split and went home.
+        #expect(totals.behind > 0, "no batch came back behind")
+        #expect(totals.resequenced > 0, "no op was re-sequenced after behind")
+        #expect(totals.splits > 0, "no load found the workspace held by another node")
+        #expect(totals.moves > 0, "no split workspace was handed to its newer holder")
         for code in [ErrorCode.invalidArgument, .tabGone, .notEditable, .locked, .tabExists, .limitExceeded] {
             #expect(rules.rejected[code, default: 0] > 0, "no \(code.wireName) in the mix")
         }

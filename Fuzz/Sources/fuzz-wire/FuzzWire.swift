@@ -127,19 +127,21 @@ struct WireState {
 
     mutating func perform(_ action: ServerCore.Action) {
         switch action {
-        case .load(let id):
-            do throws(StoreError) {
-                events.append(.loaded(workspaceId: id, .success(try store.load(workspaceId: id))))
-            } catch {
+        case .load, .commit:
+            // The driver's own store turn, against the memory store (which never fails here).
+            let instant = now
+            switch StoreTurn(store: store, holders: nil, clock: { instant }).answer(action) {
+            case .loaded(_, .failure(let error))?:
                 fatalError("the memory store failed a load: \(error)")
-            }
-        case .commit(let batch, let records):
-            do throws(StoreError) {
-                try store.commit(records)
-            } catch {
+            case .committed(_, .failed(let error), _)?:
                 fatalError("the memory store failed a commit: \(error)")
+            case .committed(_, .behind, _)?:
+                fatalError("the memory store, its only writer, refused a commit as behind")
+            case let event?:
+                events.append(event)
+            case nil:
+                break
             }
-            events.append(.committed(batch: batch, .stored, duration: .zero))
         case .broadcast(_, let message):
             if case .applied? = message.message { broadcast(message) }
         case .close(let id, _, _) where id == connection:

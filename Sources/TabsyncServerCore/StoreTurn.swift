@@ -1,0 +1,120 @@
+import Logging
+import TabsyncStore
+
+/// One store turn: a store or holder-registry action of the core (``ServerCore/Action``) carried
+/// out against a store and a registry, and the event that answers it. The one copy of the store's
+/// round trip: the driver runs it on its store executor; the deterministic simulation and the wire
+/// fuzzer call it directly, with stores of their own (the simulation's faults are a store
+/// decorator). ``ServerCore`` never calls it: the core decides, whoever owns the store carries out.
+///
+/// Guarantees: every action ``handles(_:)`` accepts is answered as the core's docs say (a
+/// `.commit` refused `behind` with the catch-up read made in the same turn, a failed check for a
+/// newer holder as "none"), except `.release`, which nothing answers, and `.heartbeat` and
+/// `.checkHolders` without a registry. Each call may block on the store: run it where store calls
+/// belong (the driver's serial store executor), never on the event loop.
+package struct StoreTurn: Sendable {
+    package let store: any WorkspaceStore
+    /// The holder registry; nil: the store keeps none (`.hold` answers "no other holder").
+    package let holders: (any HolderRegistry)?
+    /// The clock a store call's duration is measured on (the simulation's stands still).
+    package let clock: @Sendable () -> ContinuousClock.Instant
+    /// Where a failure nothing answers is logged (a release).
+    package let logger: Logger?
+
+    package init(
+        store: any WorkspaceStore, holders: (any HolderRegistry)?,
+        clock: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }, logger: Logger? = nil
+    ) {
+        self.store = store
+        self.holders = holders
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// True for the actions a store turn carries out.
+    package static func handles(_ action: ServerCore.Action) -> Bool {
+        switch action {
+        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat: true
+        default: false
+        }
+    }
+
+    /// Carries out `action` and returns the event that answers it (nil: nothing answers it, or it
+    /// is no store action).
+    package func answer(_ action: ServerCore.Action) -> ServerCore.Event? {
+        switch action {
+        case .hold(let workspaceId):
+            guard let holders else { return .held(workspaceId: workspaceId, .success(0)) }
+            do throws(StoreError) {
+                return .held(workspaceId: workspaceId, .success(try holders.hold(workspaceId: workspaceId)))
+            } catch {
+                return .held(workspaceId: workspaceId, .failure(error))
+            }
+        case .load(let workspaceId):
+            do throws(StoreError) {
+                return .loaded(workspaceId: workspaceId, .success(try store.load(workspaceId: workspaceId)))
+            } catch {
+                return .loaded(workspaceId: workspaceId, .failure(error))
+            }
+        case .commit(let id, let batch):
+            let started = clock()
+            do throws(StoreError) {
+                try store.commit(batch)
+                return .committed(batch: id, .stored, duration: clock() - started)
+            } catch {
+                let duration = clock() - started
+                guard case .behind(let versions) = error else { return .committed(batch: id, .failed(error), duration: duration) }
+                // Still in the same store turn: read what each behind workspace missed.
+                var after: [String: UInt64] = [:]
+                for workspaceId in versions.keys { after[workspaceId] = batch.baseVersions[workspaceId] ?? 0 }
+                return .committed(batch: id, .behind(readChanges(after: after)), duration: duration)
+            }
+        case .readChanges(let versions):
+            let started = clock()
+            let reads = readChanges(after: versions)
+            return .caughtUp(reads, duration: clock() - started)
+        case .pollVersions(let ids):
+            let started = clock()
+            do throws(StoreError) {
+                let versions = try store.storedVersions(workspaceIds: ids)
+                return .polled(.success(versions), duration: clock() - started)
+            } catch {
+                return .polled(.failure(error), duration: clock() - started)
+            }
+        case .release(let workspaceId):
+            do throws(StoreError) {
+                try holders?.release(workspaceIds: [workspaceId])
+            } catch {
+                // Its registration expires with the node's heartbeat, or goes when it stops.
+                logger?.debug("could not release a workspace in the holder registry", metadata: [
+                    "workspace": "\(workspaceId)", "error": "\(error)",
+                ])
+            }
+            return nil
+        case .checkHolders(let workspaceId):
+            let newer = (try? holders?.hasNewerHolder(workspaceId: workspaceId)) ?? false
+            return .holdersChecked(workspaceId: workspaceId, newerHolder: newer)
+        case .heartbeat:
+            guard let holders else { return nil }
+            do throws(StoreError) {
+                try holders.heartbeat()
+                return .heartbeatFinished(nil)
+            } catch {
+                return .heartbeatFinished(error)
+            }
+        case .send, .broadcast, .echo, .close, .setTimer, .wake, .verifyToken, .respond, .stop:
+            return nil
+        }
+    }
+
+    /// What a writer at `versions` missed of each of those workspaces, in one store call.
+    private func readChanges(after versions: [String: UInt64]) -> [String: CatchUpRead] {
+        let changes: Result<[String: StoredChanges], StoreError>
+        do throws(StoreError) {
+            changes = .success(try store.changes(after: versions))
+        } catch {
+            changes = .failure(error)
+        }
+        return CatchUpRead.reads(changes, after: versions)
+    }
+}
