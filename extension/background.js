@@ -170,6 +170,7 @@ class Mirror {
     this.removed = new Set(); // workspace ids an applied op removed, whose real tab is still to close
     this.snapshotRemoved = new Set(); // ids gone from a snapshot (no op seen): closed only under the brake
     this.dismissed = new Set(); // workspace ids closed here in a read-only mirror (not reopened)
+    this.localIds = new Set(); // workspace ids of tabs whose add was refused (kept local only)
     this.paused = null; // { kind: "epoch" | "brake", reason, count }: the mirror waits for the user
     this.lastOrder = null; // workspace ids in the order last synced (null: none yet)
     this.lastActive = null; // the active workspace tab last synced
@@ -210,6 +211,8 @@ class Mirror {
     c.nextSeq = r.nextSeq ?? 1;
     this.removed = new Set(r.removed ?? []);
     this.dismissed = new Set(r.dismissed ?? []);
+    this.snapshotRemoved = new Set(r.snapshotRemoved ?? []);
+    this.localIds = new Set(r.localIds ?? []);
     this.lastOrder = r.lastOrder ?? null;
     this.paused = r.paused ?? null;
     c.rebuild();
@@ -239,7 +242,8 @@ class Mirror {
       [`resume:${this.b.id}`]: {
         confirmed: c.confirmed, pending: c.pending, nextSeq: c.nextSeq,
         map: [...this.map], seen: [...this.seen], ignored: [...this.ignored], localOnly: [...this.localOnly],
-        removed: [...this.removed], dismissed: [...this.dismissed], paused: this.paused,
+        removed: [...this.removed], snapshotRemoved: [...this.snapshotRemoved], dismissed: [...this.dismissed],
+        localIds: [...this.localIds], paused: this.paused,
         lastOrder: this.lastOrder, lastActive: this.lastActive,
       },
     });
@@ -317,7 +321,9 @@ class Mirror {
   onRejected(detail) {
     const { code, op } = detail;
     const [[kind, body]] = Object.entries(op ?? { none: {} });
-    this.lastRejection = this.describe(detail, false);
+    // An op on a tab whose add was refused (it stays local only) says nothing new: not shown.
+    const aboutLocal = code === "TAB_GONE" && this.localIds.has(body?.tabId);
+    if (!aboutLocal) this.lastRejection = this.describe(detail, false);
     if (code === "NOT_PERMITTED" && !this.b.viewOnly) { this.b.viewOnly = code; saveBinding(this.b); }
     if ((kind === "add" || kind === "open") && code !== "TAB_EXISTS") {
       // Refusals never close: the tab stays open, out of the workspace, listed as local only.
@@ -340,10 +346,11 @@ class Mirror {
 
   /** The real tab of workspace id `wsId` leaves the mirror and stays open, marked local only. */
   keepLocal(wsId, code) {
+    this.localIds.add(wsId);
     for (const [tid, wid] of this.map) {
       if (wid !== wsId) continue;
       this.map.delete(tid);
-      this.localOnly.set(tid, { code, title: this.seen.get(tid)?.title ?? "" });
+      this.localOnly.set(tid, { code, wsId, title: this.seen.get(tid)?.title ?? "" });
     }
   }
 
@@ -576,6 +583,7 @@ class Mirror {
     for (const [tid, v] of [...this.localOnly]) {
       const t = realById.get(tid);
       if (!t || (v.code === "pinned" && !t.pinned)) this.localOnly.delete(tid);
+      else v.title = tabFields(t).title; // shown in the popup as the page names itself now
     }
 
     // 1. Local closes: a mapped tab that is gone from the window (or was pinned: pinned tabs are
@@ -838,8 +846,10 @@ class Mirror {
     const paused = this.paused;
     if (!paused) return;
     this.paused = null;
+    const gone = [...this.snapshotRemoved];
+    this.snapshotRemoved.clear();
     if (choice === "server" && paused.kind === "brake") {
-      for (const id of this.map.values()) if (!this.client.state.tabs.some((t) => t.id === id)) this.removed.add(id);
+      for (const id of gone) this.removed.add(id); // the user said so: they close
     } else if (choice === "server") {
       // The window keeps its tabs, unbound; the server's version opens in a new window.
       this.ready = false;
@@ -875,7 +885,9 @@ class Mirror {
       peers: c.peers.filter((p) => p.sessionId !== c.sessionId).map((p) => ({
         name: p.name || p.clientId || "?", tabId: p.focusTabId ?? "", title: titles.get(p.focusTabId) ?? "",
       })),
-      rejection: this.lastRejection,
+      rejection: this.lastRejection && !this.lastRejection.title
+        ? { ...this.lastRejection, title: [...this.localOnly.values()].find((v) => v.wsId && v.wsId === this.lastRejection.tabId)?.title ?? "" }
+        : this.lastRejection,
       map: [...this.map],
     };
     chrome.storage.session.set({ [`status:${this.b.id}`]: status });
@@ -902,7 +914,8 @@ function updateBadge(mirror, real) {
     `${cleanText(p.name || p.clientId, 64)} views ${cleanText(titles.get(p.focusTabId) ?? "nothing", MAX_TITLE)}`)].join("\n");
   const active = real.find((t) => t.active);
   if (!active) return;
-  const signature = `${text}|${tooltip}|${active.id}`;
+  // Chrome clears a tab's own badge when it navigates: a load (status, url) sets it again.
+  const signature = `${text}|${tooltip}|${active.id}|${active.status}|${active.url}`;
   if (signature === mirror.badgeSignature) return;
   mirror.badgeSignature = signature;
   chrome.action.setBadgeText({ tabId: active.id, text }).catch(() => {});
