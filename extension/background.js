@@ -165,6 +165,7 @@ class Mirror {
     this.seen = new Map(); // Chrome tab id -> { title, badge, url } last synced with the page
     this.changedAt = new Map(); // Chrome tab id -> when its title or url last changed (ms)
     this.updatedAt = new Map(); // Chrome tab id -> when its page last made an update (ms)
+    this.navigating = new Map(); // Chrome tab id -> { url, until }: navigated by step 8, not there yet
     this.ignored = new Set(); // Chrome tab ids kept out of the mirror (a filler for an empty workspace)
     this.localOnly = new Map(); // Chrome tab id -> { code, title }: open here, not in the workspace
     this.removed = new Set(); // workspace ids an applied op removed, whose real tab is still to close
@@ -771,10 +772,12 @@ class Mirror {
       if (!w || !isWebUrl(w.url)) continue;
       const prev = this.seen.get(t.id) ?? { title: w.title, badge: w.badge, url: null };
       if (prev.url === w.url) continue;
-      const current = tabFields(t).url;
+      // Where the tab is going, if it is loading: a navigation the user just started counts.
+      const current = tabFields({ url: t.pendingUrl || t.url }).url;
       if (current === w.url) { this.seen.set(t.id, { ...prev, url: w.url }); continue; }
       if (!isPlaceholder(t) && current !== prev.url) continue;
       this.seen.set(t.id, { ...prev, url: w.url }); // recorded before the call: its events are our own
+      this.navigating.set(t.id, { url: w.url, until: Date.now() + 10_000 });
       const url = isPlaceholder(t) && !t.active ? urlFor(w, true) : w.url;
       await chrome.tabs.update(t.id, { url }).catch(() => {});
     }
@@ -787,14 +790,21 @@ class Mirror {
       const w = wid && c.state.tabs.find((x) => x.id === wid);
       if (!w || t.status !== "complete" || this.viewer) continue;
       const f = tabFields(t);
+      // A tab we navigated (step 8) says nothing of its page until it gets there (or 10 s pass):
+      // the page it was leaving is not the user's news.
+      const nav = this.navigating.get(t.id);
+      if (nav && nav.url !== f.url && now < nav.until) continue;
+      this.navigating.delete(t.id);
       const prev = this.seen.get(t.id);
       if (prev && prev.title === f.title && prev.badge === f.badge && (f.url === null || prev.url === f.url)) continue;
       const quietFor = now - (this.changedAt.get(t.id) ?? 0);
       if (quietFor < TITLE_DEBOUNCE_MS) { this.schedule(TITLE_DEBOUNCE_MS - quietFor + 10); continue; }
+      // Only what the page changed since it was last synced: a URL we navigated the tab to (step
+      // 8) is not the page's to send back over a newer one.
       const update = {};
-      if (f.title !== w.title) update.title = f.title;
-      if (f.badge !== w.badge) update.badge = f.badge;
-      if (f.url !== null && f.url !== w.url) update.url = f.url;
+      if (f.title !== w.title && f.title !== prev?.title) update.title = f.title;
+      if (f.badge !== w.badge && f.badge !== prev?.badge) update.badge = f.badge;
+      if (f.url !== null && f.url !== w.url && f.url !== prev?.url) update.url = f.url;
       if (Object.keys(update).length > 0) {
         const since = now - (this.updatedAt.get(t.id) ?? 0);
         if (since < UPDATE_EVERY_MS) { this.schedule(UPDATE_EVERY_MS - since + 10); continue; }

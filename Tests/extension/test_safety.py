@@ -273,7 +273,10 @@ def test_offline_edits_survive_a_browser_restart(ext_server, profiles, pages):
     wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
              timeout=2 * WAIT, what="attached again after the restart")
     a.target(a.binding()["windowId"])
-    wait_for(lambda: sorted(titles(server, ws)) == ["O1", "O3", "O4"], what="the offline edits applied")
+    try:
+        wait_for(lambda: sorted(titles(server, ws)) == ["O1", "O3", "O4"], what="the offline edits applied")
+    except AssertionError as error:
+        raise AssertionError(f"{error}\nserver: {server.snapshot(ws)}\nA: {a.status()}") from None
     after = quiet(server, ws, a, what="converged after the restart")
     assert len(after["ids"]) == 3 and len(set(after["ids"])) == 3
     urls = all_urls(a)
@@ -316,17 +319,23 @@ def test_navigation_follows_and_never_overrides_a_local_one(ext_server, profiles
     wait_for(lambda: b.strip()["urls"][b.strip()["ids"].index(snap["ids"][0])] == pages.url("N1-next"), what="B follows A's link")
     quiet(server, ws, a, b)
     # B's user navigates the second tab twice (the second update waits out the 5 s calm); a URL
-    # set meanwhile by someone else does not take B's tab away from where its user went.
+    # set meanwhile by someone else does not take B's tab away from where its user went. The
+    # check needs the second navigation inside the calm: on a machine too slow for that, again.
     second = snap["ids"][1]
-    b.run("await chrome.tabs.update(arguments[0], { url: arguments[1] });", b.tab_of(second), pages.url("Mine-1"))
-    wait_for(lambda: next(t for t in server.snapshot(ws)["tabs"] if t["id"] == second).get("url") == pages.url("Mine-1"),
-             what="B's first navigation published")
-    b.run("await chrome.tabs.update(arguments[0], { url: arguments[1] });", b.tab_of(second), pages.url("Mine-2"))
-    submit(server, ws, {"update": {"tabId": second, "url": pages.url("Theirs")}})
-    wait_for(lambda: next(t for t in server.snapshot(ws)["tabs"] if t["id"] == second).get("url") == pages.url("Mine-2"),
-             timeout=2 * WAIT, what="B's own navigation published after the calm")
-    assert pages.url("Theirs") not in b.strip()["urls"]
-    wait_for(lambda: a.strip()["urls"][a.strip()["ids"].index(second)] == pages.url("Mine-2"), what="A follows B")
+    url_of = lambda: next(t for t in server.snapshot(ws)["tabs"] if t["id"] == second).get("url")  # noqa: E731
+    for attempt in range(3):
+        mine1, mine2, theirs = (pages.url(f"{n}-{attempt}") for n in ("Mine1", "Mine2", "Theirs"))
+        b.run("await chrome.tabs.update(arguments[0], { url: arguments[1] });", b.tab_of(second), mine1)
+        wait_for(lambda: url_of() == mine1, what="B's first navigation published")
+        published = time.monotonic()
+        b.run("await chrome.tabs.update(arguments[0], { url: arguments[1] });", b.tab_of(second), mine2)
+        submit(server, ws, {"update": {"tabId": second, "url": theirs}})
+        if time.monotonic() - published < 2.5:
+            break
+        quiet(server, ws, a, b)
+    wait_for(lambda: url_of() == mine2, timeout=2 * WAIT, what="B's own navigation published after the calm")
+    assert theirs not in b.strip()["urls"]
+    wait_for(lambda: a.strip()["urls"][a.strip()["ids"].index(second)] == mine2, what="A follows B")
 
 
 def test_a_flashing_page_makes_at_most_one_update_per_5_seconds(ext_server, profiles, pages):
