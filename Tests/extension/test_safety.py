@@ -229,8 +229,7 @@ def test_a_closed_bound_window_stays_closed_when_the_server_restarts(ext_server,
     a = bound(profiles("A"), server, ws, "alice", [pages.url("C1"), pages.url("C2")])
     snap = quiet(server, ws, a)
     a.run("await chrome.windows.remove(arguments[0]);", a.binding()["windowId"])
-    wait_for(lambda: a.binding()["closed"], what="the binding closed")
-    wait_for(lambda: metric(server, "tabsync_connections") == 0, what="its connection closed")
+    wait_for(lambda: a.binding()["attach"] == "reattach", what="the binding detached")
     server.restart()
     stays(lambda: pages.url("C1") not in all_urls(a) and metric(server, "tabsync_connections") == 0, 8,
           "the closed window came back (or reconnected) by itself")
@@ -339,13 +338,14 @@ def test_navigation_follows_and_never_overrides_a_local_one(ext_server, profiles
 
 
 def test_a_flashing_page_makes_at_most_one_update_per_5_seconds(ext_server, profiles, pages):
-    """Item 6: a page retitling itself every 300 ms for 6 s makes at most 3 updates."""
+    """Item 6: a page retitling itself every 600 ms (each title resting past the 400 ms debounce)
+    for 6 s makes at most 3 updates, not 10."""
     server, ws = ext_server, "calm"
     a = bound(profiles("A"), server, ws, "alice", [pages.url("Inbox")])
     snap = quiet(server, ws, a)
     before = snap["version"]
-    flashes = [("(1) New message" if i % 2 == 0 else "Inbox") for i in range(19)] + ["(2) Inbox"]
-    a.retitle(snap["ids"][0], *flashes, gap_ms=300)
+    flashes = [("(1) New message" if i % 2 == 0 else "Inbox") for i in range(9)] + ["(2) Inbox"]
+    a.retitle(snap["ids"][0], *flashes, gap_ms=600)
     wait_for(lambda: server.snapshot(ws)["tabs"][0].get("badge") == "2", timeout=2 * WAIT, what="the last title")
     after = quiet(server, ws, a)
     assert after["version"] - before <= 3, f"{after['version'] - before} updates in 6 s"
