@@ -94,7 +94,7 @@ async function render() {
   $("note").hidden = !note;
   $("note").textContent = note;
   $("pause-actions").hidden = !s.paused;
-  $("use-server").textContent = s.paused?.kind === "brake" ? "Close them" : "Open the server's version in a new window";
+  $("use-server").textContent = s.paused?.kind === "brake" ? "Close them" : "Open the server's version (new window)";
   $("reopen").hidden = !(binding.closed || s.stopped);
   $("reopen").textContent = s.stopped ? "Try again" : "Reopen window";
   $("token-again").hidden = !(s.stopped && /token/.test(s.stopped));
