@@ -247,6 +247,7 @@ def test_two_browser_restarts_add_nothing_and_reopen_nothing(ext_server, profile
     assert len(snap["ids"]) == 3
     for round_ in (1, 2):
         boots = a.run("return (await chrome.storage.session.get('boots')).boots || 0;")
+        session_saved_after(a, time.time())
         a.restart()
         wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
                  timeout=2 * WAIT, what=f"attached again after restart {round_}")
@@ -256,6 +257,41 @@ def test_two_browser_restarts_add_nothing_and_reopen_nothing(ext_server, profile
         assert after["ids"] == snap["ids"], f"restart {round_}: {len(snap['ids'])} -> {len(after['ids'])} tabs"
         urls = all_urls(a)
         assert urls.count(pages.url("T1")) == 1 and urls.count(pages.url("T2")) == 1, urls
+
+
+def session_saved_after(profile, since):
+    """Waits until Chromium wrote its session file after `since` (it saves on a timer): what a
+    restart restores is then the windows open now."""
+    folder = os.path.join(profile.profile_dir, "Default", "Sessions")
+
+    def saved():
+        return any(os.path.getmtime(os.path.join(folder, n)) > since for n in os.listdir(folder))
+    wait_for(saved, what="the browser saved its session")
+
+
+def test_a_window_that_was_never_bound_is_never_published(ext_server, profiles, pages):
+    """Item 4: after a restart, a binding whose window was closed looks for that window only (the
+    browser may have restored it); a window holding 2 of its 3 URLs (under 80%) and a page of its
+    own is not it: nothing of that window reaches the workspace and the binding stays closed."""
+    server, ws = ext_server, "stranger"
+    a = bound(profiles("A", cdp=True), server, ws, "alice", [pages.url("S1"), pages.url("S2"), pages.url("S3")])
+    snap = quiet(server, ws, a)
+    stranger = a.run("return (await chrome.windows.create({ url: arguments[0], focused: false })).id;",
+                     [pages.url("S1"), pages.url("S2"), pages.url("Private")])
+    assert stranger != a.binding()["windowId"]
+    wait_for(lambda: a.run("return (await chrome.tabs.query({ windowId: arguments[0] })).every((t) => t.status === 'complete');",
+                            stranger), what="the other window loaded")
+    a.run("await chrome.windows.remove(arguments[0]);", a.binding()["windowId"])
+    wait_for(lambda: a.binding()["closed"], what="the binding closed")
+    session_saved_after(a, time.time())
+    a.restart()
+    try:
+        wait_for(lambda: pages.url("Private") in all_urls(a), timeout=2 * WAIT, what="the browser restored the other window")
+    except AssertionError as error:
+        raise AssertionError(f"{error}: {all_urls(a)}") from None
+    stays(lambda: a.binding()["closed"] and server.snapshot(ws)["ids"] == snap["ids"], 12,
+          "a window that was never bound was attached or published")
+    assert "Private" not in titles(server, ws)
 
 
 def test_offline_edits_survive_a_browser_restart(ext_server, profiles, pages):
@@ -268,6 +304,7 @@ def test_offline_edits_survive_a_browser_restart(ext_server, profiles, pages):
     wait_for(lambda: a.strip()["pending"] >= 1, what="the open pending")
     a.close(snap["ids"][1])
     wait_for(lambda: a.strip()["pending"] >= 2, what="the close pending")
+    session_saved_after(a, time.time())
     a.restart()  # storage.session (and its "offline" switch) is gone: the browser is online again
     wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
              timeout=2 * WAIT, what="attached again after the restart")
