@@ -291,9 +291,9 @@ class Mirror {
 
   /**
    * A Welcome. Another epoch than the binding's: the server lost or replaced its history. Nothing
-   * is closed for it. When the new history is empty, or already holds every tab of this window,
-   * the window's tabs are published again (a union: nothing of anyone's is lost); otherwise the
-   * mirror pauses and the popup asks. A snapshot of the same epoch names tabs that ops removed
+   * is closed for it. When the new history holds no tab this window does not know (it is empty,
+   * or another window is publishing the same tabs), the window's tabs are published again (a
+   * union: nothing of anyone's is lost); otherwise the mirror pauses and the popup asks. A snapshot of the same epoch names tabs that ops removed
    * while we were away: they close, unless that is many at once (the brake), which asks too.
    */
   onWelcome({ previousEpoch, epoch, recovered, removed }) {
@@ -302,9 +302,11 @@ class Mirror {
     if (previousEpoch && epoch !== previousEpoch) {
       const ours = new Set([...this.map.values(), ...(this.restored?.tabs ?? []).map((t) => t.id)]);
       const kept = [...ours].filter((id) => !now.has(id));
+      const foreign = [...now].filter((id) => !ours.has(id));
       this.removed.clear();
       this.snapshotRemoved.clear();
-      if (now.size > 0 && kept.length > 0) {
+      // Tabs this window does not know, and tabs of this window missing: the two disagree.
+      if (foreign.length > 0 && kept.length > 0) {
         this.paused = {
           kind: "epoch", count: kept.length,
           reason: "the server's workspace is not the one this window mirrored (its history was lost or replaced): "
@@ -574,6 +576,11 @@ class Mirror {
     let real = await this.windowTabs();
     const win = await chrome.windows.get(this.b.windowId).catch(() => null);
     if (!real || !win) { this.detached(); return; }
+    // An epoch pause ends by itself once the workspace holds every tab of this window again
+    // (another window published them): nothing is left to disagree about.
+    if (this.paused?.kind === "epoch" && [...this.map.values()].every((id) => c.state.tabs.some((t) => t.id === id))) {
+      this.paused = null;
+    }
     if (this.paused) { await this.persist(); this.publish(); updateBadge(this, real); return; }
     let deferred = false;
     const wsIds = () => new Set(c.state.tabs.map((t) => t.id));
