@@ -253,9 +253,11 @@ export class TabsyncClient extends EventTarget {
    * @param {string} [options.token]  sent in Hello where the server requires one
    */
   constructor({ url, workspace, clientId, name = "", token = "", backoff = { first: 250, max: 5000 },
-    retry = { first: 500, max: 10_000 } }) {
+    retry = { first: 200, max: 5000, rateLimited: 1000 } }) {
     super();
-    this.retry = retry; // back-off of an op refused UNAVAILABLE or RATE_LIMITED (doubling, jittered)
+    // Back-off of a held op (docs/design.md, "Transient refusals are retried"): UNAVAILABLE from
+    // `first` doubling to `max`, jittered; RATE_LIMITED `rateLimited`.
+    this.retry = retry;
     this.retryTimer = null;
     this.url = url;
     this.workspace = workspace;
@@ -470,7 +472,7 @@ export class TabsyncClient extends EventTarget {
    * before `state` loses it). A transient one (TRANSIENT) keeps it in the outbox, shown in `state`
    * as before: it waits (seq 0) for a back-off and is then sent as a new op with a new seq and its
    * original baseVersion (so a key computed before a rekey is still translated), until an answer
-   * that is not transient. docs/design.md, "Submit, seqs and dedup": a refused seq is consumed.
+   * that is not transient (docs/design.md, "Transient refusals are retried").
    */
   onRejected(rejected) {
     const seq = Number(rejected.seq ?? 0);
@@ -480,10 +482,14 @@ export class TabsyncClient extends EventTarget {
     const entry = index >= 0 ? this.pending[index] : null;
     if (entry && TRANSIENT.has(code)) {
       const attempts = (entry.retry?.attempts ?? 0) + 1;
-      const delay = Math.min(this.retry.max, this.retry.first * 2 ** (attempts - 1));
       entry.seq = 0;
       entry.retry = { code, attempts };
-      entry.retryAt = Date.now() + delay / 2 + Math.random() * delay / 2;
+      if (code === "RATE_LIMITED") {
+        entry.retryAt = Date.now() + (this.retry.rateLimited ?? 1000);
+      } else {
+        const delay = Math.min(this.retry.max, this.retry.first * 2 ** (attempts - 1));
+        entry.retryAt = Date.now() + delay / 2 + Math.random() * delay / 2;
+      }
       // Its new seq will be above every op pending now: the server applies it after them, so it
       // goes last in `state` too.
       this.pending.splice(index, 1);

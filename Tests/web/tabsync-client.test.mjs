@@ -81,7 +81,7 @@ function welcomed(client, tabs = [tab("a", "a0"), tab("b", "a1")], version = "2"
 for (const code of ["UNAVAILABLE", "RATE_LIMITED"]) {
   test(`an op refused ${code} stays pending and goes again with a new seq and its base version`, () => {
     const client = offlineClient();
-    client.retry = { first: 0, max: 0 };
+    client.retry = { first: 0, max: 0, rateLimited: 0 };
     welcomed(client);
     const events = [];
     client.addEventListener("retrying", (e) => events.push(e.detail));
@@ -127,7 +127,7 @@ test("a permanent refusal rolls back, and the rejected event comes before the st
 
 test("an op waiting for its retry is sent by the next Welcome, once, with a fresh seq", () => {
   const client = offlineClient();
-  client.retry = { first: 60_000, max: 60_000 };
+  client.retry = { first: 60_000, max: 60_000, rateLimited: 60_000 };
   welcomed(client);
   client.move("a", "a2");
   client.onRejected({ seq: "1", code: "UNAVAILABLE", message: "" });
@@ -146,7 +146,7 @@ test("an op waiting for its retry is sent by the next Welcome, once, with a fres
 
 test("a retried op goes after the ops submitted meanwhile, as the server will apply it", () => {
   const client = offlineClient();
-  client.retry = { first: 0, max: 0 };
+  client.retry = { first: 0, max: 0, rateLimited: 0 };
   welcomed(client);
   client.move("a", "a2"); // seq 1: a after b
   client.move("b", "a3"); // seq 2: b after a
