@@ -2,6 +2,8 @@
 test_safety.py run, a failure expected, the code put back: how docs/extension.md's table was checked.
 
 Usage: TABSYNC_BIN_DIR=... python3 Tests/extension/check_rules.py [CASE ...]
+It edits extension/, web/ and mirror.js in place while a case runs: run nothing else from this
+tree meanwhile (scripts/extension-chaos and the tests package those files).
 """
 import subprocess, sys, os
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
