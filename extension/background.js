@@ -1,12 +1,24 @@
 // The extension's service worker: binds browser windows to tabsync workspaces and mirrors each
 // bound window's tab strip both ways with one serialized, level-triggered reconcile per window.
 //
+// The contract (docs/extension.md, "The contract"): a user's real tabs are the user's data. Sync
+// closes a real tab only because a remote `remove` of its workspace id (or a remote `replace` that
+// drops it) was applied after the tab was mapped. A refusal, a rollback, a lost or restored
+// server, a browser or worker restart, an extension update or a reconnect never closes a tab,
+// opens one twice, or publishes a tab of a window the user did not bind.
+//
 // Storage (what survives what):
-// - chrome.storage.local  "bindings": { [bindingId]: Binding } — survives browser restarts.
-// - chrome.storage.session "resume:<bindingId>": the client's confirmed state, pending ops and next
-//   seq, the tab-id map, the order and active tab last synced, the titles last seen — survives a
-//   stopped worker, not a browser restart (Chrome's tab ids do not survive one either).
-// - chrome.storage.session "status:<bindingId>": what the popup shows (written here, read there).
+// - chrome.storage.local "bindings": { [bindingId]: Binding } — survives browser restarts. The
+//   token is there only when the user ticked "remember"; else in storage.session "token:<id>".
+//   Bindings of private windows live in storage.session "privateBindings" only (never on disk).
+// - "resume:<bindingId>" (storage.local; storage.session for a private window): the client's
+//   confirmed state, its outbox (pending ops with their seqs) and next seq, the tab-id map, the
+//   order and active tab last synced, the titles last seen, the ids removed by applied ops not yet
+//   closed, local-only tabs. Outlives the worker, the browser and an extension update.
+// - storage.session "alive": set at each boot. Present at the next boot = the worker restarted
+//   (Chrome tab ids still valid); absent = the browser restarted or the extension was updated,
+//   so the saved map is checked tab by tab (mirror.js matchTabs) before it is used.
+// - storage.session "status:<bindingId>": what the popup shows (written here, read there).
 //
 // Chrome events only mark a window dirty; the reconcile reads the real tabs, the map and the
 // workspace state afresh each time and does only the differences, so running it twice is harmless
@@ -14,19 +26,27 @@
 
 import { TabsyncClient } from "./tabsync-client.js";
 import { generateKeyBetween } from "./fractional-indexing.js";
-import { MAX_TITLE, cleanText, movedTabs, movesToOrder, tabFields, workspaceTabId } from "./mirror.js";
+import {
+  MAX_TITLE, brakes, cleanText, isLoopback, matchTabs, movedTabs, movesToOrder, placeholderId, tabFields,
+  tokenRole, windowMatches, workspaceTabId,
+} from "./mirror.js";
 
 const KEEPALIVE_MS = 20_000; // a data message this often keeps the worker (and the connection) alive
 const TITLE_DEBOUNCE_MS = 400; // a page's title changes are sent once they rest this long
+const UPDATE_EVERY_MS = 5_000; // page-driven updates: at most one per tab this often
 const LAZY_THRESHOLD = 8; // past this many tabs to open at once, the rest open as placeholders
+const RESTORE_WAIT_MS = 8_000; // after a browser restart, how long a binding waits for its window
 const RETRY_ALARM = "tabsync-retry";
 const WORKSPACE_ID = /^[A-Za-z0-9._-]{1,64}$/;
+const BASE = chrome.runtime.getURL("");
 
-/** @typedef {{ id: string, server: string, workspace: string, token: string, name: string,
- *   mode: "follow" | "browse", clientId: string, windowId: number, incognito: boolean, stopped: string, attach: "adopt-or-open" | "reattach" | "" }} Binding */
+/** @typedef {{ id: string, server: string, workspace: string, token: string, remember: boolean, name: string,
+ *   mode: "follow" | "browse", clientId: string, windowId: number, incognito: boolean, stopped: string,
+ *   attach: "adopt-or-open" | "reattach" | "", closed: boolean, viewOnly: string }} Binding */
 
 const mirrors = new Map(); // bindingId -> Mirror
 let booted = null;
+let offline = false; // a test switch (storage.session "offline"): every connection cut, as a lost network
 
 function randomTag(n = 8) {
   const bytes = new Uint8Array(n);
@@ -34,21 +54,55 @@ function randomTag(n = 8) {
   return Array.from(bytes, (b) => "abcdefghijklmnopqrstuvwxyz0123456789"[b % 36]).join("");
 }
 
+// ------------------------------------------------------------------ storage (writes serialized)
+
+let storageChain = Promise.resolve();
+/** Runs `fn` after every storage write queued before it: read-modify-writes never interleave. */
+function serialized(fn) {
+  const run = storageChain.then(fn, fn);
+  storageChain = run.catch(() => {});
+  return run;
+}
+
 async function loadBindings() {
-  return (await chrome.storage.local.get("bindings")).bindings ?? {};
+  const local = (await chrome.storage.local.get("bindings")).bindings ?? {};
+  const priv = (await chrome.storage.session.get("privateBindings")).privateBindings ?? {};
+  const tokens = await chrome.storage.session.get(null);
+  const all = { ...local, ...priv };
+  for (const b of Object.values(all)) if (!b.token) b.token = tokens[`token:${b.id}`] ?? "";
+  return all;
 }
 
-async function saveBinding(binding) {
-  const bindings = await loadBindings();
-  bindings[binding.id] = binding;
-  await chrome.storage.local.set({ bindings });
+function saveBinding(binding) {
+  return serialized(async () => {
+    if (binding.incognito) {
+      const priv = (await chrome.storage.session.get("privateBindings")).privateBindings ?? {};
+      priv[binding.id] = binding;
+      await chrome.storage.session.set({ privateBindings: priv });
+      return;
+    }
+    const bindings = (await chrome.storage.local.get("bindings")).bindings ?? {};
+    bindings[binding.id] = binding.remember ? binding : { ...binding, token: "" };
+    await chrome.storage.local.set({ bindings });
+    if (!binding.remember && binding.token) await chrome.storage.session.set({ [`token:${binding.id}`]: binding.token });
+  });
 }
 
-async function deleteBinding(id) {
-  const bindings = await loadBindings();
-  delete bindings[id];
-  await chrome.storage.local.set({ bindings });
-  await chrome.storage.session.remove([`resume:${id}`, `status:${id}`]);
+function deleteBinding(id) {
+  return serialized(async () => {
+    const bindings = (await chrome.storage.local.get("bindings")).bindings ?? {};
+    delete bindings[id];
+    await chrome.storage.local.set({ bindings });
+    const priv = (await chrome.storage.session.get("privateBindings")).privateBindings ?? {};
+    delete priv[id];
+    await chrome.storage.session.set({ privateBindings: priv });
+    await chrome.storage.local.remove([`resume:${id}`]);
+    await chrome.storage.session.remove([`resume:${id}`, `status:${id}`, `token:${id}`]);
+  });
+}
+
+function resumeArea(binding) {
+  return binding.incognito ? chrome.storage.session : chrome.storage.local;
 }
 
 /** This browser session's nonce (part of workspace tab ids made from Chrome tab ids). */
@@ -64,28 +118,66 @@ function isWebUrl(url) {
   return /^https?:\/\//i.test(url ?? "");
 }
 
-/** The URL a real tab for workspace tab `w` opens: the page, or a placeholder (lazy or url-less). */
+function isPlaceholder(tab) {
+  return (tab.url || tab.pendingUrl || "").startsWith(BASE + "placeholder.html");
+}
+
+/** The URL a real tab for workspace tab `w` opens: the page, or a placeholder (lazy or url-less)
+ * that carries the workspace tab's id, so a restored placeholder is recognised. */
 function urlFor(w, lazy) {
   if (isWebUrl(w.url) && !lazy) return w.url;
   const q = new URLSearchParams({ title: w.title ?? "" });
   if (isWebUrl(w.url)) q.set("url", w.url);
+  if (w.id) q.set("id", w.id);
   return chrome.runtime.getURL(`placeholder.html?${q}`);
 }
+
+// Attaching a window (adopt, open, re-attach) is serialized across bindings: two bindings never
+// claim one window.
+let attachChain = Promise.resolve();
+function attachSerially(fn) {
+  const run = attachChain.then(fn, fn);
+  attachChain = run.catch(() => {});
+  return run;
+}
+
+function claimedWindows(except) {
+  return new Set([...mirrors.values()].filter((m) => m !== except && !m.b.closed && (m.ready || m.claimed)).map((m) => m.b.windowId));
+}
+
+const REASONS = {
+  NOT_PERMITTED: "your token may only view this workspace",
+  NOT_EDITABLE: "the workspace is read-only",
+  LIMIT_EXCEEDED: "the workspace is full",
+  INVALID_ARGUMENT: "the server refused it as invalid",
+  LOCKED: "the tab is locked in the workspace",
+  pinned: "pinned tabs stay in this window only",
+};
 
 /** One bound window: its client, its id map and its reconcile loop. */
 class Mirror {
   /** @param {Binding} binding */
-  constructor(binding, resume, nonce) {
+  constructor(binding, nonce) {
     this.b = binding;
     this.nonce = nonce;
     this.tag = binding.clientId.slice(-6);
     this.map = new Map(); // Chrome tab id -> workspace tab id
-    this.seen = new Map(); // Chrome tab id -> { title, badge, url } last read from the page
+    this.seen = new Map(); // Chrome tab id -> { title, badge, url } last synced with the page
     this.changedAt = new Map(); // Chrome tab id -> when its title or url last changed (ms)
+    this.updatedAt = new Map(); // Chrome tab id -> when its page last made an update (ms)
+    this.navigating = new Map(); // Chrome tab id -> { url, until }: navigated by step 8, not there yet
     this.ignored = new Set(); // Chrome tab ids kept out of the mirror (a filler for an empty workspace)
+    this.localOnly = new Map(); // Chrome tab id -> { code, title }: open here, not in the workspace
+    this.removed = new Set(); // workspace ids an applied op removed, whose real tab is still to close
+    this.snapshotRemoved = new Set(); // ids gone from a snapshot (no op seen): closed only under the brake
+    this.dismissed = new Set(); // workspace ids closed here in a read-only mirror (not reopened)
+    this.localIds = new Set(); // workspace ids of tabs whose add was refused (kept local only)
+    this.paused = null; // { kind: "epoch" | "brake", reason, count }: the mirror waits for the user
     this.lastOrder = null; // workspace ids in the order last synced (null: none yet)
     this.lastActive = null; // the active workspace tab last synced
     this.ready = false; // the window and the workspace are attached; the reconcile may act
+    this.claimed = false; // the window is being attached (attachSerially)
+    this.restored = null; // after a browser restart or an update: { map, tabs } to match the window against
     this.reconciledState = null; // the client state the last pass started from
     this.dirty = false;
     this.running = false;
@@ -98,7 +190,6 @@ class Mirror {
       url: binding.server, workspace: binding.workspace, clientId: binding.clientId,
       name: binding.name, token: binding.token, backoff: { first: 300, max: 5000 },
     });
-    if (resume) this.restore(resume);
     // A change of state needs a pass; a change of presence only (peers, their focus) needs the
     // popup and the badge: a pass per presence message would queue the next op's pass behind it.
     this.client.addEventListener("change", () => {
@@ -107,36 +198,61 @@ class Mirror {
     });
     this.client.addEventListener("status", (e) => this.onStatus(e.detail));
     this.client.addEventListener("rejected", (e) => this.onRejected(e.detail));
+    this.client.addEventListener("retrying", (e) => { this.lastRejection = this.describe(e.detail, true); this.publish(); });
+    this.client.addEventListener("applied", (e) => this.onRemoved(e.detail.removed));
+    this.client.addEventListener("welcome", (e) => this.onWelcome(e.detail));
     this.client.addEventListener("error", (e) => this.onError(e.detail));
   }
 
-  restore(r) {
+  /** Loads the saved record. `trusted`: the Chrome tab ids in it are this browser session's. */
+  restore(r, trusted) {
     const c = this.client;
     c.confirmed = r.confirmed;
     c.pending = r.pending ?? [];
     c.nextSeq = r.nextSeq ?? 1;
-    this.map = new Map((r.map ?? []).map(([k, v]) => [Number(k), v]));
-    this.seen = new Map((r.seen ?? []).map(([k, v]) => [Number(k), v]));
-    this.ignored = new Set(r.ignored ?? []);
+    this.removed = new Set(r.removed ?? []);
+    this.dismissed = new Set(r.dismissed ?? []);
+    this.snapshotRemoved = new Set(r.snapshotRemoved ?? []);
+    this.localIds = new Set(r.localIds ?? []);
     this.lastOrder = r.lastOrder ?? null;
-    this.lastActive = r.lastActive ?? null;
-    this.ready = true;
+    this.paused = r.paused ?? null;
     c.rebuild();
+    const map = new Map((r.map ?? []).map(([k, v]) => [Number(k), v]));
+    if (trusted) {
+      this.map = map;
+      this.seen = new Map((r.seen ?? []).map(([k, v]) => [Number(k), v]));
+      this.ignored = new Set(r.ignored ?? []);
+      this.localOnly = new Map((r.localOnly ?? []).map(([k, v]) => [Number(k), v]));
+      this.lastActive = r.lastActive ?? null;
+      this.ready = true;
+    } else {
+      // The ids and pages the window had, matched against the restored window at attach time.
+      const seen = new Map((r.seen ?? []).map(([k, v]) => [Number(k), v]));
+      const tabs = c.state.tabs.map((t) => ({ id: t.id, url: t.url, title: t.title }));
+      for (const [tid, wid] of map) {
+        if (!tabs.some((t) => t.id === wid) && !this.removed.has(wid)) continue;
+        if (!tabs.some((t) => t.id === wid)) tabs.push({ id: wid, url: seen.get(tid)?.url ?? "", title: seen.get(tid)?.title ?? "" });
+      }
+      this.restored = { map, tabs };
+    }
   }
 
   async persist() {
     const c = this.client;
-    await chrome.storage.session.set({
+    await resumeArea(this.b).set({
       [`resume:${this.b.id}`]: {
         confirmed: c.confirmed, pending: c.pending, nextSeq: c.nextSeq,
-        map: [...this.map], seen: [...this.seen], ignored: [...this.ignored],
+        map: [...this.map], seen: [...this.seen], ignored: [...this.ignored], localOnly: [...this.localOnly],
+        removed: [...this.removed], snapshotRemoved: [...this.snapshotRemoved], dismissed: [...this.dismissed],
+        localIds: [...this.localIds], paused: this.paused,
         lastOrder: this.lastOrder, lastActive: this.lastActive,
       },
     });
   }
 
   start() {
-    if (this.b.stopped) { this.publish(); return; }
+    if (this.b.stopped || this.b.closed) { this.publish(); return; }
+    if (offline) { this.publish(); return; }
     this.client.connect();
   }
 
@@ -145,10 +261,20 @@ class Mirror {
     this.client.close();
   }
 
+  /** Can this binding submit anything? (a viewer's token cannot). */
+  get viewer() {
+    return Boolean(this.b.viewOnly) || tokenRole(this.b.token) === "viewer";
+  }
+
+  /** A read-only mirror: a viewer, or a workspace made non-editable. Local edits stay local. */
+  get readOnly() {
+    return this.viewer || (this.client.state.editable === false && this.client.state.version > 0);
+  }
+
   // ------------------------------------------------------------------ client events
 
   onStatus(status) {
-    if (status === "connected" && !this.ready && !this.attaching) {
+    if (status === "connected" && !this.ready && !this.attaching && !this.b.closed) {
       this.attaching = true;
       this.attach()
         .catch((error) => this.fail(`could not attach the window: ${error?.message ?? error}`))
@@ -158,16 +284,92 @@ class Mirror {
     this.publish();
   }
 
-  onRejected({ code, message, op }) {
+  /** Ids an applied op took out of the workspace: their real tabs are closed by the next pass. */
+  onRemoved(ids) {
+    for (const id of ids) { this.removed.add(id); this.snapshotRemoved.delete(id); }
+  }
+
+  /**
+   * A Welcome. Another epoch than the binding's: the server lost or replaced its history. Nothing
+   * is closed for it. When the new history holds no tab this window does not know (it is empty,
+   * or another window is publishing the same tabs), the window's tabs are published again (a
+   * union: nothing of anyone's is lost); otherwise the mirror pauses and the popup asks. A snapshot of the same epoch names tabs that ops removed
+   * while we were away: they close, unless that is many at once (the brake), which asks too.
+   */
+  onWelcome({ previousEpoch, epoch, recovered, removed }) {
+    const now = new Set(this.client.confirmed.tabs.map((t) => t.id));
+    for (const id of now) { this.removed.delete(id); this.snapshotRemoved.delete(id); }
+    if (previousEpoch && epoch !== previousEpoch) {
+      const ours = new Set([...this.map.values(), ...(this.restored?.tabs ?? []).map((t) => t.id)]);
+      const kept = [...ours].filter((id) => !now.has(id));
+      const foreign = [...now].filter((id) => !ours.has(id));
+      this.removed.clear();
+      this.snapshotRemoved.clear();
+      // Tabs this window does not know, and tabs of this window missing: the two disagree.
+      if (foreign.length > 0 && kept.length > 0) {
+        this.paused = {
+          kind: "epoch", count: kept.length,
+          reason: "the server's workspace is not the one this window mirrored (its history was lost or replaced): "
+            + "nothing was closed. Publish this window's tabs again, or open the server's version in a new window.",
+        };
+      } else {
+        this.paused = null;
+      }
+      return;
+    }
+    if (recovered) this.onRemoved(removed);
+    else for (const id of removed) this.snapshotRemoved.add(id);
+  }
+
+  onRejected(detail) {
+    const { code, op } = detail;
+    const [[kind, body]] = Object.entries(op ?? { none: {} });
+    // An op on a tab whose add was refused (it stays local only) says nothing new: not shown.
+    const aboutLocal = code === "TAB_GONE" && this.localIds.has(body?.tabId);
+    if (!aboutLocal) this.lastRejection = this.describe(detail, false);
+    if (code === "NOT_PERMITTED" && !this.b.viewOnly) { this.b.viewOnly = code; saveBinding(this.b); }
+    if ((kind === "add" || kind === "open") && code !== "TAB_EXISTS") {
+      // Refusals never close: the tab stays open, out of the workspace, listed as local only.
+      this.keepLocal(body.tab.id, code);
+    } else if (kind === "replace") {
+      for (const t of body.tabs ?? []) this.keepLocal(t.id, code);
+      // Adopting was refused for good: the window stays as it is; the workspace opens in a new
+      // window as a read-only mirror.
+      if (code === "NOT_PERMITTED" || code === "NOT_EDITABLE") {
+        this.b.viewOnly = this.b.viewOnly || code;
+        this.release();
+        attachSerially(() => this.openWindow(this.client.state)).then(() => saveBinding(this.b)).then(() => this.schedule());
+      }
+    } else if (kind === "remove" && (code === "NOT_PERMITTED" || code === "NOT_EDITABLE")) {
+      this.dismissed.add(body.tabId); // closed here only: not reopened
+    }
+    this.schedule(0);
+    this.publish();
+  }
+
+  /** The real tab of workspace id `wsId` leaves the mirror and stays open, marked local only. */
+  keepLocal(wsId, code) {
+    this.localIds.add(wsId);
+    for (const [tid, wid] of this.map) {
+      if (wid !== wsId) continue;
+      this.map.delete(tid);
+      this.localOnly.set(tid, { code, wsId, title: this.seen.get(tid)?.title ?? "" });
+    }
+  }
+
+  /** The bound window's tabs leave the mirror, untouched (adopting it was refused). */
+  release() {
+    this.map.clear();
+    this.localOnly.clear();
+    this.seen.clear();
+    this.lastOrder = null;
+    this.lastActive = null;
+  }
+
+  describe({ code, message, op }, retrying) {
     const [[kind, body]] = Object.entries(op ?? { none: {} });
     const tabId = body?.tabId ?? body?.tab?.id ?? "";
-    this.lastRejection = { code, message, kind, tabId, title: this.titleOf(tabId), at: Date.now() };
-    // A refused add that may pass later: forget the mapping, so the next pass submits it again.
-    if (kind === "add" && (code === "RATE_LIMITED" || code === "UNAVAILABLE")) {
-      for (const [tid, wid] of this.map) if (wid === tabId) this.map.delete(tid);
-    }
-    this.schedule(code === "RATE_LIMITED" ? 1000 : 0);
-    this.publish();
+    return { code, message, kind, tabId, title: this.titleOf(tabId) || body?.tab?.title || "", retrying, at: Date.now() };
   }
 
   onError(error) {
@@ -188,21 +390,29 @@ class Mirror {
   }
 
   titleOf(wsId) {
-    return this.client.state.tabs.find((t) => t.id === wsId)?.title ?? "";
+    const c = this.client;
+    return (c.state.tabs.find((t) => t.id === wsId) ?? c.confirmed.tabs.find((t) => t.id === wsId))?.title ?? "";
   }
 
   // ------------------------------------------------------------------ attaching
 
-  /** The first Welcome of a new binding or after a browser restart: adopt, open or reattach. */
+  /** The first Welcome of a new binding, after a browser restart, an update or Reopen. */
   async attach() {
-    const state = this.client.state;
-    if (this.b.attach === "reattach") {
-      await this.reattach(state);
-    } else if (state.tabs.length === 0) {
-      await this.adopt();
-    } else {
-      await this.openWindow(state);
-    }
+    await attachSerially(async () => {
+      this.claimed = true;
+      const state = this.client.state;
+      if (this.b.attach === "reattach") {
+        await this.reattach(state);
+      } else if (this.readOnly) {
+        // A view-only binding never adopts: the workspace opens in a window of its own.
+        await this.openWindow(state);
+      } else if (state.tabs.length === 0) {
+        await this.adopt();
+      } else {
+        await this.openWindow(state);
+      }
+    });
+    if (this.b.closed) return; // no window to attach (a closed binding stays closed)
     this.b.attach = "";
     await saveBinding(this.b);
     this.ready = true;
@@ -230,44 +440,75 @@ class Mirror {
     if (this.lastActive !== list[0].id) this.client.activate(this.lastActive);
   }
 
-  /** A workspace with tabs opens in a window of its own (never merged into one with tabs). */
+  /** The workspace opens in a window of its own (never merged into one with tabs). */
   async openWindow(state) {
     const first = state.tabs[0];
-    const win = await chrome.windows.create({ url: urlFor(first, false), focused: true, incognito: this.b.incognito });
+    const url = first ? urlFor(first, false) : urlFor({ title: "(empty workspace)" }, false);
+    const win = await chrome.windows.create({ url, focused: true, incognito: this.b.incognito });
     this.b.windowId = win.id;
-    this.map.set(win.tabs[0].id, first.id);
-    this.seen.set(win.tabs[0].id, { title: first.title, badge: first.badge, url: first.url || null });
-    this.lastOrder = [first.id];
+    this.b.closed = false;
+    if (first) {
+      this.map.set(win.tabs[0].id, first.id);
+      this.seen.set(win.tabs[0].id, { title: first.title, badge: first.badge, url: first.url || null });
+      this.lastOrder = [first.id];
+    } else {
+      this.ignored.add(win.tabs[0].id);
+      this.lastOrder = [];
+    }
     this.lastActive = null; // the reconcile activates the workspace's active tab
   }
 
-  /** After a browser restart: the window Chrome restored with most of the workspace's URLs, else a new one. */
+  /**
+   * After a browser restart, an extension update or Reopen: the window whose tabs match the
+   * workspace's by ids, or by at least 80% of its URLs (and at least 2), is re-attached, tab by
+   * tab (mirror.js matchTabs); else, after a restart, the binding waits a little for the browser
+   * to restore its window, then opens the workspace in a new window. A window that no binding
+   * claimed is never published. A binding the user closed opens only through Reopen.
+   */
   async reattach(state) {
-    const taken = new Set([...mirrors.values()].filter((m) => m !== this && m.ready).map((m) => m.b.windowId));
-    const windows = await chrome.windows.getAll({ populate: true, windowTypes: ["normal"] });
-    const urls = state.tabs.filter((t) => t.url).map((t) => t.url);
-    let best = null;
-    let bestScore = 0;
-    for (const w of windows) {
-      if (taken.has(w.id) || w.incognito !== this.b.incognito) continue;
-      const score = w.tabs.filter((t) => urls.includes(t.url || t.pendingUrl)).length;
-      if (score > bestScore) { best = w; bestScore = score; }
+    const records = this.restored?.tabs ?? state.tabs.map((t) => ({ id: t.id, url: t.url, title: t.title }));
+    for (const t of state.tabs) if (!records.some((r) => r.id === t.id)) records.push({ id: t.id, url: t.url, title: t.title });
+    const prior = this.restored?.map ?? new Map();
+    const deadline = Date.now() + (this.restored ? RESTORE_WAIT_MS : 0);
+    for (;;) {
+      const taken = claimedWindows(this);
+      const windows = await chrome.windows.getAll({ populate: true, windowTypes: ["normal"] });
+      let best = null;
+      for (const w of windows) {
+        if (taken.has(w.id) || w.incognito !== this.b.incognito) continue;
+        const tabs = w.tabs.slice().sort((a, b) => a.index - b.index);
+        const match = matchTabs(records, tabs, prior, BASE);
+        if (!windowMatches(records, match)) continue;
+        const score = match.byId * 2 + match.byUrl + match.other;
+        if (!best || score > best.score) best = { w, match, score, tabs };
+      }
+      if (best) {
+        this.b.windowId = best.w.id;
+        this.b.closed = false;
+        this.map = best.match.map;
+        for (const t of best.tabs) if (this.map.has(t.id)) this.seen.set(t.id, tabFields(t));
+        // Navigations of its own while the browser was closed are the page's: keep the URL the
+        // workspace knew as the one last synced, so step 8 publishes the new one.
+        for (const [tid, wid] of this.map) {
+          const r = records.find((x) => x.id === wid);
+          if (r) this.seen.set(tid, { ...this.seen.get(tid), title: r.title, url: r.url || null });
+        }
+        this.lastOrder = this.lastOrder ?? state.tabs.map((t) => t.id);
+        this.lastActive = null;
+        this.restored = null;
+        return;
+      }
+      if (Date.now() >= deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
     }
-    if (!best || bestScore < Math.max(1, Math.ceil(urls.length / 2))) {
-      if (state.tabs.length === 0) return this.fail("the bound window is gone and the workspace is empty: bind a window again");
-      return this.openWindow(state);
+    this.restored = null;
+    if (this.b.closed && !this.reopening) {
+      this.client.close();
+      return;
     }
-    this.b.windowId = best.id;
-    const free = state.tabs.slice();
-    for (const t of best.tabs) {
-      const i = free.findIndex((w) => w.url && w.url === (t.url || t.pendingUrl));
-      if (i < 0 || !this.mirrorable(t)) continue;
-      this.map.set(t.id, free[i].id);
-      this.seen.set(t.id, tabFields(t));
-      free.splice(i, 1);
-    }
-    this.lastOrder = state.tabs.map((t) => t.id);
-    this.lastActive = null;
+    if (state.tabs.length === 0) { this.fail("the bound window is gone and the workspace is empty: bind a window again"); return; }
+    this.release();
+    await this.openWindow(state);
   }
 
   // ------------------------------------------------------------------ the reconcile loop
@@ -297,12 +538,13 @@ class Mirror {
   }
 
   mirrorable(tab) {
-    if (this.ignored.has(tab.id)) return false;
+    if (this.ignored.has(tab.id) || this.localOnly.has(tab.id)) return false;
     return !tab.pinned; // pinned tabs stay local
   }
 
   /** Takes one op from the pacing bucket (80% of the server's per-connection rate). */
   take() {
+    if (pacingOff) return true;
     const rate = Math.max(1, Math.floor(0.8 * Number(this.client.limits?.maxOpsPerSecond ?? 50)));
     const now = Date.now();
     this.tokens = Math.min(rate, this.tokens + ((now - this.tokensAt) / 1000) * rate);
@@ -328,31 +570,52 @@ class Mirror {
   }
 
   async reconcile() {
-    if (!this.ready || this.b.stopped) return;
+    if (!this.ready || this.b.stopped || this.b.closed) return;
     const c = this.client;
     this.reconciledState = c.state; // a later state (an Applied, our own submit) schedules another pass
     let real = await this.windowTabs();
     const win = await chrome.windows.get(this.b.windowId).catch(() => null);
     if (!real || !win) { this.detached(); return; }
+    // An epoch pause ends by itself once the workspace holds every tab of this window again
+    // (another window published them): nothing is left to disagree about.
+    if (this.paused?.kind === "epoch" && [...this.map.values()].every((id) => c.state.tabs.some((t) => t.id === id))) {
+      this.paused = null;
+    }
+    if (this.paused) { await this.persist(); this.publish(); updateBadge(this, real); return; }
     let deferred = false;
     const wsIds = () => new Set(c.state.tabs.map((t) => t.id));
+    const readOnly = this.readOnly;
 
-    // 1. Local closes: a mapped tab that is gone from the window.
-    const realIds = new Set(real.map((t) => t.id));
+    // 0. Local-only tabs that are gone are forgotten; an unpinned tab may be shared again.
+    const realById = new Map(real.map((t) => [t.id, t]));
+    for (const [tid, v] of [...this.localOnly]) {
+      const t = realById.get(tid);
+      if (!t || (v.code === "pinned" && !t.pinned)) this.localOnly.delete(tid);
+      else v.title = tabFields(t).title; // shown in the popup as the page names itself now
+    }
+
+    // 1. Local closes: a mapped tab that is gone from the window (or was pinned: pinned tabs are
+    // local, so pinning a tab takes it out of the workspace and keeps it here).
     for (const [tid, wid] of [...this.map]) {
-      if (realIds.has(tid)) continue;
-      if (wsIds().has(wid)) {
-        if (!this.take()) { deferred = true; break; }
-        c.remove(wid);
+      const t = realById.get(tid);
+      if (t && !t.pinned) continue;
+      if (wsIds().has(wid) && !this.removed.has(wid)) {
+        if (readOnly) {
+          this.dismissed.add(wid); // a read-only mirror: closed here only
+        } else {
+          if (!this.take()) { deferred = true; break; }
+          c.remove(wid);
+        }
       }
       this.map.delete(tid);
-      this.seen.delete(tid);
       this.changedAt.delete(tid);
+      if (t) this.localOnly.set(tid, { code: "pinned", title: tabFields(t).title });
+      else this.seen.delete(tid);
     }
 
     // 2. Local moves: tabs out of the order last synced get a key right after their real left neighbour.
     const mirrored = () => real.filter((t) => this.mirrorable(t) && this.map.has(t.id) && wsIds().has(this.map.get(t.id)));
-    if (!deferred && this.lastOrder) {
+    if (!deferred && this.lastOrder && !readOnly) {
       const now = mirrored().map((t) => this.map.get(t.id));
       const moved = movedTabs(this.lastOrder, now);
       const settled = new Set(now.filter((id) => !moved.includes(id)));
@@ -366,16 +629,23 @@ class Mirror {
       }
     }
 
-    // 3. Local opens: a tab of the window with no workspace tab.
+    // 3. Local opens: a tab of the window with no workspace tab. A mapped tab whose id is not in
+    // the workspace and that no applied op removed (a new epoch, a lost add) is published again
+    // under its id. In a read-only mirror they stay local.
     if (!deferred) {
       let left = null;
       for (const t of real) {
         if (!this.mirrorable(t)) continue;
         const mapped = this.map.get(t.id);
         if (mapped && wsIds().has(mapped)) { left = mapped; continue; }
-        if (mapped) continue; // a remote close, handled below
-        const id = workspaceTabId(this.tag, this.nonce, t.id);
-        if (wsIds().has(id)) { this.map.set(t.id, id); left = id; continue; } // ours, from before a restart
+        if (mapped && (this.removed.has(mapped) || this.snapshotRemoved.has(mapped))) continue; // closed below
+        const id = mapped ?? workspaceTabId(this.tag, this.nonce, t.id);
+        if (!mapped && wsIds().has(id)) { this.map.set(t.id, id); left = id; continue; } // ours, from before a restart
+        if (readOnly) {
+          this.map.delete(t.id);
+          this.localOnly.set(t.id, { code: this.viewer ? "NOT_PERMITTED" : "NOT_EDITABLE", title: tabFields(t).title });
+          continue;
+        }
         if (!this.take()) { deferred = true; break; }
         const f = tabFields(t);
         const tab = { id, title: f.title };
@@ -391,7 +661,7 @@ class Mirror {
     // 4. Remote opens: a workspace tab with no real tab (also a refused local close: rolled back).
     const state = c.state;
     const mappedWs = new Set(this.map.values());
-    const missing = state.tabs.filter((w) => !mappedWs.has(w.id));
+    const missing = state.tabs.filter((w) => !mappedWs.has(w.id) && !this.dismissed.has(w.id));
     if (missing.length > 0) {
       real = (await this.windowTabs()) ?? [];
       const order = real.map((t) => t.id);
@@ -424,9 +694,27 @@ class Mirror {
       }
     }
 
-    // 5. Remote closes: a mapped tab whose workspace tab is gone. The workspace's active tab is
-    // shown first, so Chrome's choice of a neighbour does not read as a local activation.
-    const gone = real.filter((t) => this.map.has(t.id) && !wsIds().has(this.map.get(t.id)));
+    // 5. Remote closes: only a mapped tab whose workspace id an applied op removed (or a snapshot
+    // of the same history left out, a few at a time: more than 5 and more than half the window at
+    // once pauses and asks). The workspace's active tab is shown first, so Chrome's choice of a
+    // neighbour does not read as a local activation.
+    const snapGone = real.filter((t) => this.map.has(t.id) && this.snapshotRemoved.has(this.map.get(t.id)));
+    if (snapGone.length > 0) {
+      if (brakes(snapGone.length, real.filter((t) => this.map.has(t.id)).length)) {
+        this.paused = {
+          kind: "brake", count: snapGone.length,
+          reason: `the server's copy no longer has ${snapGone.length} of this window's tabs, and no change that removed them `
+            + "reached this window: nothing was closed. Close them, or publish this window's tabs again.",
+        };
+        await this.persist();
+        this.publish();
+        updateBadge(this, real);
+        return;
+      }
+      for (const t of snapGone) this.removed.add(this.map.get(t.id));
+    }
+    this.snapshotRemoved.clear();
+    const gone = real.filter((t) => this.map.has(t.id) && this.removed.has(this.map.get(t.id)) && !wsIds().has(this.map.get(t.id)));
     if (gone.length > 0) {
       const realOf = this.realOf();
       if (this.b.mode === "follow" && gone.some((t) => t.active) && realOf.has(state.activeTabId)) {
@@ -438,9 +726,12 @@ class Mirror {
         const filler = await chrome.tabs.create({ windowId: this.b.windowId, url: urlFor({ title: "(empty workspace)" }, false), active: true });
         this.ignored.add(filler.id);
       }
-      for (const t of gone) { this.map.delete(t.id); this.seen.delete(t.id); }
+      for (const t of gone) { this.removed.delete(this.map.get(t.id)); this.map.delete(t.id); this.seen.delete(t.id); }
       await chrome.tabs.remove(gone.map((t) => t.id)).catch(() => {});
     }
+    // Removed ids with no real tab left have nothing to close.
+    const mappedNow = new Set(this.map.values());
+    for (const id of [...this.removed]) if (!mappedNow.has(id)) this.removed.delete(id);
 
     // 6. Remote moves: the real order follows the workspace's (the order is recorded before moving).
     real = (await this.windowTabs()) ?? [];
@@ -468,7 +759,7 @@ class Mirror {
         }
       } else if (activeWs && activeWs !== this.lastActive) {
         this.lastActive = activeWs;
-        if (wsActive !== activeWs && this.take()) c.activate(activeWs);
+        if (wsActive !== activeWs && !this.viewer && this.take()) c.activate(activeWs);
       } else if (wsActive && wsActive !== this.lastActive) {
         const rid = this.realOf().get(wsActive);
         if (rid !== undefined) {
@@ -479,24 +770,54 @@ class Mirror {
     }
     c.focus(activeWs ?? "");
 
-    // 8. Titles, badges and URLs, from the page to the workspace only, once they rest.
+    // 8. Navigation follows: another client changed a mapped tab's url. The real tab follows when
+    // it still shows the URL last synced (or is a placeholder); a tab the user navigated elsewhere
+    // is never overridden (its own URL goes out in step 9).
+    for (const t of real) {
+      const wid = this.map.get(t.id);
+      const w = wid && c.state.tabs.find((x) => x.id === wid);
+      if (!w || !isWebUrl(w.url)) continue;
+      const prev = this.seen.get(t.id) ?? { title: w.title, badge: w.badge, url: null };
+      if (prev.url === w.url) continue;
+      // Where the tab is going, if it is loading: a navigation the user just started counts.
+      const current = tabFields({ url: t.pendingUrl || t.url }).url;
+      if (current === w.url) { this.seen.set(t.id, { ...prev, url: w.url }); continue; }
+      if (!isPlaceholder(t) && current !== prev.url) continue;
+      this.seen.set(t.id, { ...prev, url: w.url }); // recorded before the call: its events are our own
+      this.navigating.set(t.id, { url: w.url, until: Date.now() + 10_000 });
+      const url = isPlaceholder(t) && !t.active ? urlFor(w, true) : w.url;
+      await chrome.tabs.update(t.id, { url }).catch(() => {});
+    }
+
+    // 9. Titles, badges and URLs, from the page to the workspace only, once they rest, and at
+    // most one update per tab every 5 s (a page flashing "(1) New message" must not churn peers).
     const now = Date.now();
     for (const t of real) {
       const wid = this.map.get(t.id);
       const w = wid && c.state.tabs.find((x) => x.id === wid);
-      if (!w || t.status !== "complete") continue;
+      if (!w || t.status !== "complete" || this.viewer) continue;
       const f = tabFields(t);
+      // A tab we navigated (step 8) says nothing of its page until it gets there (or 10 s pass):
+      // the page it was leaving is not the user's news.
+      const nav = this.navigating.get(t.id);
+      if (nav && nav.url !== f.url && now < nav.until) continue;
+      this.navigating.delete(t.id);
       const prev = this.seen.get(t.id);
       if (prev && prev.title === f.title && prev.badge === f.badge && (f.url === null || prev.url === f.url)) continue;
       const quietFor = now - (this.changedAt.get(t.id) ?? 0);
       if (quietFor < TITLE_DEBOUNCE_MS) { this.schedule(TITLE_DEBOUNCE_MS - quietFor + 10); continue; }
+      // Only what the page changed since it was last synced: a URL we navigated the tab to (step
+      // 8) is not the page's to send back over a newer one.
       const update = {};
-      if (f.title !== w.title) update.title = f.title;
-      if (f.badge !== w.badge) update.badge = f.badge;
-      if (f.url !== null && f.url !== w.url) update.url = f.url;
+      if (f.title !== w.title && f.title !== prev?.title) update.title = f.title;
+      if (f.badge !== w.badge && f.badge !== prev?.badge) update.badge = f.badge;
+      if (f.url !== null && f.url !== w.url && f.url !== prev?.url) update.url = f.url;
       if (Object.keys(update).length > 0) {
+        const since = now - (this.updatedAt.get(t.id) ?? 0);
+        if (since < UPDATE_EVERY_MS) { this.schedule(UPDATE_EVERY_MS - since + 10); continue; }
         if (!this.take()) { deferred = true; continue; }
         c.update(wid, update);
+        this.updatedAt.set(t.id, now);
       }
       this.seen.set(t.id, f);
     }
@@ -519,12 +840,42 @@ class Mirror {
     return m;
   }
 
-  /** The bound window is gone (closed by the user, or the browser is shutting down). */
+  /**
+   * The bound window is gone (closed by the user, or the browser is shutting down): the binding
+   * detaches and its connection closes. Only Reopen, or the browser restoring the window at its
+   * next start, brings it back; a reconnect or a server restart does not.
+   */
   detached() {
+    if (this.b.closed) return;
     this.ready = false;
+    this.b.closed = true;
     this.b.attach = "reattach";
+    clearTimeout(this.delayTimer);
+    this.client.close();
+    this.persist().catch(() => {});
     saveBinding(this.b);
+    updateRetryAlarm();
     this.publish();
+  }
+
+  /** The popup's answer to a pause: "publish" this window's tabs again, or take the "server"'s version. */
+  async resolve(choice) {
+    const paused = this.paused;
+    if (!paused) return;
+    this.paused = null;
+    const gone = [...this.snapshotRemoved];
+    this.snapshotRemoved.clear();
+    if (choice === "server" && paused.kind === "brake") {
+      for (const id of gone) this.removed.add(id); // the user said so: they close
+    } else if (choice === "server") {
+      // The window keeps its tabs, unbound; the server's version opens in a new window.
+      this.ready = false;
+      this.release();
+      await attachSerially(() => this.openWindow(this.client.state));
+      await saveBinding(this.b);
+      this.ready = true;
+    }
+    this.schedule();
   }
 
   // ------------------------------------------------------------------ what the popup shows
@@ -540,15 +891,20 @@ class Mirror {
     const status = {
       bindingId: this.b.id, windowId: this.b.windowId, workspace: this.b.workspace, server: this.b.server,
       mode: this.b.mode, name: this.b.name,
-      status: this.b.stopped ? "stopped" : this.ready ? c.status : (c.status === "connected" ? "attaching" : c.status),
+      status: this.b.stopped ? "stopped" : this.b.closed ? "closed" : this.paused ? "paused"
+        : this.ready ? c.status : (c.status === "connected" ? "attaching" : c.status),
       stopped: this.b.stopped, version: c.confirmed.version, pending: c.pending.length,
+      retrying: c.retrying.length, paused: this.paused, viewOnly: this.readOnly ? (this.viewer ? "viewer" : "read-only") : "",
       tabs: c.state.tabs.map((t) => ({ id: t.id, title: t.title, badge: t.badge, locked: t.locked })),
+      localOnly: [...this.localOnly].map(([tid, v]) => ({ tabId: tid, code: v.code, title: v.title, reason: REASONS[v.code] ?? v.code })),
       activeTabId: c.state.activeTabId, editable: c.state.editable,
       sessionId: c.sessionId,
       peers: c.peers.filter((p) => p.sessionId !== c.sessionId).map((p) => ({
         name: p.name || p.clientId || "?", tabId: p.focusTabId ?? "", title: titles.get(p.focusTabId) ?? "",
       })),
-      rejection: this.lastRejection,
+      rejection: this.lastRejection && !this.lastRejection.title
+        ? { ...this.lastRejection, title: [...this.localOnly.values()].find((v) => v.wsId && v.wsId === this.lastRejection.tabId)?.title ?? "" }
+        : this.lastRejection,
       map: [...this.map],
     };
     chrome.storage.session.set({ [`status:${this.b.id}`]: status });
@@ -556,23 +912,31 @@ class Mirror {
 }
 
 /**
- * The action badge: how many others are here; the tooltip says who views what. Set on the bound
- * window's active tab, the one whose button shows (each pass runs after an activation too), so a
- * presence change costs two calls, not two per tab.
+ * The action badge: how many others are here, and "!" when the window is not fully shared (tabs
+ * kept local only, a paused or read-only mirror); the tooltip says why and who views what. Set on
+ * the bound window's active tab, the one whose button shows (each pass runs after an activation
+ * too), so a presence change costs two calls, not two per tab.
  */
 function updateBadge(mirror, real) {
   const c = mirror.client;
   const others = c.peers.filter((p) => p.sessionId !== c.sessionId);
   const titles = new Map(c.state.tabs.map((t) => [t.id, t.title]));
-  const text = others.length > 0 ? String(Math.min(others.length, 99)) : "";
-  const tooltip = [`tabsync: ${mirror.b.workspace}`, ...others.map((p) =>
+  const partial = mirror.localOnly.size > 0 || mirror.paused || mirror.readOnly;
+  const text = (others.length > 0 ? String(Math.min(others.length, 99)) : "") + (partial ? "!" : "");
+  const notes = [];
+  if (mirror.paused) notes.push("paused: " + mirror.paused.reason);
+  if (mirror.readOnly) notes.push("read-only mirror: tabs opened here stay in this window");
+  if (mirror.localOnly.size > 0) notes.push(`${mirror.localOnly.size} tab(s) of this window are local only (not shared)`);
+  const tooltip = [`tabsync: ${mirror.b.workspace}`, ...notes, ...others.map((p) =>
     `${cleanText(p.name || p.clientId, 64)} views ${cleanText(titles.get(p.focusTabId) ?? "nothing", MAX_TITLE)}`)].join("\n");
   const active = real.find((t) => t.active);
   if (!active) return;
-  const signature = `${text}|${tooltip}|${active.id}`;
+  // Chrome clears a tab's own badge when it navigates: a load (status, url) sets it again.
+  const signature = `${text}|${tooltip}|${active.id}|${active.status}|${active.url}`;
   if (signature === mirror.badgeSignature) return;
   mirror.badgeSignature = signature;
   chrome.action.setBadgeText({ tabId: active.id, text }).catch(() => {});
+  if (partial) chrome.action.setBadgeBackgroundColor({ tabId: active.id, color: "#b25b00" }).catch(() => {});
   chrome.action.setTitle({ tabId: active.id, title: tooltip }).catch(() => {});
 }
 
@@ -581,10 +945,10 @@ function updateBadge(mirror, real) {
  * keepalive failed, or the browser chose to), which resumes, reconnects and catches up; while the
  * worker lives, the client retries a lost connection itself (backoff up to 5 s). A period longer
  * than the 30 s idle limit lets an idle worker stop between alarms instead of being held up by
- * them. A binding stopped for a reason (a refused token) has none: no retries until bound again.
+ * them. A binding stopped for a reason (a refused token) or closed has none.
  */
 async function updateRetryAlarm() {
-  const live = [...mirrors.values()].some((m) => !m.b.stopped);
+  const live = [...mirrors.values()].some((m) => !m.b.stopped && !m.b.closed);
   const existing = await chrome.alarms.get(RETRY_ALARM);
   if (live && !existing) chrome.alarms.create(RETRY_ALARM, { periodInMinutes: 1 });
   if (!live && existing) chrome.alarms.clear(RETRY_ALARM);
@@ -592,19 +956,43 @@ async function updateRetryAlarm() {
 
 // ------------------------------------------------------------------ boot
 
-/** Loads every binding and resumes it (once per worker life). */
+/**
+ * Loads every binding and resumes it (once per worker life). With storage.session's "alive"
+ * marker, the worker restarted: the saved map holds. Without it, the browser restarted or the
+ * extension was updated: each binding keeps its outbox and confirmed state (it resumes and sends
+ * its pending ops, which the server applies at most once), and matches its window again tab by
+ * tab; a closed binding looks for its window only (the browser may have restored it) and stays
+ * closed otherwise.
+ */
 function boot() {
   booted ??= (async () => {
     const nonce = await sessionNonce();
-    const { boots = 0 } = await chrome.storage.session.get("boots");
-    await chrome.storage.session.set({ boots: boots + 1 });
-    const bindings = await loadBindings();
     const session = await chrome.storage.session.get(null);
+    const trusted = Boolean(session.alive);
+    offline = Boolean(session.offline);
+    pacingOff = session.pacing === false;
+    await chrome.storage.session.set({ alive: true, boots: (session.boots ?? 0) + 1 });
+    const bindings = await loadBindings();
     for (const b of Object.values(bindings)) {
-      const resume = session[`resume:${b.id}`];
-      if (!resume && !b.attach) b.attach = "reattach"; // a browser restart: window ids are stale
-      const m = new Mirror(b, resume && !b.attach ? resume : null, nonce);
+      const key = `resume:${b.id}`;
+      const resume = (await resumeArea(b).get(key))[key];
+      if (!trusted && !b.remember && !b.token && tokenNeeded(b)) b.stopped = "the token was kept for the browser session only: enter it again";
+      const m = new Mirror(b, nonce);
+      if (resume) m.restore(resume, trusted);
+      if (!trusted || !resume) b.attach = b.attach || "reattach";
+      if (!m.ready && b.attach === "") b.attach = "reattach";
       mirrors.set(b.id, m);
+      if (b.closed && !trusted && resume) {
+        // The browser may have restored the window the binding had when it quit (closing the last
+        // window quits the browser): that window, and only it, is attached again.
+        m.findRestored().then(async (found) => {
+          if (!found || mirrors.get(b.id) !== m) return;
+          b.closed = false;
+          await saveBinding(b);
+          m.start();
+          updateRetryAlarm();
+        });
+      }
       m.start();
     }
     updateRetryAlarm();
@@ -612,8 +1000,30 @@ function boot() {
   return booted;
 }
 
+/** Whether the binding was made with a token (its role or the server needs one to resume). */
+function tokenNeeded(b) {
+  return Boolean(b.hadToken);
+}
+
+/** After a browser restart: waits a little for a restored window that matches the closed binding. */
+Mirror.prototype.findRestored = async function findRestored() {
+  const records = this.restored?.tabs ?? [];
+  const deadline = Date.now() + RESTORE_WAIT_MS;
+  while (Date.now() < deadline) {
+    const windows = await chrome.windows.getAll({ populate: true, windowTypes: ["normal"] });
+    const taken = claimedWindows(this);
+    for (const w of windows) {
+      if (taken.has(w.id) || w.incognito !== this.b.incognito) continue;
+      const tabs = w.tabs.slice().sort((a, b) => a.index - b.index);
+      if (windowMatches(records, matchTabs(records, tabs, this.restored?.map ?? new Map(), BASE))) return true;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  return false;
+};
+
 function mirrorOfWindow(windowId) {
-  for (const m of mirrors.values()) if (m.b.windowId === windowId) return m;
+  for (const m of mirrors.values()) if (m.b.windowId === windowId && !m.b.closed) return m;
   return null;
 }
 
@@ -630,6 +1040,18 @@ chrome.tabs.onRemoved.addListener(async (_, info) => {
   // A closing window takes its tabs with it: that is not the user closing the workspace's tabs.
   if (m && info.isWindowClosing) m.detached();
   else m?.schedule();
+});
+// A tab replaced by another (prerendering, a discarded tab brought back) keeps its workspace tab.
+chrome.tabs.onReplaced.addListener(async (added, removedId) => {
+  await boot();
+  for (const m of mirrors.values()) {
+    for (const table of [m.map, m.seen, m.changedAt, m.updatedAt, m.localOnly]) {
+      if (table.has(removedId)) { table.set(added, table.get(removedId)); table.delete(removedId); }
+    }
+    if (m.ignored.delete(removedId)) m.ignored.add(added);
+  }
+  const tab = await chrome.tabs.get(added).catch(() => null);
+  if (tab) mirrorOfWindow(tab.windowId)?.schedule();
 });
 chrome.tabs.onMoved.addListener((_, info) => onWindowEvent(info.windowId));
 chrome.tabs.onActivated.addListener((info) => onWindowEvent(info.windowId));
@@ -650,20 +1072,33 @@ chrome.windows.onRemoved.addListener(async (windowId) => {
 chrome.alarms.onAlarm.addListener(async (alarm) => {
   await boot();
   if (alarm.name !== RETRY_ALARM) return;
-  for (const m of mirrors.values()) if (!m.b.stopped && m.client.status === "closed") m.start();
+  for (const m of mirrors.values()) if (!m.b.stopped && !m.b.closed && m.client.status === "closed") m.start();
   updateRetryAlarm();
 });
 chrome.runtime.onStartup.addListener(() => boot());
 chrome.runtime.onInstalled.addListener(() => boot());
 
 // The keepalive: a repeated Focus is a data message the server ignores; it keeps the worker alive.
-// The switch (storage.session "keepalive", off only in a test that lets the worker stop) is read
-// once and then followed by its change events: a storage call per tick would itself keep the
-// worker alive, as any extension API call does.
+// Test switches in storage.session, read once and then followed by their change events (a storage
+// call per tick would itself keep the worker alive, as any extension API call does): "keepalive"
+// (off only in a test that lets the worker stop), "offline" (every connection cut, as a lost
+// network), "pacing" (false: ops are not paced, so the server's rate limit answers them).
 let keepalive = true;
-chrome.storage.session.get("keepalive").then((v) => { keepalive = v.keepalive ?? true; });
-chrome.storage.onChanged.addListener((changes, area) => {
-  if (area === "session" && "keepalive" in changes) keepalive = changes.keepalive.newValue ?? true;
+let pacingOff = false;
+chrome.storage.session.get(["keepalive", "pacing"]).then((v) => { keepalive = v.keepalive ?? true; pacingOff = v.pacing === false; });
+chrome.storage.onChanged.addListener(async (changes, area) => {
+  if (area !== "session") return;
+  if ("keepalive" in changes) keepalive = changes.keepalive.newValue ?? true;
+  if ("pacing" in changes) pacingOff = changes.pacing.newValue === false;
+  if ("offline" in changes) {
+    await boot();
+    offline = Boolean(changes.offline.newValue);
+    for (const m of mirrors.values()) {
+      if (offline) m.client.close();
+      else if (m.client.status === "closed") m.start();
+      m.publish();
+    }
+  }
 });
 setInterval(() => {
   if (!keepalive) return;
@@ -677,8 +1112,12 @@ setInterval(() => {
 async function bind(request) {
   const server = String(request.server ?? "").trim();
   const workspace = String(request.workspace ?? "").trim();
+  const token = String(request.token ?? "").trim();
   if (!/^wss?:\/\/[^\s/?#]+(\/[^\s]*)?$/i.test(server)) return { error: "the server is a ws:// or wss:// address" };
   if (!WORKSPACE_ID.test(workspace)) return { error: "a workspace id is 1–64 of A–Z a–z 0–9 . _ -" };
+  if (token && /^ws:/i.test(server) && !isLoopback(server)) {
+    return { error: "a token is never sent in clear to another machine: use a wss:// address for this server" };
+  }
   const win = await chrome.windows.get(request.windowId).catch(() => null);
   if (!win) return { error: "that window is gone" };
   if (mirrorOfWindow(win.id)) return { error: "this window is already bound: unbind it first" };
@@ -688,12 +1127,14 @@ async function bind(request) {
   }
   /** @type {Binding} */
   const binding = {
-    id: `b-${randomTag(8)}`, server, workspace, token: String(request.token ?? ""),
-    name: cleanText(request.name ?? "", 64), mode: request.mode === "browse" ? "browse" : "follow",
+    id: `b-${randomTag(8)}`, server, workspace, token, remember: Boolean(request.remember) && !win.incognito,
+    hadToken: Boolean(token), name: cleanText(request.name ?? "", 64), mode: request.mode === "browse" ? "browse" : "follow",
     clientId: `ext-${randomTag(12)}`, windowId: win.id, incognito: win.incognito, stopped: "", attach: "adopt-or-open",
+    closed: false, viewOnly: "",
   };
   await saveBinding(binding);
-  const m = new Mirror(binding, null, await sessionNonce());
+  const m = new Mirror(binding, await sessionNonce());
+  m.claimed = true;
   mirrors.set(binding.id, m);
   m.start();
   m.publish();
@@ -718,6 +1159,28 @@ async function setMode(bindingId, mode) {
   return { ok: true };
 }
 
+/** Reopen (a closed binding) or Try again (a stopped one): the window that matches, else a new one. */
+async function reopen(request) {
+  const m = mirrors.get(request.bindingId);
+  if (!m) return { error: "not bound" };
+  if (request.token) m.b.token = String(request.token);
+  m.b.stopped = "";
+  m.b.closed = false;
+  m.b.attach = "reattach";
+  await saveBinding(m.b);
+  m.stop();
+  const fresh = new Mirror(m.b, await sessionNonce());
+  fresh.client.confirmed = m.client.confirmed; // the outbox and the history it belongs to go on
+  fresh.client.pending = m.client.pending;
+  fresh.client.nextSeq = m.client.nextSeq;
+  fresh.client.rebuild();
+  fresh.reopening = true;
+  mirrors.set(m.b.id, fresh);
+  fresh.start();
+  updateRetryAlarm();
+  return { ok: true };
+}
+
 chrome.runtime.onMessage.addListener((request, _sender, reply) => {
   (async () => {
     await boot();
@@ -725,16 +1188,11 @@ chrome.runtime.onMessage.addListener((request, _sender, reply) => {
       case "bind": return bind(request);
       case "unbind": return unbind(request.bindingId);
       case "mode": return setMode(request.bindingId, request.mode);
-      case "reopen": {
+      case "reopen": return reopen(request);
+      case "resolve": {
         const m = mirrors.get(request.bindingId);
         if (!m) return { error: "not bound" };
-        m.b.stopped = "";
-        m.b.attach = "reattach";
-        await saveBinding(m.b);
-        m.stop();
-        const fresh = new Mirror(m.b, null, await sessionNonce());
-        mirrors.set(m.b.id, fresh);
-        fresh.start();
+        await m.resolve(request.choice === "server" ? "server" : "publish");
         return { ok: true };
       }
       default: return { error: "unknown request" };

@@ -98,3 +98,101 @@ export function movesToOrder(current, desired, fixed = new Set()) {
   }
   return moves;
 }
+
+/** The placeholder page's workspace tab id (`placeholder.html?id=…`), or null for any other URL. */
+export function placeholderId(url, base) {
+  if (!url || !url.startsWith(base)) return null;
+  try {
+    return new URL(url).searchParams.get("id") || null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Which restored real tabs are which workspace tabs (after a browser restart, a crash or an
+ * extension update). `records`: the workspace tabs as last known, in order ({ id, url, title });
+ * `tabs`: the window's real tabs in order ({ id, url, pendingUrl, title, pinned }); `prior`: the
+ * Chrome tab id -> workspace id map saved before (valid after an update, stale after a restart);
+ * `base`: the extension's URL (its placeholders carry their workspace id). Matched in this order:
+ * the saved Chrome id showing the same page, a placeholder's id, the URL, then the title at the
+ * nearest position, then (a tab without a page, such as a new-tab page) the position alone.
+ * Returns { map: Map(chromeId -> workspaceId), byId, byUrl, other }.
+ */
+export function matchTabs(records, tabs, prior = new Map(), base = "chrome-extension://") {
+  const map = new Map();
+  const free = new Set(records.map((r) => r.id));
+  const byIdRecord = new Map(records.map((r) => [r.id, r]));
+  const real = tabs.filter((t) => !t.pinned);
+  const pageOf = (t) => tabFields(t).url;
+  let byId = 0;
+  let byUrl = 0;
+  let other = 0;
+  const take = (t, id) => { map.set(t.id, id); free.delete(id); };
+  for (const t of real) {
+    const id = prior.get(t.id);
+    const r = id && free.has(id) ? byIdRecord.get(id) : null;
+    if (r && ((r.url || null) === pageOf(t) || placeholderId(t.url || t.pendingUrl, base) === id)) { take(t, id); byId++; }
+  }
+  for (const t of real) {
+    if (map.has(t.id)) continue;
+    const id = placeholderId(t.url || t.pendingUrl, base);
+    if (id && free.has(id)) { take(t, id); byId++; }
+  }
+  for (const t of real) {
+    if (map.has(t.id)) continue;
+    const url = pageOf(t);
+    const r = url && records.find((x) => free.has(x.id) && x.url === url);
+    if (r) { take(t, r.id); byUrl++; }
+  }
+  const position = new Map(real.map((t, i) => [t.id, i]));
+  for (const [ri, r] of records.entries()) {
+    if (!free.has(r.id)) continue;
+    let best = null;
+    for (const t of real) {
+      if (map.has(t.id)) continue;
+      const f = tabFields(t);
+      const sameTitle = r.title && f.title === r.title;
+      const blankAtPlace = !r.url && f.url === null && position.get(t.id) === ri;
+      if (!sameTitle && !blankAtPlace) continue;
+      if (r.url && f.url !== null) continue; // a page showing another URL is another tab
+      const d = Math.abs(position.get(t.id) - ri);
+      if (!best || d < best.d) best = { t, d };
+    }
+    if (best) { take(best.t, r.id); other++; }
+  }
+  return { map, byId, byUrl, other };
+}
+
+/**
+ * Whether a window may be re-attached to a workspace whose tabs are `records`: it matches by ids
+ * (at least 2, or all of them), or by at least 80% of the workspace's URLs and at least 2 tabs.
+ */
+export function windowMatches(records, match) {
+  const urls = records.filter((r) => r.url).length;
+  if (match.byId >= 2 || (match.byId > 0 && match.byId === records.length)) return true;
+  return match.byUrl >= 2 && match.byUrl >= 0.8 * urls;
+}
+
+/** The mass-close brake: closing `count` of a window's `windowTabs` tabs at once needs an applied op. */
+export function brakes(count, windowTabs) {
+  return count > 5 && count > windowTabs / 2;
+}
+
+/** The `role` claim of a JWT (read, not verified: the server verifies), or "". */
+export function tokenRole(token) {
+  try {
+    const part = String(token).split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    return String(JSON.parse(atob(part)).role ?? "");
+  } catch {
+    return "";
+  }
+}
+
+/** True for ws:// and wss:// URLs whose host is this machine (a token may go there in clear). */
+export function isLoopback(url) {
+  const m = /^wss?:\/\/(\[[^\]]*\]|[^/:?#]*)/i.exec(url);
+  if (!m) return false;
+  const host = m[1].toLowerCase();
+  return host === "localhost" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}

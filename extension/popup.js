@@ -15,26 +15,52 @@ function text(tag, value, className) {
   return el;
 }
 
-async function findBinding() {
+async function allBindings() {
   const { bindings = {} } = await chrome.storage.local.get("bindings");
-  const binding = Object.values(bindings).find((b) => b.windowId === windowId);
+  const { privateBindings = {} } = await chrome.storage.session.get("privateBindings");
+  return { ...bindings, ...privateBindings };
+}
+
+async function findBinding() {
+  const bindings = await allBindings();
+  const binding = Object.values(bindings).find((b) => b.windowId === windowId && !b.closed);
   if (!binding) return { binding: null, status: null };
   const key = `status:${binding.id}`;
   return { binding, status: (await chrome.storage.session.get(key))[key] ?? null };
 }
 
-function explain(rejection) {
-  if (!rejection) return "";
-  const what = rejection.title ? `“${rejection.title}”` : "a tab";
-  const reasons = {
-    LOCKED: `${what} is locked in the workspace: your ${rejection.kind} was rolled back`,
-    NOT_EDITABLE: `the workspace is read-only: your ${rejection.kind} was rolled back`,
-    NOT_PERMITTED: `your token may only view: your ${rejection.kind} was rolled back`,
-    TAB_GONE: `${what} was closed by someone else first`,
-    RATE_LIMITED: "too many changes at once: they are being sent more slowly",
-    LIMIT_EXCEEDED: `the workspace is full: your ${rejection.kind} was rolled back`,
-  };
-  return reasons[rejection.code] ?? `the server refused a ${rejection.kind} (${rejection.code}: ${rejection.message})`;
+const WHY = {
+  NOT_PERMITTED: "your token may only view this workspace",
+  NOT_EDITABLE: "the workspace is read-only",
+  LIMIT_EXCEEDED: "the workspace is full",
+  INVALID_ARGUMENT: "the server refused it as invalid",
+  LOCKED: "it is locked in the workspace",
+};
+
+/** What actually happened, in words: each refusal says what it did to the real tab (nothing). */
+function explain(r) {
+  if (!r) return "";
+  const what = r.title ? `“${r.title}”` : "a tab";
+  const why = WHY[r.code] ?? `the server refused it (${r.code}${r.message ? `: ${r.message}` : ""})`;
+  if (r.retrying) {
+    return r.code === "RATE_LIMITED" ? "too many changes at once: they are being sent again, more slowly"
+      : "the server cannot store changes right now: they are kept and sent again";
+  }
+  switch (r.kind) {
+    case "add": case "open":
+      if (r.code === "TAB_EXISTS") return `${what} is in the workspace already`;
+      return `${what} stays open in this window only: ${why}`;
+    case "replace": return `this window's tabs stay open here only: ${why}`;
+    case "remove":
+      if (r.code === "TAB_GONE") return `${what} was already closed by someone else`;
+      if (r.code === "LOCKED") return `${what} is locked in the workspace: it was opened again`;
+      return `${what} was closed in this window only: ${why}`;
+    case "move": case "update": case "activate":
+      if (r.code === "TAB_GONE") return `${what} was closed by someone else first: your ${r.kind} did nothing`;
+      if (r.code === "LOCKED") return `${what} is locked in the workspace: your ${r.kind} was undone`;
+      return `your ${r.kind} of ${what} was undone: ${why}`;
+    default: return `the server refused a ${r.kind} (${r.code}${r.message ? `: ${r.message}` : ""})`;
+  }
 }
 
 async function render() {
@@ -58,12 +84,27 @@ async function render() {
   $("ws-name").textContent = `${binding.workspace} on ${binding.server}`;
   $("version").textContent = `v${s.version ?? 0}`;
   $("bound-mode").value = binding.mode;
-  const why = s.stopped || (s.status === "attaching" && binding.attach === "reattach" ? "the bound window is closed" : "")
+  const why = s.stopped || s.paused?.reason || (binding.closed ? "the bound window is closed" : "")
     || (s.rejection && Date.now() - s.rejection.at < 60_000 ? explain(s.rejection) : "");
   $("why").hidden = !why;
   $("why").textContent = why;
-  $("reopen").hidden = !(binding.attach === "reattach" || s.stopped);
+  const note = s.viewOnly === "viewer" ? "read-only mirror: your token may only view; tabs you open here stay in this window"
+    : s.viewOnly ? "read-only mirror: the workspace is read-only; tabs you open here stay in this window"
+    : (s.retrying ? `${s.retrying} change(s) waiting to be sent again` : "");
+  $("note").hidden = !note;
+  $("note").textContent = note;
+  $("pause-actions").hidden = !s.paused;
+  $("use-server").textContent = s.paused?.kind === "brake" ? "Close them" : "Open the server's version (new window)";
+  $("reopen").hidden = !(binding.closed || s.stopped);
   $("reopen").textContent = s.stopped ? "Try again" : "Reopen window";
+  $("token-again").hidden = !(s.stopped && /token/.test(s.stopped));
+  const local = s.localOnly ?? [];
+  $("local-only").hidden = local.length === 0;
+  $("local-list").replaceChildren(...local.map((t) => {
+    const li = text("li", t.title || "(untitled)");
+    li.append(text("span", ` — ${t.reason}`, "dim"));
+    return li;
+  }));
   const peers = $("peers");
   peers.replaceChildren(...(s.peers ?? []).map((p) => {
     const li = text("li", p.name);
@@ -87,9 +128,9 @@ async function render() {
 
 /** Bindings whose window was closed: reopen them (here or in a new window) or forget them. */
 async function renderDetached() {
-  const { bindings = {} } = await chrome.storage.local.get("bindings");
+  const bindings = await allBindings();
   const windows = new Set((await chrome.windows.getAll()).map((w) => w.id));
-  const detached = Object.values(bindings).filter((b) => !windows.has(b.windowId));
+  const detached = Object.values(bindings).filter((b) => b.closed || !windows.has(b.windowId));
   $("detached").hidden = detached.length === 0;
   $("detached-list").replaceChildren(...detached.map((b) => {
     const li = text("li", `${b.workspace} on ${b.server} `);
@@ -124,14 +165,16 @@ async function main() {
     event.preventDefault();
     const form = { server: $("server").value, workspace: $("workspace").value, name: $("name").value, mode: $("mode").value };
     await chrome.storage.local.set({ lastForm: form });
-    await send({ type: "bind", windowId, ...form, token: $("token").value, incognito: $("incognito").checked });
+    await send({ type: "bind", windowId, ...form, token: $("token").value, remember: $("remember").checked, incognito: $("incognito").checked });
     render();
   });
   $("unbind").addEventListener("click", async () => {
     if (current) await send({ type: "unbind", bindingId: current.bindingId });
     render();
   });
-  $("reopen").addEventListener("click", () => current && send({ type: "reopen", bindingId: current.bindingId }));
+  $("reopen").addEventListener("click", () => current && send({ type: "reopen", bindingId: current.bindingId, token: $("token2").value }));
+  $("publish-again").addEventListener("click", () => current && send({ type: "resolve", bindingId: current.bindingId, choice: "publish" }));
+  $("use-server").addEventListener("click", () => current && send({ type: "resolve", bindingId: current.bindingId, choice: "server" }));
   $("bound-mode").addEventListener("change", () => current && send({ type: "mode", bindingId: current.bindingId, mode: $("bound-mode").value }));
   chrome.storage.onChanged.addListener(() => render());
   await render();

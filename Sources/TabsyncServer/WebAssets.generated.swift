@@ -857,13 +857,15 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 """#),
         "tabsync-client.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""9c8d34c6d1bc80d1e0c43e5be587dcfa""#,
+            etag: #""17d6f6e2a74347b69fca1b5bfdc8f57e""#,
             text: #"""
 // A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
-// every Applied and their keys translated through rekeys (as core's Replica does), Rejected rolled
-// back, reconnect with backoff, version gaps answered by reconnecting; `state` is rebuilt before
-// "connected" is announced. Importable by any web app; web/bar.js is one user of it.
+// every Applied and their keys translated through rekeys (as core's Replica does), a permanent
+// Rejected rolled back, a transient one (UNAVAILABLE, RATE_LIMITED) kept in the outbox and
+// resubmitted with back-off, reconnect with backoff, version gaps answered by reconnecting;
+// `state` is rebuilt before "connected" is announced. Importable by any web app; web/bar.js is
+// one user of it.
 //
 //   const client = new TabsyncClient({ url: "ws://127.0.0.1:7070/", workspace: "team" });
 //   client.addEventListener("change", () => render(client.state));
@@ -872,11 +874,19 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 //
 // Events (EventTarget): "change" (state, pending ops or peers changed), "status" (detail:
 // "connecting" | "connected" | "disconnected" | "closed"), "rejected" (detail: { seq, code,
-// message, op }), "error" (detail: the server's Error { code, message }).
+// message, op }: a permanent refusal, sent before `state` drops the op), "retrying" (detail:
+// { code, message, op, attempts, retryAt }: a transient refusal; the op stays pending and is sent
+// again as a new op with a new seq), "applied" (detail: { applied, removed }: an Applied changed
+// `confirmed`; `removed` lists the tab ids it took out), "welcome" (detail: { previousEpoch, epoch,
+// recovered, removed }: sent before `state` is rebuilt from the Welcome), "error" (detail: the
+// server's Error { code, message }).
 
 import { generateKeyBetween } from "./fractional-indexing.js";
 
 const SUBPROTOCOL = "tabsync.v1.json";
+
+/** Refusals that say "not now" rather than "no": the op stays in the outbox and is sent again. */
+export const TRANSIENT = new Set(["UNAVAILABLE", "RATE_LIMITED"]);
 
 /** Sorts tabs by key, bytewise (keys are ASCII, so UTF-16 order is byte order). */
 function byKey(a, b) {
@@ -1103,8 +1113,13 @@ export class TabsyncClient extends EventTarget {
    * @param {string} [options.name]  shown to others in presence
    * @param {string} [options.token]  sent in Hello where the server requires one
    */
-  constructor({ url, workspace, clientId, name = "", token = "", backoff = { first: 250, max: 5000 } }) {
+  constructor({ url, workspace, clientId, name = "", token = "", backoff = { first: 250, max: 5000 },
+    retry = { first: 200, max: 5000, rateLimited: 1000 } }) {
     super();
+    // Back-off of a held op (docs/design.md, "Transient refusals are retried"): UNAVAILABLE from
+    // `first` doubling to `max`, jittered; RATE_LIMITED `rateLimited`.
+    this.retry = retry;
+    this.retryTimer = null;
     this.url = url;
     this.workspace = workspace;
     this.clientId = clientId || randomId("web-");
@@ -1113,7 +1128,7 @@ export class TabsyncClient extends EventTarget {
     this.backoff = backoff;
     this.confirmed = stateFromSnapshot({ workspace, editable: true });
     this.state = cloneState(this.confirmed);
-    this.pending = []; // { seq (0 until numbered), baseVersion, op }
+    this.pending = []; // the outbox: { seq (0 until numbered or while waiting to retry), baseVersion, op, retry? }
     this.rekeys = []; // rekeyRecord()s since the oldest pending op's base version
     this.peers = [];
     this.sessionId = "";
@@ -1139,6 +1154,7 @@ export class TabsyncClient extends EventTarget {
   close() {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.retryTimer);
     this.ws?.close(1000);
     this.setStatus("closed");
   }
@@ -1260,6 +1276,8 @@ export class TabsyncClient extends EventTarget {
     this.sessionId = welcome.sessionId ?? "";
     this.limits = welcome.limits ?? null;
     const lastSeq = Number(welcome.lastSeq ?? 0);
+    const previousEpoch = this.confirmed.epoch;
+    const before = new Set(this.confirmed.tabs.map((t) => t.id));
     if (welcome.recovered) {
       for (const applied of welcome.missed ?? []) applyCanonical(this.confirmed, applied);
     } else {
@@ -1270,7 +1288,12 @@ export class TabsyncClient extends EventTarget {
     // Pending ops the server already consumed are in the state (or were refused): drop them.
     this.pending = this.pending.filter((p) => p.seq === 0 || p.seq > lastSeq);
     this.nextSeq = Math.max(this.nextSeq, lastSeq + 1);
-    for (const p of this.pending) if (p.seq === 0) p.seq = this.nextSeq++;
+    for (const p of this.pending) if (p.seq === 0) { p.seq = this.nextSeq++; delete p.retryAt; }
+    const after = new Set(this.confirmed.tabs.map((t) => t.id));
+    this.dispatchEvent(new CustomEvent("welcome", { detail: {
+      previousEpoch, epoch: this.confirmed.epoch, recovered: Boolean(welcome.recovered),
+      removed: [...before].filter((id) => !after.has(id)),
+    } }));
     this.welcomed = true;
     this.attempts = 0;
     // `state` is the new one before anyone hears "connected".
@@ -1294,6 +1317,9 @@ export class TabsyncClient extends EventTarget {
       if (applied.op?.rekey && this.pending.length > 0) {
         this.rekeys.push(rekeyRecord(version, before, applied.op.rekey));
       }
+      const after = new Set(this.confirmed.tabs.map((t) => t.id));
+      const removed = before.filter((t) => !after.has(t.id)).map((t) => t.id);
+      this.dispatchEvent(new CustomEvent("applied", { detail: { applied, removed } }));
     }
     if (mine) {
       const seq = Number(applied.seq);
@@ -1302,14 +1328,69 @@ export class TabsyncClient extends EventTarget {
     this.rebuild();
   }
 
+  /**
+   * A permanent refusal drops the op (the "rejected" event goes first, so a listener sees the op
+   * before `state` loses it). A transient one (TRANSIENT) keeps it in the outbox, shown in `state`
+   * as before: it waits (seq 0) for a back-off and is then sent as a new op with a new seq and its
+   * original baseVersion (so a key computed before a rekey is still translated), until an answer
+   * that is not transient (docs/design.md, "Transient refusals are retried").
+   */
   onRejected(rejected) {
     const seq = Number(rejected.seq ?? 0);
-    const entry = this.pending.find((p) => p.seq === seq);
-    this.pending = this.pending.filter((p) => p.seq !== seq);
+    const code = rejected.code ?? "ERROR_CODE_UNSPECIFIED";
+    const message = rejected.message ?? "";
+    const index = this.pending.findIndex((p) => p.seq === seq);
+    const entry = index >= 0 ? this.pending[index] : null;
+    if (entry && TRANSIENT.has(code)) {
+      const attempts = (entry.retry?.attempts ?? 0) + 1;
+      entry.seq = 0;
+      entry.retry = { code, attempts };
+      if (code === "RATE_LIMITED") {
+        entry.retryAt = Date.now() + (this.retry.rateLimited ?? 1000);
+      } else {
+        const delay = Math.min(this.retry.max, this.retry.first * 2 ** (attempts - 1));
+        entry.retryAt = Date.now() + delay / 2 + Math.random() * delay / 2;
+      }
+      // Its new seq will be above every op pending now: the server applies it after them, so it
+      // goes last in `state` too.
+      this.pending.splice(index, 1);
+      this.pending.push(entry);
+      this.scheduleRetry();
+      this.dispatchEvent(new CustomEvent("retrying", {
+        detail: { code, message, op: entry.op, attempts, retryAt: entry.retryAt },
+      }));
+      this.rebuild();
+      return;
+    }
+    this.dispatchEvent(new CustomEvent("rejected", { detail: { seq, code, message, op: entry?.op ?? null } }));
+    if (index >= 0) this.pending.splice(index, 1);
     this.rebuild();
-    this.dispatchEvent(new CustomEvent("rejected", {
-      detail: { seq, code: rejected.code ?? "ERROR_CODE_UNSPECIFIED", message: rejected.message ?? "", op: entry?.op ?? null },
-    }));
+  }
+
+  /** Ops waiting to be retried (refused UNAVAILABLE or RATE_LIMITED, not yet answered for good). */
+  get retrying() {
+    return this.pending.filter((p) => p.retry);
+  }
+
+  scheduleRetry() {
+    clearTimeout(this.retryTimer);
+    const waiting = this.pending.filter((p) => p.seq === 0 && p.retryAt);
+    if (waiting.length === 0 || this.stopped) return;
+    const at = Math.min(...waiting.map((p) => p.retryAt));
+    this.retryTimer = setTimeout(() => this.resendDue(), Math.max(0, at - Date.now()));
+  }
+
+  /** Sends again, each with a new seq, the waiting ops whose back-off is over (connected only:
+   * a Welcome numbers and sends every waiting op anyway). */
+  resendDue(now = Date.now()) {
+    if (!this.welcomed) return;
+    for (const p of this.pending) {
+      if (p.seq !== 0 || !p.retryAt || p.retryAt > now) continue;
+      p.seq = this.nextSeq++;
+      delete p.retryAt;
+      this.send({ submit: this.submitBody(p) });
+    }
+    this.scheduleRetry();
   }
 
   /**

@@ -56,3 +56,42 @@ test("the fewest moves put the window in the workspace's order, pinned tabs unto
   assert.deepEqual(movesToOrder(["a", "b", "c", "d"], ["d", "a", "b", "c"]), [{ id: "d", index: 0 }]);
   assert.deepEqual(movesToOrder(["a", "b"], ["a", "b"]), []);
 });
+
+test("restored tabs are matched by id, then URL, then title and position; a blank tab by its place", async () => {
+  const { matchTabs, windowMatches } = await import("../../extension/mirror.js");
+  const records = [
+    { id: "w1", url: "http://h/p/One", title: "One" },
+    { id: "w2", url: "http://h/p/Two", title: "Two" },
+    { id: "w3", url: "", title: "New Tab" },
+  ];
+  // After a browser restart: new Chrome ids, a blank tab.
+  const tabs = [
+    { id: 101, url: "http://h/p/One", title: "One" },
+    { id: 102, url: "http://h/p/Two", title: "Two" },
+    { id: 103, url: "chrome://newtab/", title: "New Tab" },
+  ];
+  const m = matchTabs(records, tabs, new Map([[7, "w1"]]));
+  assert.deepEqual([...m.map], [[101, "w1"], [102, "w2"], [103, "w3"]]);
+  assert.ok(windowMatches(records, m));
+  // A placeholder carries its workspace id; a saved Chrome id showing the same page is kept.
+  const base = "chrome-extension://abc/";
+  const p = matchTabs(records, [{ id: 5, url: `${base}placeholder.html?title=Two&id=w2` }, { id: 9, url: "http://h/p/One" }],
+    new Map([[9, "w1"]]), base);
+  assert.deepEqual([...p.map].sort(), [[5, "w2"], [9, "w1"]]);
+  assert.equal(p.byId, 2);
+  // A window holding one of the two URLs and other pages is not the workspace's window.
+  const stranger = matchTabs(records, [{ id: 1, url: "http://h/p/One", title: "One" }, { id: 2, url: "http://x/", title: "X" }]);
+  assert.equal(windowMatches(records, stranger), false);
+});
+
+test("the mass-close brake, token roles and loopback hosts", async () => {
+  const { brakes, tokenRole, isLoopback } = await import("../../extension/mirror.js");
+  assert.equal(brakes(5, 6), false);
+  assert.equal(brakes(6, 12), false);
+  assert.equal(brakes(6, 11), true);
+  const jwt = (claims) => `e30.${btoa(JSON.stringify(claims)).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_")}.sig`;
+  assert.equal(tokenRole(jwt({ role: "viewer", sub: "b" })), "viewer");
+  assert.equal(tokenRole("not-a-jwt"), "");
+  assert.ok(isLoopback("ws://127.0.0.1:7070/") && isLoopback("ws://localhost/") && isLoopback("ws://[::1]:9/"));
+  assert.ok(!isLoopback("ws://example.com/") && !isLoopback("ws://127.0.0.1.evil.com/"));
+});

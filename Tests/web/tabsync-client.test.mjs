@@ -72,3 +72,101 @@ test("a session connects on its workspace's path (docs/design.md, 'The protocol 
   assert.equal(sessionUrl("ws://h/v1/workspaces/team/ws", "team"), "ws://h/v1/workspaces/team/ws");
   assert.equal(sessionUrl("ws://[::1]:9/", "a b"), "ws://[::1]:9/v1/workspaces/a%20b/ws");
 });
+
+// The outbox: a transient refusal (UNAVAILABLE, RATE_LIMITED) is retried, never rolled back.
+function welcomed(client, tabs = [tab("a", "a0"), tab("b", "a1")], version = "2") {
+  client.onWelcome({ epoch: "e1", snapshot: { workspace: "w", version, epoch: "e1", tabs, activeTabId: "a", editable: true } });
+}
+
+for (const code of ["UNAVAILABLE", "RATE_LIMITED"]) {
+  test(`an op refused ${code} stays pending and goes again with a new seq and its base version`, () => {
+    const client = offlineClient();
+    client.retry = { first: 0, max: 0, rateLimited: 0 };
+    welcomed(client);
+    const events = [];
+    client.addEventListener("retrying", (e) => events.push(e.detail));
+    client.addEventListener("rejected", (e) => events.push({ rolledBack: e.detail }));
+    client.remove("b");
+    assert.deepEqual(client.state.tabs.map((t) => t.id), ["a"]);
+    assert.equal(client.sent.at(-1).submit.seq, "1");
+    client.onRejected({ seq: "1", code, message: "not now" });
+    // Still shown as done, still pending, not rolled back; a "retrying" event, no "rejected".
+    assert.deepEqual(client.state.tabs.map((t) => t.id), ["a"]);
+    assert.equal(client.pending.length, 1);
+    assert.equal(client.retrying.length, 1);
+    assert.deepEqual(events.map((e) => e.code ?? "rolled back"), [code]);
+    assert.equal(events[0].attempts, 1);
+    client.resendDue(Date.now() + 1);
+    const again = client.sent.at(-1).submit;
+    assert.equal(again.seq, "2"); // a new op: the refused seq was consumed
+    assert.equal(again.baseVersion, "2"); // its original base version (rule 7 still translates its key)
+    assert.deepEqual(again.op, { remove: { tabId: "b" } });
+    // Refused again: attempts count up; then applied: the outbox is empty.
+    client.onRejected({ seq: "2", code, message: "" });
+    assert.equal(client.retrying[0].retry.attempts, 2);
+    client.resendDue(Date.now() + 1);
+    assert.equal(client.sent.at(-1).submit.seq, "3");
+    client.onApplied({ version: "3", clientId: "me", seq: "3", activeTabId: "a", op: { remove: { tabId: "b" } } });
+    assert.equal(client.pending.length, 0);
+    assert.deepEqual(client.state.tabs.map((t) => t.id), ["a"]);
+    assert.ok(!events.some((e) => e.rolledBack));
+  });
+}
+
+test("a permanent refusal rolls back, and the rejected event comes before the state drops the op", () => {
+  const client = offlineClient();
+  welcomed(client);
+  let seenInState = null;
+  client.addEventListener("rejected", () => { seenInState = client.state.tabs.some((t) => t.id === "c"); });
+  client.add({ id: "c", title: "C" });
+  client.onRejected({ seq: "1", code: "NOT_EDITABLE", message: "" });
+  assert.equal(seenInState, true);
+  assert.deepEqual(client.state.tabs.map((t) => t.id), ["a", "b"]);
+  assert.equal(client.pending.length, 0);
+});
+
+test("an op waiting for its retry is sent by the next Welcome, once, with a fresh seq", () => {
+  const client = offlineClient();
+  client.retry = { first: 60_000, max: 60_000, rateLimited: 60_000 };
+  welcomed(client);
+  client.move("a", "a2");
+  client.onRejected({ seq: "1", code: "UNAVAILABLE", message: "" });
+  client.resendDue(); // its back-off is not over: nothing sent
+  assert.equal(client.sent.filter((m) => m.submit).length, 1);
+  // The connection drops and comes back: the Welcome numbers it after the last consumed seq.
+  client.welcomed = false;
+  welcomed(client, [tab("a", "a0"), tab("b", "a1")], "2");
+  const submits = client.sent.filter((m) => m.submit);
+  assert.equal(submits.length, 2);
+  assert.equal(submits[1].submit.seq, "2");
+  client.resendDue(Date.now() + 120_000); // nothing left waiting: not sent a third time
+  assert.equal(client.sent.filter((m) => m.submit).length, 2);
+  client.close();
+});
+
+test("a retried op goes after the ops submitted meanwhile, as the server will apply it", () => {
+  const client = offlineClient();
+  client.retry = { first: 0, max: 0, rateLimited: 0 };
+  welcomed(client);
+  client.move("a", "a2"); // seq 1: a after b
+  client.move("b", "a3"); // seq 2: b after a
+  client.onRejected({ seq: "1", code: "RATE_LIMITED", message: "" });
+  assert.deepEqual(client.pending.map((p) => p.op.move.tabId), ["b", "a"]);
+  client.resendDue(Date.now() + 1);
+  assert.equal(client.sent.at(-1).submit.seq, "3");
+});
+
+test("applied and welcome events name the tabs that left the confirmed state", () => {
+  const client = offlineClient();
+  const removed = [];
+  client.addEventListener("applied", (e) => removed.push(...e.detail.removed));
+  let welcome = null;
+  client.addEventListener("welcome", (e) => { welcome = e.detail; });
+  welcomed(client);
+  assert.deepEqual(welcome, { previousEpoch: "", epoch: "e1", recovered: false, removed: [] });
+  client.onApplied({ version: "3", clientId: "other", seq: "7", activeTabId: "a", op: { remove: { tabId: "b" } } });
+  assert.deepEqual(removed, ["b"]);
+  client.welcomed = false;
+  client.onWelcome({ epoch: "e2", snapshot: { workspace: "w", version: "0", epoch: "e2", tabs: [], editable: true } });
+  assert.deepEqual(welcome, { previousEpoch: "e1", epoch: "e2", recovered: false, removed: ["a"] });
+});

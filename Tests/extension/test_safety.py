@@ -1,0 +1,422 @@
+"""The extension's safety contract (docs/extension.md, "The contract"), one test per rule, in two
+headless Chromium profiles against a real tabsync-server:
+
+a user's real tabs are the user's data. Sync closes a real tab only because a remote `remove` of
+that tab's workspace id (or a remote `replace` that drops it) was applied after the tab was mapped.
+Nothing else — a refusal, a rollback, a lost or restored server, a browser or worker restart, an
+extension update, a reconnect — closes a tab, opens one twice, or publishes a tab of a window the
+user did not bind.
+
+Each test names the situation of issue 29 it covers; each was seen to fail with its rule taken out
+(docs/extension.md, "Tests", says how). Every wait has a deadline; a claim that something does *not*
+happen is watched for a bounded time longer than the client's longest reconnect back-off (5 s).
+"""
+import json
+import os
+import subprocess
+import time
+import urllib.request
+
+from conftest import WAIT, TabsyncServer, submit, wait_for, web_conftest
+from test_extension import bound, join, quiet, titles
+
+
+def window_urls(profile, window_id):
+    return profile.run("""return (await chrome.tabs.query({ windowId: arguments[0] }))
+        .sort((a, b) => a.index - b.index).map((t) => t.url || t.pendingUrl);""", window_id)
+
+
+def all_urls(profile):
+    return profile.run("return (await chrome.tabs.query({})).map((t) => t.url || t.pendingUrl);")
+
+
+def metric(server, name):
+    _, _, body = server.get("/metrics")
+    total = 0
+    for line in body.decode().splitlines():
+        if line.startswith(name):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def stays(predicate, seconds, what):
+    """Checks that `predicate` holds throughout `seconds` (a claim that something does not happen)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert predicate(), what
+        time.sleep(0.25)
+
+
+def set_session(profile, **values):
+    profile.run("await chrome.storage.session.set(arguments[0]);", values)
+
+
+def offline(profile, on):
+    """Cuts (or restores) every connection of the profile's extension, as a lost network does."""
+    set_session(profile, offline=on)
+    if on:
+        wait_for(lambda: (profile.status() or {}).get("status") != "connected", what=f"{profile.name} offline")
+
+
+def popup_local_only(profile):
+    return profile.run("return [...document.querySelectorAll('#local-list li')].map((e) => e.textContent);")
+
+
+# ---------------------------------------------------------------------------------------- refusals
+
+
+def mint(key, workspace, role, sub):
+    return subprocess.run([os.path.join(web_conftest.BIN, "tabsync-server"), "token",
+                           "--auth-key-file", str(key), "--workspace", workspace, "--role", role, "--sub", sub],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_a_view_only_token_never_adopts_and_closes_nothing(extension, profiles, pages, tmp_path):
+    """Row 1: a window of 3 pages bound with a viewer's token to an empty workspace."""
+    key = tmp_path / "team.key"
+    key.write_text("s3cret-" * 8 + "\n")
+    server = TabsyncServer(extension["origin"], "--auth-key-file", str(key))
+    try:
+        ws = "viewonly"
+        token = mint(key, ws, "viewer", "bob")
+        a = profiles("A")
+        first = a.new_window([pages.url("V1"), pages.url("V2"), pages.url("V3")])
+        a.bind(server.ws_url + "/", ws, "bob", token=token)
+        wait_for(lambda: (a.binding() or {}).get("windowId") not in (None, first), what="the read-only mirror's own window")
+        mirror = a.binding()["windowId"]
+        a.target(mirror)
+        wait_for(lambda: "read-only mirror" in a.run("return document.getElementById('note').textContent"),
+                 what="the popup says read-only mirror")
+        # The user's window keeps its three pages; nothing was published.
+        assert window_urls(a, first) == [pages.url("V1"), pages.url("V2"), pages.url("V3")]
+        admin = mint(key, ws, "admin", "root")
+        request = urllib.request.Request(f"{server.http_url}/v1/workspaces/{ws}", headers={"Authorization": f"Bearer {admin}"})
+        try:
+            urllib.request.urlopen(request, timeout=10)
+            raise AssertionError("the viewer's window was published")
+        except urllib.error.HTTPError as error:
+            assert error.code == 404
+        # A tab the viewer opens in the mirror stays open, local only.
+        a.open_tab(pages.url("Mine"))
+        wait_for(lambda: any(t.startswith("Mine") for t in popup_local_only(a)), what="the viewer's tab listed as local only")
+        assert pages.url("Mine") in window_urls(a, mirror)
+        assert "only view" in popup_local_only(a)[0]
+        badge_tab = a.run("return (await chrome.tabs.query({ windowId: arguments[0], active: true }))[0].id;", mirror)
+        wait_for(lambda: "!" in a.run("return await chrome.action.getBadgeText({ tabId: arguments[0] });", badge_tab),
+                 what="the badge says the window is not fully shared")
+        # Item 8: the token was not written to disk (not remembered).
+        assert a.run("return (await chrome.storage.local.get('bindings')).bindings")[a.binding()["id"]]["token"] == ""
+        a.screenshot("popup-view-only")
+    finally:
+        server.stop()
+
+
+def test_a_tab_opened_in_a_read_only_workspace_stays_open_as_local_only(ext_server, profiles, pages):
+    """Row 2: the tab stays; the popup says why (not "closed by someone else")."""
+    server, ws = ext_server, "readonly"
+    for name in ("R1", "R2"):
+        server.cli(ws, "add", "--title", name, "--url", pages.url(name))
+    submit(server, ws, {"setEditable": {"editable": False}})
+    b = profiles("B")
+    join(b, server, ws, "bob")
+    snap = quiet(server, ws, b, what="B mirrors the read-only workspace")
+    b.open_tab(pages.url("Extra"))
+    wait_for(lambda: any(t.startswith("Extra") for t in popup_local_only(b)), what="the new tab listed as local only")
+    stays(lambda: pages.url("Extra") in window_urls(b, b.binding()["windowId"]), 3, "the refused tab was closed")
+    assert server.snapshot(ws)["ids"] == snap["ids"]
+    assert "read-only" in popup_local_only(b)[0]
+    assert "closed by someone else" not in b.popup()["why"]
+    b.screenshot("popup-read-only-local-tab")
+
+
+def test_a_tab_refused_because_the_workspace_is_full_stays_open(extension, profiles, pages):
+    """Item 1: LIMIT_EXCEEDED leaves the tab open, local only, and the popup says the workspace is full."""
+    server = TabsyncServer(extension["origin"], "--max-tabs", "3")
+    try:
+        ws = "full"
+        a = bound(profiles("A"), server, ws, "alice", [pages.url("F1"), pages.url("F2"), pages.url("F3")])
+        quiet(server, ws, a)
+        a.open_tab(pages.url("F4"))
+        wait_for(lambda: any(t.startswith("F4") for t in popup_local_only(a)), what="F4 listed as local only")
+        assert "full" in popup_local_only(a)[0]
+        assert "F4" in a.popup()["why"] and "this window only" in a.popup()["why"]
+        stays(lambda: pages.url("F4") in window_urls(a, a.binding()["windowId"]), 3, "the refused tab was closed")
+        assert len(server.snapshot(ws)["ids"]) == 3
+        a.screenshot("popup-local-only")
+    finally:
+        server.stop()
+
+
+# ------------------------------------------------------------------------ lost or replaced server
+
+
+def test_a_server_that_lost_its_data_does_not_empty_the_windows(extension, profiles, pages):
+    """Row 3: a --memory server restarted (workspace gone, new epoch): the windows keep their tabs
+    and publish them again (same ids), nothing closed, nothing doubled."""
+    server = TabsyncServer(extension["origin"], "--memory")
+    try:
+        ws = "lost"
+        a = bound(profiles("A"), server, ws, "alice", [pages.url("L1"), pages.url("L2"), pages.url("L3")])
+        b = profiles("B")
+        join(b, server, ws, "bob")
+        snap = quiet(server, ws, a, b)
+        server.restart()
+        after = quiet(server, ws, a, b, what="republished into the new epoch")
+        assert sorted(after["ids"]) == sorted(snap["ids"]) and sorted(titles(server, ws)) == ["L1", "L2", "L3"]
+        for p in (a, b):
+            urls = window_urls(p, p.binding()["windowId"])
+            assert sorted(urls) == sorted(pages.url(n) for n in ("L1", "L2", "L3")), (p.name, urls)
+    finally:
+        server.stop()
+
+
+def test_a_new_history_with_other_tabs_pauses_and_asks(extension, profiles, pages):
+    """Item 3: a new epoch whose workspace holds other tabs pauses the mirror (nothing closed) and
+    the popup asks; "Publish this window again" makes the union."""
+    server = TabsyncServer(extension["origin"], "--memory")
+    try:
+        ws = "replaced"
+        a = bound(profiles("A"), server, ws, "alice", [pages.url("P1"), pages.url("P2"), pages.url("P3")])
+        quiet(server, ws, a)
+        offline(a, True)
+        server.restart()
+        server.cli(ws, "add", "--title", "Other", "--url", pages.url("Other"))
+        offline(a, False)
+        wait_for(lambda: (a.status() or {}).get("status") == "paused", what="A paused")
+        a.target(a.binding()["windowId"])
+        wait_for(lambda: a.run("return !document.getElementById('pause-actions').hidden"), what="the popup asks")
+        assert "nothing was closed" in a.popup()["why"]
+        a.screenshot("popup-paused-new-epoch")
+        stays(lambda: len(window_urls(a, a.binding()["windowId"])) == 3, 3, "a paused window lost a tab")
+        assert titles(server, ws) == ["Other"]
+        a.run("document.getElementById('publish-again').click();")
+        snap = quiet(server, ws, a, what="the union published")
+        assert sorted(titles(server, ws)) == ["Other", "P1", "P2", "P3"] and len(snap["ids"]) == 4
+    finally:
+        server.stop()
+
+
+def test_many_tabs_gone_from_a_snapshot_pause_the_mirror(extension, profiles, pages):
+    """Item 3's brake: a snapshot of the same history missing more than 5 tabs and more than half
+    of the window, with no op seen removing them, closes nothing until the user says so."""
+    server = TabsyncServer(extension["origin"], "--max-resume-ops", "2")
+    try:
+        ws = "brake"
+        names = [f"K{i}" for i in range(8)]
+        a = bound(profiles("A"), server, ws, "alice", [pages.url(n) for n in names])
+        snap = quiet(server, ws, a)
+        offline(a, True)
+        for tab_id in snap["ids"][2:]:
+            server.cli(ws, "rm", tab_id)
+        offline(a, False)
+        wait_for(lambda: (a.status() or {}).get("status") == "paused", what="the brake paused A")
+        stays(lambda: len(window_urls(a, a.binding()["windowId"])) == 8, 3, "the brake let tabs close")
+        a.target(a.binding()["windowId"])
+        wait_for(lambda: a.run("return !document.getElementById('pause-actions').hidden"), what="the popup asks")
+        a.run("document.getElementById('use-server').click();")
+        after = quiet(server, ws, a, what="closed once the user said so")
+        assert after["ids"] == snap["ids"][:2]
+    finally:
+        server.stop()
+
+
+# ------------------------------------------------------------------------ a closed window
+
+
+def test_a_closed_bound_window_stays_closed_when_the_server_restarts(ext_server, profiles, pages):
+    """Row 4 (item 5)."""
+    server, ws = ext_server, "closed"
+    a = bound(profiles("A"), server, ws, "alice", [pages.url("C1"), pages.url("C2")])
+    snap = quiet(server, ws, a)
+    a.run("await chrome.windows.remove(arguments[0]);", a.binding()["windowId"])
+    wait_for(lambda: a.binding()["attach"] == "reattach", what="the binding detached")
+    server.restart()
+    stays(lambda: pages.url("C1") not in all_urls(a) and metric(server, "tabsync_connections") == 0, 8,
+          "the closed window came back (or reconnected) by itself")
+    assert server.snapshot(ws)["ids"] == snap["ids"]
+
+
+# ------------------------------------------------------------------------ identity across restarts
+
+
+def test_two_browser_restarts_add_nothing_and_reopen_nothing(ext_server, profiles, pages):
+    """Row 5 (item 4): a window of two pages and one blank tab, the browser restarted twice."""
+    server, ws = ext_server, "twice"
+    a = bound(profiles("A", cdp=True), server, ws, "alice", [pages.url("T1"), pages.url("T2"), "about:blank"])
+    snap = quiet(server, ws, a)
+    assert len(snap["ids"]) == 3
+    for round_ in (1, 2):
+        boots = a.run("return (await chrome.storage.session.get('boots')).boots || 0;")
+        session_saved_after(a, time.time())
+        a.restart()
+        wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
+                 timeout=2 * WAIT, what=f"attached again after restart {round_}")
+        assert boots >= 1
+        a.target(a.binding()["windowId"])
+        after = quiet(server, ws, a, what=f"converged after restart {round_}")
+        assert after["ids"] == snap["ids"], f"restart {round_}: {len(snap['ids'])} -> {len(after['ids'])} tabs"
+        urls = all_urls(a)
+        assert urls.count(pages.url("T1")) == 1 and urls.count(pages.url("T2")) == 1, urls
+
+
+def session_saved_after(profile, since):
+    """Waits until Chromium wrote its session file after `since` (it saves on a timer): what a
+    restart restores is then the windows open now."""
+    folder = os.path.join(profile.profile_dir, "Default", "Sessions")
+
+    def saved():
+        return any(os.path.getmtime(os.path.join(folder, n)) > since for n in os.listdir(folder))
+    wait_for(saved, what="the browser saved its session")
+
+
+def test_a_window_that_was_never_bound_is_never_published(ext_server, profiles, pages):
+    """Item 4: after a restart, a binding whose window was closed looks for that window only (the
+    browser may have restored it); a window holding 2 of its 3 URLs (under 80%) and a page of its
+    own is not it: nothing of that window reaches the workspace and the binding stays closed."""
+    server, ws = ext_server, "stranger"
+    a = bound(profiles("A", cdp=True), server, ws, "alice", [pages.url("S1"), pages.url("S2"), pages.url("S3")])
+    snap = quiet(server, ws, a)
+    stranger = a.run("return (await chrome.windows.create({ url: arguments[0], focused: false })).id;",
+                     [pages.url("S1"), pages.url("S2"), pages.url("Private")])
+    assert stranger != a.binding()["windowId"]
+    wait_for(lambda: a.run("return (await chrome.tabs.query({ windowId: arguments[0] })).every((t) => t.status === 'complete');",
+                            stranger), what="the other window loaded")
+    a.run("await chrome.windows.remove(arguments[0]);", a.binding()["windowId"])
+    wait_for(lambda: a.binding()["closed"], what="the binding closed")
+    session_saved_after(a, time.time())
+    a.restart()
+    try:
+        wait_for(lambda: pages.url("Private") in all_urls(a), timeout=2 * WAIT, what="the browser restored the other window")
+    except AssertionError as error:
+        raise AssertionError(f"{error}: {all_urls(a)}") from None
+    stays(lambda: a.binding()["closed"] and server.snapshot(ws)["ids"] == snap["ids"], 12,
+          "a window that was never bound was attached or published")
+    assert "Private" not in titles(server, ws)
+
+
+def test_offline_edits_survive_a_browser_restart(ext_server, profiles, pages):
+    """Item 7: the outbox is kept in storage.local and sent on the next Welcome, exactly once."""
+    server, ws = ext_server, "outbox"
+    a = bound(profiles("A", cdp=True), server, ws, "alice", [pages.url("O1"), pages.url("O2"), pages.url("O3")])
+    snap = quiet(server, ws, a)
+    offline(a, True)
+    a.open_tab(pages.url("O4"))
+    wait_for(lambda: a.strip()["pending"] >= 1, what="the open pending")
+    a.close(snap["ids"][1])
+    wait_for(lambda: a.strip()["pending"] >= 2, what="the close pending")
+    session_saved_after(a, time.time())
+    a.restart()  # storage.session (and its "offline" switch) is gone: the browser is online again
+    wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
+             timeout=2 * WAIT, what="attached again after the restart")
+    a.target(a.binding()["windowId"])
+    try:
+        wait_for(lambda: sorted(titles(server, ws)) == ["O1", "O3", "O4"], what="the offline edits applied")
+    except AssertionError as error:
+        raise AssertionError(f"{error}\nserver: {server.snapshot(ws)}\nA: {a.status()}") from None
+    after = quiet(server, ws, a, what="converged after the restart")
+    assert len(after["ids"]) == 3 and len(set(after["ids"])) == 3
+    urls = all_urls(a)
+    assert urls.count(pages.url("O4")) == 1 and pages.url("O2") not in urls, urls
+
+
+# ------------------------------------------------------------------------ transient refusals
+
+
+def test_rate_limited_removes_are_retried_not_rolled_back(extension, profiles, pages):
+    """Item 2 (the extension's side): with its pacing off, 10 closes at once meet RATE_LIMITED;
+    they are sent again until they land, and no closed tab is reopened."""
+    server = TabsyncServer(extension["origin"], "--max-ops-per-second", "5")
+    try:
+        ws = "retry"
+        a = bound(profiles("A"), server, ws, "alice", [pages.url(f"Q{i}") for i in range(12)])
+        quiet(server, ws, a)
+        set_session(a, pacing=False)
+        a.run("await chrome.tabs.remove(arguments[0]);", a.strip()["chromeIds"][2:])
+        snap = quiet(server, ws, a, what="the removes landed")
+        assert len(snap["ids"]) == 2
+        assert metric(server, 'tabsync_ops_rejected_total{code="RATE_LIMITED"}') > 0, "no RATE_LIMITED: the test proves nothing"
+        assert len(window_urls(a, a.binding()["windowId"])) == 2, "a closed tab was reopened"
+    finally:
+        server.stop()
+
+
+# ------------------------------------------------------------------------ navigation
+
+
+def test_navigation_follows_and_never_overrides_a_local_one(ext_server, profiles, pages):
+    """Row 6 (item 6)."""
+    server, ws = ext_server, "navigate"
+    a = bound(profiles("A"), server, ws, "alice", [pages.url("N1"), pages.url("N2")])
+    b = profiles("B")
+    join(b, server, ws, "bob")
+    snap = quiet(server, ws, a, b)
+    # A follows a link in the first tab: B's tab goes there too.
+    a.run("await chrome.tabs.update(arguments[0], { url: arguments[1] });", a.tab_of(snap["ids"][0]), pages.url("N1-next"))
+    wait_for(lambda: b.strip()["urls"][b.strip()["ids"].index(snap["ids"][0])] == pages.url("N1-next"), what="B follows A's link")
+    quiet(server, ws, a, b)
+    # B's user navigates the second tab twice (the second update waits out the 5 s calm); a URL
+    # set meanwhile by someone else does not take B's tab away from where its user went. The
+    # check needs the second navigation inside the calm: on a machine too slow for that, again.
+    second = snap["ids"][1]
+    url_of = lambda: next(t for t in server.snapshot(ws)["tabs"] if t["id"] == second).get("url")  # noqa: E731
+    for attempt in range(3):
+        mine1, mine2, theirs = (pages.url(f"{n}-{attempt}") for n in ("Mine1", "Mine2", "Theirs"))
+        b.run("await chrome.tabs.update(arguments[0], { url: arguments[1] });", b.tab_of(second), mine1)
+        wait_for(lambda: url_of() == mine1, what="B's first navigation published")
+        published = time.monotonic()
+        b.run("await chrome.tabs.update(arguments[0], { url: arguments[1] });", b.tab_of(second), mine2)
+        submit(server, ws, {"update": {"tabId": second, "url": theirs}})
+        if time.monotonic() - published < 2.5:
+            break
+        quiet(server, ws, a, b)
+    wait_for(lambda: url_of() == mine2, timeout=2 * WAIT, what="B's own navigation published after the calm")
+    assert theirs not in b.strip()["urls"]
+    wait_for(lambda: a.strip()["urls"][a.strip()["ids"].index(second)] == mine2, what="A follows B")
+
+
+def test_a_flashing_page_makes_at_most_one_update_per_5_seconds(ext_server, profiles, pages):
+    """Item 6: a page retitling itself every 600 ms (each title resting past the 400 ms debounce)
+    for 6 s makes at most 3 updates, not 10."""
+    server, ws = ext_server, "calm"
+    a = bound(profiles("A"), server, ws, "alice", [pages.url("Inbox")])
+    snap = quiet(server, ws, a)
+    before = snap["version"]
+    flashes = [("(1) New message" if i % 2 == 0 else "Inbox") for i in range(9)] + ["(2) Inbox"]
+    a.retitle(snap["ids"][0], *flashes, gap_ms=600)
+    wait_for(lambda: server.snapshot(ws)["tabs"][0].get("badge") == "2", timeout=2 * WAIT, what="the last title")
+    after = quiet(server, ws, a)
+    assert after["version"] - before <= 3, f"{after['version'] - before} updates in 6 s"
+
+
+# ------------------------------------------------------------------------ the rest of the family
+
+
+def test_pinning_a_tab_takes_it_out_of_the_workspace_and_keeps_it_open(ext_server, profiles, pages):
+    """Item 8's pinned-tab policy: pinned tabs are local. Pinning a shared tab removes it from the
+    workspace (the other windows close their copy) and keeps it open here; unpinning shares it again."""
+    server, ws = ext_server, "pin"
+    a = bound(profiles("A"), server, ws, "alice", [pages.url("Pin1"), pages.url("Pin2"), pages.url("Pin3")])
+    b = profiles("B")
+    join(b, server, ws, "bob")
+    snap = quiet(server, ws, a, b)
+    pinned = snap["ids"][1]
+    chrome_id = a.tab_of(pinned)
+    a.run("await chrome.tabs.update(arguments[0], { pinned: true });", chrome_id)
+    after = quiet(server, ws, a, b, what="the pinned tab left the workspace")
+    assert pinned not in after["ids"] and len(after["ids"]) == 2
+    assert pages.url("Pin2") in window_urls(a, a.binding()["windowId"])
+    a.target(a.binding()["windowId"])
+    wait_for(lambda: any("pinned" in t for t in popup_local_only(a)), what="listed as local only, pinned")
+    a.run("await chrome.tabs.update(arguments[0], { pinned: false });", chrome_id)
+    wait_for(lambda: "Pin2" in titles(server, ws), what="shared again once unpinned")
+    quiet(server, ws, a, b)
+    assert all_urls(b).count(pages.url("Pin2")) == 1
+
+
+def test_a_token_never_goes_over_plain_ws_to_another_host(extension, profiles, pages):
+    """Item 8: the popup says to use wss://, and nothing is bound."""
+    a = profiles("A")
+    a.new_window([pages.url("Secret")])
+    a.bind("ws://192.0.2.1:7070/", "team", "alice", token="a.b.c")
+    wait_for(lambda: "wss://" in a.popup()["error"], what="the popup says to use wss://")
+    assert a.binding() is None
