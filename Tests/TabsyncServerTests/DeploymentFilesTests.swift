@@ -36,8 +36,8 @@ struct DeploymentFilesTests {
                           "ENTRYPOINT", "STOPSIGNAL", "CMD", "ARG", "LABEL"]
         for (keyword, _) in instructions { #expect(known.contains(keyword), "unknown instruction \(keyword)") }
         func all(_ k: String) -> [String] { instructions.filter { $0.0 == k }.map(\.1) }
-        // The default build: the toolchain image compiles, the last stage takes the binary from it
-        // (TABSYNC_BINARY_FROM may name an image holding one built elsewhere instead).
+        // The default build: the toolchain image compiles, the last stage (the runtime) takes the
+        // binary from it; `--target prebuilt` takes it from TABSYNC_BINARY_IMAGE instead.
         var args: [String: String] = [:]
         for arg in all("ARG") {
             let pair = arg.split(separator: "=", maxSplits: 1).map(String.init)
@@ -45,13 +45,15 @@ struct DeploymentFilesTests {
         }
         #expect(args["SWIFT_IMAGE"]?.hasPrefix("swift:") == true)
         #expect(args["DEBIAN_IMAGE"]?.hasPrefix("debian:") == true)
-        #expect(args["TABSYNC_BINARY_FROM"] == "build")
+        #expect(args["TABSYNC_BINARY_IMAGE"] == "build")
         let stages = all("FROM")
         #expect(stages.first == "${SWIFT_IMAGE} AS build-env")
         #expect(stages.contains("build-env AS build"))
-        #expect(stages.contains("${TABSYNC_BINARY_FROM} AS binary"))
-        #expect(stages.last == "${DEBIAN_IMAGE}")
-        #expect(all("COPY").last == "--from=binary /usr/local/bin/tabsync-server /usr/local/bin/tabsync-server")
+        #expect(stages.contains("${DEBIAN_IMAGE} AS runtime"))
+        #expect(stages.contains("${TABSYNC_BINARY_IMAGE} AS prebuilt-binary"))
+        #expect(stages.contains("runtime AS prebuilt"))
+        #expect(stages.last == "runtime")
+        #expect(all("COPY").last == "--from=build /usr/local/bin/tabsync-server /usr/local/bin/tabsync-server")
         #expect(all("RUN").contains { $0.contains("libwebsockets-dev") && $0.contains("apt-get install") })
         #expect(all("RUN").contains { $0.contains("swift build -c release") })
         let user = try #require(all("USER").last)
