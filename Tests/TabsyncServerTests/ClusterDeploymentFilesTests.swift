@@ -2,9 +2,9 @@ import Foundation
 import Testing
 import Yams
 
-/// No Docker engine runs here: docker-compose.yml's `cluster` profile is checked against
-/// deploy/haproxy.cfg, the file the cluster tests run HAProxy with (scripts/cluster), so the two
-/// cannot drift apart unnoticed.
+/// docker-compose.yml's `cluster` profile is checked against deploy/haproxy.cfg, the file the
+/// cluster tests run HAProxy with (scripts/cluster), so the two cannot drift apart unnoticed;
+/// scripts/test-containers runs the profile for real (Podman).
 @Suite("Deployment files: the cluster profile")
 struct ClusterDeploymentFilesTests {
     static let root = DeploymentFilesTests.root

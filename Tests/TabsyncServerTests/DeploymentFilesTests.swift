@@ -2,8 +2,8 @@ import Foundation
 import Testing
 import Yams
 
-/// No Docker engine runs here: these check that Dockerfile and docker-compose.yml parse and agree
-/// on the port, the data path and the health check.
+/// These check that Dockerfile and docker-compose.yml parse and agree on the port, the data path
+/// and the health check; scripts/test-containers runs them for real (Podman).
 @Suite("Deployment files")
 struct DeploymentFilesTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -36,8 +36,24 @@ struct DeploymentFilesTests {
                           "ENTRYPOINT", "STOPSIGNAL", "CMD", "ARG", "LABEL"]
         for (keyword, _) in instructions { #expect(known.contains(keyword), "unknown instruction \(keyword)") }
         func all(_ k: String) -> [String] { instructions.filter { $0.0 == k }.map(\.1) }
-        #expect(all("FROM").count == 2)
-        #expect(all("FROM").first?.hasPrefix("swift:") == true)
+        // The default build: the toolchain image compiles, the last stage (the runtime) takes the
+        // binary from it; `--target prebuilt` takes it from TABSYNC_BINARY_IMAGE instead.
+        var args: [String: String] = [:]
+        for arg in all("ARG") {
+            let pair = arg.split(separator: "=", maxSplits: 1).map(String.init)
+            if pair.count == 2 { args[pair[0]] = pair[1] }
+        }
+        #expect(args["SWIFT_IMAGE"]?.hasPrefix("swift:") == true)
+        #expect(args["DEBIAN_IMAGE"]?.hasPrefix("debian:") == true)
+        #expect(args["TABSYNC_BINARY_IMAGE"] == "build")
+        let stages = all("FROM")
+        #expect(stages.first == "${SWIFT_IMAGE} AS build-env")
+        #expect(stages.contains("build-env AS build"))
+        #expect(stages.contains("${DEBIAN_IMAGE} AS runtime"))
+        #expect(stages.contains("${TABSYNC_BINARY_IMAGE} AS prebuilt-binary"))
+        #expect(stages.contains("runtime AS prebuilt"))
+        #expect(stages.last == "runtime")
+        #expect(all("COPY").last == "--from=build /usr/local/bin/tabsync-server /usr/local/bin/tabsync-server")
         #expect(all("RUN").contains { $0.contains("libwebsockets-dev") && $0.contains("apt-get install") })
         #expect(all("RUN").contains { $0.contains("swift build -c release") })
         let user = try #require(all("USER").last)
@@ -57,7 +73,8 @@ struct DeploymentFilesTests {
         let compose = try #require(try Yams.load(yaml: yaml) as? [String: Any])
         let services = try #require(compose["services"] as? [String: Any])
         let service = try #require(services["tabsync"] as? [String: Any])
-        #expect((service["ports"] as? [String]) == ["7070:7070"])
+        // 7070 on the host unless TABSYNC_PUBLISH says another [address:]port.
+        #expect((service["ports"] as? [String]) == ["${TABSYNC_PUBLISH:-7070}:7070"])
         let environment = try #require(service["environment"] as? [String: Any])
         #expect(environment["TABSYNC_PORT"] as? String == "7070")
         #expect(environment["TABSYNC_DATA_DIR"] as? String == dataPath)
