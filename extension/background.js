@@ -287,6 +287,9 @@ class Mirror {
   /** Ids an applied op took out of the workspace: their real tabs are closed by the next pass. */
   onRemoved(ids) {
     for (const id of ids) { this.removed.add(id); this.snapshotRemoved.delete(id); }
+    if (this.removed.size > 0) {
+      for (const t of this.client.confirmed.tabs) this.removed.delete(t.id); // added back since
+    }
   }
 
   /**
@@ -729,9 +732,11 @@ class Mirror {
       for (const t of gone) { this.removed.delete(this.map.get(t.id)); this.map.delete(t.id); this.seen.delete(t.id); }
       await chrome.tabs.remove(gone.map((t) => t.id)).catch(() => {});
     }
-    // Removed ids with no real tab left have nothing to close.
+    // Removed ids with no real tab left have nothing to close; an id in the workspace again (a tab
+    // unpinned, a reopen) is no longer removed.
     const mappedNow = new Set(this.map.values());
-    for (const id of [...this.removed]) if (!mappedNow.has(id)) this.removed.delete(id);
+    const inWorkspace = wsIds();
+    for (const id of [...this.removed]) if (!mappedNow.has(id) || inWorkspace.has(id)) this.removed.delete(id);
 
     // 6. Remote moves: the real order follows the workspace's (the order is recorded before moving).
     real = (await this.windowTabs()) ?? [];

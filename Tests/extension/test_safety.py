@@ -411,6 +411,18 @@ def test_pinning_a_tab_takes_it_out_of_the_workspace_and_keeps_it_open(ext_serve
     wait_for(lambda: "Pin2" in titles(server, ws), what="shared again once unpinned")
     quiet(server, ws, a, b)
     assert all_urls(b).count(pages.url("Pin2")) == 1
+    # Pinned and unpinned at once in A, then pinned in B (found by scripts/extension-chaos 6 20):
+    # it leaves the workspace each time.
+    a.run("await chrome.tabs.update(arguments[0], { pinned: true });", chrome_id)
+    wait_for(lambda: "Pin2" not in titles(server, ws), what="pinned: out")
+    a.run("await chrome.tabs.update(arguments[0], { pinned: false });", chrome_id)
+    wait_for(lambda: "Pin2" in titles(server, ws), what="unpinned: back")
+    quiet(server, ws, a, b)
+    # B saw the remove and the add in quick succession (its copy stayed open); B pins it now.
+    b.run("await chrome.tabs.update(arguments[0], { pinned: true });", b.tab_of(pinned))
+    wait_for(lambda: "Pin2" not in titles(server, ws), what="the tab B pinned left the workspace")
+    quiet(server, ws, a, b)
+    assert pages.url("Pin2") not in a.strip()["urls"] and pages.url("Pin2") in window_urls(b, b.binding()["windowId"])
 
 
 def test_a_token_never_goes_over_plain_ws_to_another_host(extension, profiles, pages):
