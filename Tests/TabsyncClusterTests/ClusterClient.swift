@@ -16,8 +16,10 @@ final class ClusterClient: Sendable {
         var applied: [AppliedOp] = []
         /// Its own ops the server applied: seq → the `Applied` (its ack, or the same op in `missed`).
         var acks: [UInt64: AppliedOp] = [:]
-        /// Its own ops refused, seq → code.
+        /// Its own ops refused, seq → code (those refused for now and sent again under a new seq too).
         var rejections: [UInt64: ErrorCode?] = [:]
+        /// Refusals for now (`UNAVAILABLE`, `RATE_LIMITED`) whose op the client sent again.
+        var retried = 0
         /// Each op as submitted (seq, base version, op), when still pending right after `submit`.
         var submitted: [UInt64: Replica.PendingOp] = [:]
         /// `Welcome.recovered` of each welcome, in order.
@@ -68,6 +70,11 @@ final class ClusterClient: Sendable {
             }
         case .rejected(let rejection):
             record.rejections[rejection.seq] = rejection.code
+        case .retrying(let rejection, _):
+            // Refused for now (UNAVAILABLE consumes nothing, RATE_LIMITED its seq): that seq is
+            // answered; the op goes again under a new seq, acknowledged or refused in its turn.
+            record.rejections[rejection.seq] = rejection.code
+            record.retried += 1
         case .welcomed(let recovered):
             record.welcomes.append(recovered)
             // A snapshot restarts the count (its version is not in the event); a recovered resume

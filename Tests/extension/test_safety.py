@@ -31,10 +31,11 @@ def all_urls(profile):
 
 
 def metric(server, name):
+    """The sum of the series `name` (over its labels, if any) on the server's /metrics."""
     _, _, body = server.get("/metrics")
     total = 0
     for line in body.decode().splitlines():
-        if line.startswith(name):
+        if line.startswith(name + " ") or line.startswith(name + "{"):
             total += float(line.rsplit(" ", 1)[1])
     return total
 
