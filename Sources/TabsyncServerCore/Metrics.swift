@@ -14,6 +14,8 @@ package struct Metrics {
     /// Writes (`lws_write` calls) that carried those messages: fewer when several share one send.
     package var writesOut: UInt64 = 0
     package var slowConsumerCloses: UInt64 = 0
+    /// Sessions refused by an operator's quota (4429).
+    package var quotaRefusals: UInt64 = 0
     /// Connections turned away at accept or at the upgrade, by reason.
     package var connectionsRefused: [ConnectionRefusal: UInt64] = [:]
     /// Certificate reloads, by outcome (true: the new pair is served).
@@ -127,6 +129,7 @@ package struct Metrics {
         sample("tabsync_writes_out_total", "counter",
                "Socket writes of WebSocket messages (messages queued to one connection in one loop iteration share one).", writesOut)
         sample("tabsync_slow_consumer_closes_total", "counter", "Connections closed 1013 for reading too slowly.", slowConsumerCloses)
+        sample("tabsync_quota_refusals_total", "counter", "Sessions refused 4429 by a quota per sub or per workspace.", quotaRefusals)
         header("tabsync_connections_refused_total", "counter",
                "Connections refused at accept (per-address and server-wide limits) or at the upgrade (origin).")
         for reason in ConnectionRefusal.allCases {

@@ -55,6 +55,10 @@ package struct ServerCore {
     /// Snapshot requests not answered yet: waiting for a token check or a load.
     var pendingHTTP: [RequestID: PendingHTTP] = [:]
     var shutdown: ShutdownState = .running
+    /// The admin API's state: revocations in force, the admin log's cursor, deletes under way.
+    var admin = AdminState()
+    /// Counts for the operators' quotas.
+    var quotas = QuotaState()
 
     /// The instant of the event being handled.
     private(set) var now: Instant
@@ -93,6 +97,7 @@ package struct ServerCore {
         wallOrigin = (now, wallClock)
         jitter = Jitter(seed: settings.jitterSeed)
         commits.linger.limit = settings.commitLinger
+        adoptAdminLog(settings.adminLog)
     }
 
     /// Handles one event at `now` and appends what to do, in order, to `actions`.
@@ -148,8 +153,14 @@ package struct ServerCore {
             tokenVerified(request, result)
         case .snapshotRequested(let id, let workspaceId, let token):
             snapshotRequested(id, workspaceId: workspaceId, bearerToken: token)
+        case .adminRequested(let id, let request, let token):
+            adminRequested(id, request, bearerToken: token)
+        case .adminAnswered(let call, let result):
+            adminAnswered(call, result)
         case .requestGone(let id):
             pendingHTTP[id] = nil
+            admin.authorizing[id] = nil
+            admin.listing[id] = nil
         case .shutdown:
             beginShutdown()
         }
@@ -233,6 +244,8 @@ package struct ServerCore {
         retryReloads()
         beatIfDue()
         startDueHolderChecks()
+        readAdminLogIfDue()
+        advanceDeletes()
         continueShutdown()
     }
 
