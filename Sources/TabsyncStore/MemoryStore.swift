@@ -81,9 +81,9 @@ extension MemoryStore: AdminStore {
 
     public func deleteWorkspace(_ id: String) throws(StoreError) -> Bool {
         state.withLock { stored in
-            let existed = (stored[id]?.workspace.version ?? 0) > 0
-            if stored[id] != nil { stored[id] = StoredWorkspace(workspace: Workspace(id: id, epoch: StoreEpoch.random())) }
-            return existed
+            guard (stored[id]?.workspace.version ?? 0) > 0 else { return false }  // a tombstone stays as it is
+            stored[id] = StoredWorkspace(workspace: Workspace(id: id, epoch: StoreEpoch.random()))
+            return true
         }
     }
 

@@ -38,18 +38,19 @@ extension PostgresStore: AdminStore {
                 let row = try db.execute(
                     "SELECT version FROM tabsync_workspaces WHERE workspace = $1 FOR UPDATE", [.text(id)])
                 let version = row.rowCount > 0 ? try row.int64(0, 0) ?? 0 : 0
-                let existed = version > 0
+                guard version > 0 else {  // nothing to delete: a tombstone stays as it is
+                    try db.execute("ROLLBACK")
+                    return false
+                }
                 for table in ["tabsync_ops", "tabsync_client_seqs", "tabsync_rejections", "tabsync_rekeys", "tabsync_snapshots"] {
                     try db.execute("DELETE FROM \(table) WHERE workspace = $1", [.text(id)])
                 }
-                if existed {
-                    try db.execute("UPDATE tabsync_workspaces SET version = 0 WHERE workspace = $1", [.text(id)])
-                    try db.execute(
-                        "INSERT INTO tabsync_snapshots (workspace, version, snapshot) VALUES ($1, 0, $2)",
-                        [.text(id), .bytes(tombstone)])
-                }
+                try db.execute("UPDATE tabsync_workspaces SET version = 0 WHERE workspace = $1", [.text(id)])
+                try db.execute(
+                    "INSERT INTO tabsync_snapshots (workspace, version, snapshot) VALUES ($1, 0, $2)",
+                    [.text(id), .bytes(tombstone)])
                 try db.execute("COMMIT")
-                return existed
+                return true
             } catch {
                 _ = try? db.execute("ROLLBACK")
                 throw error

@@ -28,16 +28,20 @@ extension SQLiteStore: AdminStore {
                     SELECT EXISTS (SELECT 1 FROM ops WHERE workspace = ?1)
                         OR EXISTS (SELECT 1 FROM snapshots WHERE workspace = ?1 AND version > 0)
                     """, .text(id)) == 1
+                // Nothing to delete: a tombstone (or nothing) stays as it is, so a second delete
+                // never takes away the epoch that keeps the old history from being spliced.
+                guard existed else {
+                    db.rollback()
+                    return false
+                }
                 for table in ["ops", "client_seqs", "rejections", "rekeys", "snapshots"] {
                     let delete = try db.prepare("DELETE FROM \(table) WHERE workspace = ?")
                     try delete.bind(.text(id))
                     try delete.run()
                 }
-                if existed {
-                    let insert = try db.prepare("INSERT INTO snapshots (workspace, version, snapshot) VALUES (?, 0, ?)")
-                    try insert.bind(.text(id), .blob(tombstone))
-                    try insert.run()
-                }
+                let insert = try db.prepare("INSERT INTO snapshots (workspace, version, snapshot) VALUES (?, 0, ?)")
+                try insert.bind(.text(id), .blob(tombstone))
+                try insert.run()
                 try db.commit()
                 return existed
             } catch {
