@@ -148,7 +148,12 @@ package struct ServerCore {
         case .held(let workspaceId, let result):
             held(workspaceId, result)
         case .heartbeatFinished(let error):
-            if let error { logger.warning("holder registry heartbeat failed", metadata: ["error": "\(error)"]) }
+            if let error {
+                metrics.heartbeatsFailed += 1
+                logger.warning("holder registry heartbeat failed", metadata: ["error": "\(error)"])
+            } else {
+                metrics.heartbeatsStored += 1
+            }
         case .tokenVerified(let request, let result):
             tokenVerified(request, result)
         case .snapshotRequested(let id, let workspaceId, let token):

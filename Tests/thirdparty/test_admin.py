@@ -295,7 +295,8 @@ def cluster(tmp_path_factory):
     assert out.returncode == 0, out.stderr[-2000:]
     values = dict(line.split(" ", 1)[1].split("=", 1) for line in out.stdout.splitlines() if line.startswith("export "))
     nodes = values["TABSYNC_CLUSTER_NODES"].split(",")
-    yield {"secret": secret, "ws": [n + "/" for n in nodes], "http": [n.replace("ws://", "http://") for n in nodes]}
+    yield {"secret": secret, "ws": [n + "/" for n in nodes], "http": [n.replace("ws://", "http://") for n in nodes],
+           "proxy": values["TABSYNC_CLUSTER_URL"]}
     subprocess.run([str(ROOT / "scripts" / "cluster"), "destroy", values["TABSYNC_CLUSTER_DIR"]], env=env, timeout=60)
 
 
@@ -334,4 +335,25 @@ def test_a_kicked_sub_loses_every_session_on_every_node(cluster):
         back = await Session(cluster["ws"][0], "k0", token).open()
         assert "welcome" in back.messages[0]
         await back.ws.close()
+    asyncio.run(main())
+
+
+def test_a_workspaces_sessions_are_listed_by_its_home_node_through_the_proxy(cluster):
+    """HAProxy sends /v1/admin/workspaces/{id}/... where /v1/workspaces/{id}/ws goes (deploy/haproxy.cfg)."""
+    secret = cluster["secret"]
+    admin = mint(secret, "root", role="admin")
+    proxy_http = cluster["proxy"].replace("ws://", "http://")
+
+    async def main():
+        nodes = set()
+        for i in range(8):
+            workspace = f"placed-{i}"
+            s = await Session(f"{cluster['proxy']}/v1/workspaces/{workspace}/ws", workspace, mint(secret, "kim")).open()
+            status, body = call(proxy_http, "GET", f"/v1/admin/workspaces/{workspace}/sessions", admin)
+            assert status == 200, body
+            answer = json.loads(body)
+            assert [x["sub"] for x in answer["sessions"]] == ["kim"], answer
+            nodes.add(answer["node"])
+            await s.ws.close()
+        assert len(nodes) > 1, "eight workspaces all homed on one node: the ring is not spreading them"
     asyncio.run(main())
