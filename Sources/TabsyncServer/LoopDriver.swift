@@ -238,7 +238,7 @@ final class LoopDriver {
             }
             close(connection, code: reason.code, reason: reason.text, flush: reason.flushesQueue, grace: grace)
         case .setTimer(let id, let after):
-            guard let connection = connections[id], !connection.gone else { return }
+            guard let connection = connections[id], connection.state != .gone else { return }
             lws_set_timer_usecs(connection.wsi, after.map { max(1, $0.microseconds) } ?? -1)
         case .wake(let after):
             // Through the inbox, not an lws timer: on libev an lws deadline armed earlier than the
