@@ -162,9 +162,9 @@ extension LoopDriver {
     private func write(_ connection: Connection, maxWrites: Int) -> Bool {
         let written = writer.write(
             &connection.queue, to: connection.wsi, ownsConnection: connection.ownsConnection, maxWrites: maxWrites)
-        core.metrics.writesOut += UInt64(written.writes)
-        core.metrics.messagesOut += UInt64(written.frames)
-        core.metrics.bytesOut += UInt64(written.bytes)
+        metrics.writesOut += UInt64(written.writes)
+        metrics.messagesOut += UInt64(written.frames)
+        metrics.bytesOut += UInt64(written.bytes)
         return !written.failed
     }
 
