@@ -168,12 +168,12 @@ extension LoopDriver {
     }
 
     private func renderMetrics() -> String {
-        if let holders = configuration.sharedStore?.holders { core.metrics.notificationsSent = holders.notificationsSent }
+        if let holders = configuration.sharedStore?.holders { metrics.notificationsSent = holders.notificationsSent }
         var queued = 0
         for connection in connections.values { queued += connection.queue.bytes }
         return core.metrics.render(Metrics.Gauges(
             connections: connections.count, socketsOpen: openConnections, workspacesLoaded: core.workspacesInMemory,
-            sendQueueBytes: queued, maxConnections: configuration.maxConnections))
+            sendQueueBytes: queued, maxConnections: configuration.maxConnections), driver: metrics)
     }
 
     /// `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: only `/` and `/v1/workspaces/{id}/ws` upgrade

@@ -24,6 +24,8 @@ final class LoopDriver {
 
     /// Every decision; fed one event at a time by ``dispatch(_:)``.
     var core: ServerCore
+    /// The driver's own counts (writes, refusals, reloads), rendered with the core's at `/metrics`.
+    var metrics = DriverMetrics()
     /// Carries out the core's store and holder-registry actions (on the store executor only).
     let storeTurn: StoreTurn
     /// The core's actions for the event being carried out (kept to reuse its storage).
@@ -252,7 +254,7 @@ final class LoopDriver {
             }
             close(connection, code: reason.code, reason: reason.text, flush: reason.flushesQueue, grace: grace)
         case .setTimer(let id, let after):
-            guard let connection = connections[id], !connection.gone else { return }
+            guard let connection = connections[id], connection.state != .gone else { return }
             lws_set_timer_usecs(connection.wsi, after.map { max(1, $0.microseconds) } ?? -1)
         case .wake(let after):
             // Through the inbox, not an lws timer: on libev an lws deadline armed earlier than the
@@ -262,9 +264,6 @@ final class LoopDriver {
                 inbox.post(.event(.wake))
             }
         case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat, .admin:
-            if case .heartbeat = action, let holders = configuration.sharedStore?.holders {
-                core.metrics.notificationsSent = holders.notificationsSent
-            }
             // One store turn on the store executor (serial: store calls never overlap); its answer
             // comes back to the loop as an event through the inbox.
             let (turn, inbox) = (storeTurn, server.inbox)
@@ -330,7 +329,7 @@ final class LoopDriver {
     /// at once (docs/design.md, "Durability": Shutdown).
     private func acceptConnection() -> Bool {
         guard openConnections >= configuration.maxConnections else { return true }
-        core.metrics.connectionsRefused[.maxConnections, default: 0] += 1
+        metrics.connectionsRefused[.maxConnections, default: 0] += 1
         let now = clock.now
         if refusedConnectionsLogged.map({ now - $0 > .seconds(10) }) ?? true {
             refusedConnectionsLogged = now

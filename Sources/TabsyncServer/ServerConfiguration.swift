@@ -81,7 +81,7 @@ extension Server {
         /// Set when other servers write the same store (PostgreSQL): every batch states the stored
         /// versions it builds on, a node that finds itself behind catches up and re-sequences what it
         /// has not acknowledged, and other nodes' commits are read as they are announced or polled
-        /// (CommitPipeline.swift, Server+Catchup.swift). Nil: this server is the store's only writer.
+        /// (CommitPipeline.swift, ServerCore+CatchUp.swift). Nil: this server is the store's only writer.
         public var sharedStore: SharedStore? = nil
 
         /// How a node learns of the commits of the other nodes writing its store.

@@ -39,14 +39,6 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The WebSocket close code that follows the `Error`, nil when the session stays.
-    public var closeCode: UInt16? {
-        switch self {
-        case .notPermitted: nil
-        default: 4401
-        }
-    }
-
     public var description: String {
         switch self {
         case .missingToken: "a token is required (Hello.token, or Authorization: Bearer)"

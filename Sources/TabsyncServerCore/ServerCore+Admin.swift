@@ -165,7 +165,7 @@ extension ServerCore {
                 "workspaces": listed.map { summary -> [String: Any] in
                     [
                         "id": summary.id, "version": summary.version, "tabs": summary.tabs, "epoch": summary.epoch,
-                        "holders": summary.holders.isEmpty && workspaces[summary.id] != nil ? [settings.nodeName] : summary.holders,
+                        "holders": summary.holders.isEmpty && workspaces.phase(summary.id) != nil ? [settings.nodeName] : summary.holders,
                         "sessions": sessions.values.filter { $0.hello?.workspaceId == summary.id && $0.closing == nil }.count,
                     ]
                 },
@@ -219,7 +219,7 @@ extension ServerCore {
         case .deleteWorkspace(let workspace):
             guard !here else { return 0 }
             let closed = closeSessions(of: workspace)
-            if workspaces[workspace] != nil, admin.deleting[workspace] == nil {
+            if workspaces.phase(workspace) != nil, admin.deleting[workspace] == nil {
                 admin.deleting[workspace] = DeleteState(requests: [], deletesStore: false)
                 advanceDeletes()
             }
@@ -296,10 +296,9 @@ extension ServerCore {
     /// store executor). Called on each tick and when a delete starts.
     mutating func advanceDeletes() {
         for (workspace, state) in admin.deleting.sorted(by: { $0.key < $1.key }) where !state.pendingStore {
-            if let entry = workspaces[workspace] {
-                guard let hub = entry.loadedHub, hub.members.isEmpty, hub.welcoming.isEmpty, !commits.isBusy(workspace) else { continue }
+            if workspaces.phase(workspace) != nil {
+                guard workspaces.hasNoSession(workspace), !commits.isBusy(workspace) else { continue }
                 drop(workspace)
-                idleSince[workspace] = nil
             }
             if state.deletesStore {
                 admin.deleting[workspace]!.pendingStore = true

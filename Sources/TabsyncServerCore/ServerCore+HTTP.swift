@@ -48,7 +48,7 @@ extension ServerCore {
 
     /// The snapshot answer for a workspace in memory (404 when it has no applied op), nil when not.
     func snapshotResponse(_ id: String) -> HTTPResponse? {
-        guard let hub = workspaces[id]?.hub else { return nil }
+        guard let hub = workspaces.hub(id) else { return nil }
         let workspace = hub.durable
         guard workspace.version > 0 else { return .notFound }
         do {
