@@ -357,3 +357,36 @@ def test_a_workspaces_sessions_are_listed_by_its_home_node_through_the_proxy(clu
             await s.ws.close()
         assert len(nodes) > 1, "eight workspaces all homed on one node: the ring is not spreading them"
     asyncio.run(main())
+
+
+def test_the_admin_command_lists_kicks_revokes_and_deletes(node):
+    def admin(*args, token=node.admin, url=node.http):
+        env = dict(os.environ, TABSYNC_ADMIN_TOKEN=token, TABSYNC_ADMIN_URL=url)
+        return subprocess.run([SERVER, "admin", *args], env=env, capture_output=True, text=True, timeout=30)
+
+    async def main():
+        token = mint(node.secret, "lee", jti="lee-1")
+        s = await Session(node.ws, "cli-ws", token).open()
+        await s.ws.send(json.dumps({"submit": {"seq": "1", "op": {"add": {"tab": {"id": "t1", "title": "x"}}}}}))
+        while not any("applied" in m for m in s.messages):
+            s.messages.append(json.loads(await asyncio.wait_for(s.ws.recv(), 5)))
+        listed = admin("ls")
+        assert listed.returncode == 0 and listed.stdout.splitlines()[1].split()[:3] == ["cli-ws", "1", "1"], listed.stdout
+        shown = admin("show", "cli-ws", "--json")
+        sessions = json.loads(shown.stdout)["sessions"]
+        assert [x["sub"] for x in sessions] == ["lee"]
+        kicked = admin("kick", "--session", sessions[0]["id"])
+        assert kicked.returncode == 0 and "1 session(s) closed" in kicked.stdout, kicked
+        assert await s.wait_closed() == 4408
+        revoked = admin("revoke", "--jti", "lee-1")
+        assert revoked.returncode == 0 and "revoked" in revoked.stdout
+        assert "jti lee-1" in admin("revocations").stdout
+        assert admin("delete", "cli-ws").returncode == 0
+        gone = admin("delete", "cli-ws")
+        assert gone.returncode == 3 and "404" in gone.stderr
+        refused = admin("ls", token=mint(node.secret, "lee", role="editor"))
+        assert refused.returncode == 3 and "role admin" in refused.stderr
+        remote = admin("ls", url="http://192.0.2.1:7070")
+        assert remote.returncode == 2 and "loopback" in remote.stderr
+        assert admin("kick").returncode == 2
+    asyncio.run(main())
