@@ -92,6 +92,9 @@ package struct ServerCore {
     struct PendingHTTP {
         var workspaceId: String
         var authorizing: Bool
+        /// A history read (`/v1/workspaces/{id}/history`): before which version, how many; nil: the
+        /// snapshot.
+        var history: (before: UInt64?, limit: Int)? = nil
     }
 
     /// `now`: the instant the core starts at; `wallClock`: the wall-clock time at that instant.
@@ -163,6 +166,8 @@ package struct ServerCore {
             tokenVerified(request, result)
         case .snapshotRequested(let id, let workspaceId, let token):
             snapshotRequested(id, workspaceId: workspaceId, bearerToken: token)
+        case .historyRequested(let id, let workspaceId, let query, let token):
+            historyRequested(id, workspaceId: workspaceId, query: query, bearerToken: token)
         case .adminRequested(let id, let request, let token):
             adminRequested(id, request, bearerToken: token)
         case .adminAnswered(let call, let result):
