@@ -1208,6 +1208,9 @@ async function reopen(request) {
   fresh.client.pending = m.client.pending;
   fresh.client.nextSeq = m.client.nextSeq;
   fresh.client.rebuild();
+  // Tabs kept local only stay so (the user shares each with Share): a new token does not publish them.
+  fresh.localOnly = m.localOnly;
+  fresh.localIds = m.localIds;
   fresh.reopening = true;
   mirrors.set(m.b.id, fresh);
   fresh.start();
