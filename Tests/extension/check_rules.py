@@ -32,6 +32,7 @@ cases = [
   ("reopening_claims_once", [(BG, "  return new Set([...mirrors.values()].filter(", "  return new Set([].filter(")], "reopening_two_bindings"),
   ("reopening_only_a_matching_window", [(MI, "  return match.byUrl >= 2 && match.byUrl >= 0.8 * urls;", "  return match.byUrl >= Math.max(1, Math.ceil(urls / 2));")], "reopening_two_bindings"),
   ("private_window", [(BG, "    if (binding.incognito) {\n      const priv", "    if (false) {\n      const priv")]),
+  ("try_again_with_a_new_token", [(BG, "  fresh.localOnly = m.localOnly;\n  fresh.localIds = m.localIds;\n", "")]),
   ("share_sends", [(BG, "    this.localOnly.delete(tabId);\n    if (v.wsId) this.localIds", "    if (v.wsId) this.localIds")]),
 ]
 only = sys.argv[1:]

@@ -630,3 +630,30 @@ def test_share_sends_a_local_only_tab_again_once_the_cause_is_gone(extension, pr
         assert len(after["ids"]) == 3 and all_urls(b).count(pages.url("H4")) == 1
     finally:
         server.stop()
+
+
+def test_try_again_with_a_new_token_keeps_local_only_tabs_local(ext_server, profiles, pages, tmp_path):
+    """Item 1: a tab kept local only (here: opened while the workspace was read-only) stays local
+    when the binding is tried again with a new token (a fresh mirror attaches the same window):
+    only its Share publishes it."""
+    server, ws = ext_server, "try-again"
+    for name in ("G1", "G2"):
+        server.cli(ws, "add", "--title", name, "--url", pages.url(name))
+    submit(server, ws, {"setEditable": {"editable": False}})
+    b = profiles("B")
+    join(b, server, ws, "bob")
+    quiet(server, ws, b)
+    b.open_tab(pages.url("Kept"))
+    wait_for(lambda: any(t.startswith("Kept") for t in popup_local_only(b)), what="Kept local only")
+    submit(server, ws, {"setEditable": {"editable": True}})
+    wait_for(lambda: (b.status() or {}).get("editable") is True, what="editable again")
+    key = tmp_path / "other.key"
+    key.write_text("other-key-" * 4 + "\n")
+    reply = b.run("return await chrome.runtime.sendMessage({ type: 'reopen', bindingId: arguments[0], token: arguments[1] });",
+                  b.binding()["id"], mint(key, ws, "editor", "bob"))
+    assert not reply.get("error"), reply
+    wait_for(lambda: b.binding()["attach"] == "" and (b.status() or {}).get("status") == "connected", what="attached again")
+    stays(lambda: "Kept" not in titles(server, ws), 3, "a local-only tab was published by Try again")
+    wait_for(lambda: any(t.startswith("Kept") for t in popup_local_only(b)), what="Kept still listed local only")
+    b.run("document.querySelector('#local-list li button.share').click();")
+    wait_for(lambda: "Kept" in titles(server, ws), what="Kept shared")
