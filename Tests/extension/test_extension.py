@@ -416,6 +416,9 @@ def test_a_binding_survives_a_browser_restart(ext_server, profiles, pages):
     server, ws = ext_server, "restart-browser"
     a = bound(profiles("A", cdp=True), server, ws, "alice", [pages.url("R1"), pages.url("R2"), pages.url("R3")])
     snap = quiet(server, ws, a)
+    # As the safety tests do: the restart restores the windows open now, not an older saved session.
+    from test_safety import session_saved_after
+    session_saved_after(a, time.time())
     a.restart()
     wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
              what="the binding attached again after the restart")
