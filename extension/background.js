@@ -883,6 +883,23 @@ class Mirror {
     this.schedule();
   }
 
+  /**
+   * The popup's Share on a local-only tab: its add is submitted again (under the id it had), once
+   * the cause may be gone (the workspace has room again, the token or the workspace changed). A
+   * refusal again keeps it local only, with the new reason.
+   */
+  share(tabId) {
+    const v = this.localOnly.get(tabId);
+    if (!v) return { error: "that tab is not kept local only" };
+    if (v.code === "pinned") return { error: "pinned tabs stay in this window: unpin it to share it" };
+    if (this.readOnly) return { error: `still ${this.viewer ? REASONS.NOT_PERMITTED : REASONS.NOT_EDITABLE}: it stays local only` };
+    this.localOnly.delete(tabId);
+    if (v.wsId) this.localIds.delete(v.wsId);
+    if (this.lastRejection?.tabId === v.wsId) this.lastRejection = null;
+    this.schedule();
+    return { ok: true };
+  }
+
   // ------------------------------------------------------------------ what the popup shows
 
   publish() {
@@ -1125,7 +1142,19 @@ async function bind(request) {
   }
   const win = await chrome.windows.get(request.windowId).catch(() => null);
   if (!win) return { error: "that window is gone" };
-  if (mirrorOfWindow(win.id)) return { error: "this window is already bound: unbind it first" };
+  // Two bind requests at once (two clicks, two popups) never both claim one window.
+  if (mirrorOfWindow(win.id) || bindingWindows.has(win.id)) return { error: "this window is already bound: unbind it first" };
+  bindingWindows.add(win.id);
+  try {
+    return await bindWindow(request, win, server, workspace, token);
+  } finally {
+    bindingWindows.delete(win.id);
+  }
+}
+
+const bindingWindows = new Set(); // window ids a bind request is binding now
+
+async function bindWindow(request, win, server, workspace, token) {
   if (win.incognito) {
     if (!(await chrome.extension.isAllowedIncognitoAccess())) return { error: "this extension is not allowed in private windows" };
     if (!request.incognito) return { error: "a private window is bound only when you choose it (tick the box)" };
@@ -1168,7 +1197,7 @@ async function setMode(bindingId, mode) {
 async function reopen(request) {
   const m = mirrors.get(request.bindingId);
   if (!m) return { error: "not bound" };
-  if (request.token) m.b.token = String(request.token);
+  if (request.token) { m.b.token = String(request.token); m.b.viewOnly = ""; } // a new token: its own role counts
   m.b.stopped = "";
   m.b.closed = false;
   m.b.attach = "reattach";
@@ -1179,6 +1208,9 @@ async function reopen(request) {
   fresh.client.pending = m.client.pending;
   fresh.client.nextSeq = m.client.nextSeq;
   fresh.client.rebuild();
+  // Tabs kept local only stay so (the user shares each with Share): a new token does not publish them.
+  fresh.localOnly = m.localOnly;
+  fresh.localIds = m.localIds;
   fresh.reopening = true;
   mirrors.set(m.b.id, fresh);
   fresh.start();
@@ -1194,6 +1226,11 @@ chrome.runtime.onMessage.addListener((request, _sender, reply) => {
       case "unbind": return unbind(request.bindingId);
       case "mode": return setMode(request.bindingId, request.mode);
       case "reopen": return reopen(request);
+      case "share": {
+        const m = mirrors.get(request.bindingId);
+        if (!m) return { error: "not bound" };
+        return m.share(Number(request.tabId));
+      }
       case "resolve": {
         const m = mirrors.get(request.bindingId);
         if (!m) return { error: "not bound" };

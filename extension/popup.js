@@ -102,7 +102,14 @@ async function render() {
   $("local-only").hidden = local.length === 0;
   $("local-list").replaceChildren(...local.map((t) => {
     const li = text("li", t.title || "(untitled)");
+    li.dataset.tabId = String(t.tabId);
     li.append(text("span", ` — ${t.reason}`, "dim"));
+    if (t.code !== "pinned") {
+      // Share: its add is sent again (the workspace may have room again, the token may have changed).
+      const share = text("button", "Share", "share");
+      share.addEventListener("click", () => send({ type: "share", bindingId: s.bindingId, tabId: t.tabId }));
+      li.append(" ", share);
+    }
     return li;
   }));
   const peers = $("peers");
@@ -164,7 +171,7 @@ async function main() {
   $("bind-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const form = { server: $("server").value, workspace: $("workspace").value, name: $("name").value, mode: $("mode").value };
-    await chrome.storage.local.set({ lastForm: form });
+    if (!win?.incognito) await chrome.storage.local.set({ lastForm: form }); // nothing of a private window on disk
     await send({ type: "bind", windowId, ...form, token: $("token").value, remember: $("remember").checked, incognito: $("incognito").checked });
     render();
   });

@@ -26,9 +26,17 @@ cases = [
   ("flashing_page", [(BG, "const UPDATE_EVERY_MS = 5_000;", "const UPDATE_EVERY_MS = 0;")]),
   ("pinning_a_tab", [(BG, "      if (t && !t.pinned) continue;", "      if (t) continue;")]),
   ("plain_ws_to_another_host", [(BG, "  if (token && /^ws:/i.test(server) && !isLoopback(server)) {", "  if (false) {")]),
+  ("replaced_tab", [(BG, "      if (table.has(removedId)) { table.set(added, table.get(removedId)); table.delete(removedId); }", "")]),
+  ("token_not_remembered", [(BG, "    bindings[binding.id] = binding.remember ? binding : { ...binding, token: \"\" };", "    bindings[binding.id] = binding;")]),
+  ("two_bind_requests", [(BG, "  if (mirrorOfWindow(win.id) || bindingWindows.has(win.id))", "  if (mirrorOfWindow(win.id))")]),
+  ("reopening_claims_once", [(BG, "  return new Set([...mirrors.values()].filter(", "  return new Set([].filter(")], "reopening_two_bindings"),
+  ("reopening_only_a_matching_window", [(MI, "  return match.byUrl >= 2 && match.byUrl >= 0.8 * urls;", "  return match.byUrl >= Math.max(1, Math.ceil(urls / 2));")], "reopening_two_bindings"),
+  ("private_window", [(BG, "    if (binding.incognito) {\n      const priv", "    if (false) {\n      const priv")]),
+  ("try_again_with_a_new_token", [(BG, "  fresh.localOnly = m.localOnly;\n  fresh.localIds = m.localIds;\n", "")]),
+  ("share_sends", [(BG, "    this.localOnly.delete(tabId);\n    if (v.wsId) this.localIds", "    if (v.wsId) this.localIds")]),
 ]
 only = sys.argv[1:]
-for name, edits in cases:
+for name, edits, *test in cases:
     if only and name not in only: continue
     originals = {}
     ok = True
@@ -40,7 +48,7 @@ for name, edits in cases:
         open(p, "w").write(text.replace(old, new, 1))
     try:
         if ok:
-            r = subprocess.run(["python3", "-m", "pytest", "-p", "no:cacheprovider", "-q", "Tests/extension/test_safety.py", "-k", name],
+            r = subprocess.run(["python3", "-m", "pytest", "-p", "no:cacheprovider", "-q", "Tests/extension/test_safety.py", "-k", (test or [name])[0]],
                                cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=600)
             last = [l for l in r.stdout.splitlines() if l.startswith("E  ")][:1]
             summary = r.stdout.strip().splitlines()[-1]

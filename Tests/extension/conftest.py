@@ -205,7 +205,7 @@ class Profile:
         wait_for(lambda: self.driver.execute_script("return document.body.dataset.status") not in (None, "loading"),
                  what=f"{self.name}: the popup renders")
 
-    def bind(self, server_url, workspace, name, mode="follow", token="", screenshot=None):
+    def bind(self, server_url, workspace, name, mode="follow", token="", screenshot=None, remember=False):
         """Binds the targeted window by filling the popup's form, as a user does (a screenshot of
         the filled form first, when named)."""
         d = self.driver
@@ -215,7 +215,8 @@ class Profile:
             el.clear()
             if value:
                 el.send_keys(value)
-        d.execute_script("document.getElementById('mode').value = arguments[0]", mode)
+        d.execute_script("document.getElementById('mode').value = arguments[0]; document.getElementById('remember').checked = arguments[1];",
+                         mode, remember)
         if screenshot:
             self.screenshot(screenshot)
         d.find_element("id", "bind").click()
@@ -443,10 +444,12 @@ class CdpProfile(Profile):
         self._open_control(window_id)
         wait_for(lambda: self.run("return document.body.dataset.status") not in (None, "loading"), what=f"{self.name}: the popup renders")
 
-    def bind(self, server_url, workspace, name, mode="follow", token="", screenshot=None):
-        self.run("""const [server, workspace, name, token, mode] = arguments;
-                    Object.entries({ server, workspace, name, token, mode }).forEach(([k, v]) => { document.getElementById(k).value = v; });""",
-                 server_url, workspace, name, token, mode)
+    def bind(self, server_url, workspace, name, mode="follow", token="", screenshot=None, remember=False, incognito=False):
+        self.run("""const [server, workspace, name, token, mode, remember, incognito] = arguments;
+                    Object.entries({ server, workspace, name, token, mode }).forEach(([k, v]) => { document.getElementById(k).value = v; });
+                    document.getElementById('remember').checked = remember;
+                    document.getElementById('incognito').checked = incognito;""",
+                 server_url, workspace, name, token, mode, remember, incognito)
         if screenshot:
             self.screenshot(screenshot)
         self.run("document.getElementById('bind').click();")

@@ -433,3 +433,227 @@ def test_a_token_never_goes_over_plain_ws_to_another_host(extension, profiles, p
     a.bind("ws://192.0.2.1:7070/", "team", "alice", token="a.b.c")
     wait_for(lambda: "wss://" in a.popup()["error"], what="the popup says to use wss://")
     assert a.binding() is None
+
+
+def test_a_replaced_tab_keeps_its_workspace_tab(ext_server, profiles, pages):
+    """Item 8: tabs.onReplaced keeps the mapping (no remove + add). Chromium fires onReplaced when
+    a discarded tab gets a new id (chrome.tabs.discard), as for a prerendered page swapped in: the
+    new id takes the old one's workspace tab, and nothing reaches the server or B."""
+    server, ws = ext_server, "replaced-tab"
+    a = bound(profiles("A"), server, ws, "alice", [pages.url("D1"), pages.url("D2"), pages.url("D3")])
+    b = profiles("B")
+    join(b, server, ws, "bob")
+    snap = quiet(server, ws, a, b)
+    first = snap["ids"][0]
+    old = a.tab_of(first)
+    a.activate(snap["ids"][1])
+    quiet(server, ws, a, b, what="D2 active")
+    a.run("window.replaced = []; chrome.tabs.onReplaced.addListener((added, removed) => replaced.push([added, removed]));")
+    new = a.run("return (await chrome.tabs.discard(arguments[0])).id;", old)
+    assert new != old, "the discard kept the tab's id: onReplaced was not exercised"
+    wait_for(lambda: a.run("return window.replaced;") == [[new, old]], what="Chrome fired onReplaced")
+    version = server.snapshot(ws)["version"]
+    stays(lambda: server.snapshot(ws)["version"] == version and server.snapshot(ws)["ids"] == snap["ids"], 6,
+          "the replaced tab was removed and added again")
+    assert dict(a.status()["map"]).get(new) == first, "the new tab id is not mapped to the same workspace tab"
+    after = quiet(server, ws, a, b)
+    assert after["ids"] == snap["ids"] and all_urls(b).count(pages.url("D1")) == 1
+
+
+def test_a_token_not_remembered_is_gone_after_a_browser_restart_and_a_remembered_one_is_kept(extension, profiles, pages, tmp_path):
+    """Item 8: the token lives in storage.session unless "remember" is ticked. After a browser
+    restart the binding without it stops and asks for it again; the one with it connects."""
+    key = tmp_path / "team.key"
+    key.write_text("s3cret-" * 8 + "\n")
+    server = TabsyncServer(extension["origin"], "--auth-key-file", str(key))
+    try:
+        results = {}
+        for name, remember in (("A", False), ("C", True)):
+            ws = f"token-{name.lower()}"
+            p = profiles(name, cdp=True)
+            p.new_window([pages.url(f"{name}1"), pages.url(f"{name}2")])
+            p.bind(server.ws_url + "/", ws, name, token=mint(key, ws, "editor", name), remember=remember)
+            wait_for(lambda: (p.status() or {}).get("status") == "connected" and p.status()["version"] >= 1
+                     and p.status()["pending"] == 0, what=f"{name} adopted (the server's snapshot needs a token)")
+            on_disk = p.run("return (await chrome.storage.local.get('bindings')).bindings")[p.binding()["id"]]["token"]
+            assert bool(on_disk) == remember, f"{name}: token on disk: {on_disk!r}"
+            session_saved_after(p, time.time())
+            p.restart()
+            results[name] = p
+        a, c = results["A"], results["C"]
+        wait_for(lambda: "enter it again" in ((a.status() or {}).get("stopped") or ""), timeout=2 * WAIT,
+                 what="A (not remembered) asks for its token again")
+        wait_for(lambda: (c.status() or {}).get("status") == "connected" and c.binding()["attach"] == "", timeout=2 * WAIT,
+                 what="C (remembered) connected again")
+        assert a.binding()["token"] == "" and c.binding()["token"]
+        c.target(c.binding()["windowId"])
+        assert c.strip()["ids"] == [x for x in c.strip()["ids"] if x] and len(c.strip()["ids"]) == 2
+        stays(lambda: (a.status() or {}).get("status") == "stopped", 2, "A reconnected without its token")
+    finally:
+        server.stop()
+
+
+def all_bindings(profile):
+    return profile.run("""const l = (await chrome.storage.local.get('bindings')).bindings || {};
+                          const s = (await chrome.storage.session.get('privateBindings')).privateBindings || {};
+                          return Object.values({ ...l, ...s });""")
+
+
+def test_two_bind_requests_at_once_never_claim_one_window(ext_server, profiles, pages):
+    """Item 4: two bind requests for one window at once (two clicks, two popups): one binds, the
+    other is told the window is bound."""
+    server = ext_server
+    a = profiles("A")
+    window = a.new_window([pages.url("W1"), pages.url("W2")])
+    replies = a.run("""const req = (ws) => chrome.runtime.sendMessage({ type: 'bind', windowId: arguments[0], server: arguments[1],
+                                                                       workspace: ws, name: 'a', token: '', mode: 'follow' });
+                       return await Promise.all([req('race-1'), req('race-2')]);""", window, server.ws_url + "/")
+    assert sum(1 for r in replies if r.get("bindingId")) == 1 and any("already bound" in (r.get("error") or "") for r in replies), replies
+    wait_for(lambda: (a.status() or {}).get("status") == "connected", what="the one binding connected")
+    assert [b["windowId"] for b in all_bindings(a)] == [window]
+
+
+def test_reopening_two_bindings_at_once_claims_a_window_once_and_only_a_matching_one(ext_server, profiles, pages):
+    """Item 4: two closed bindings of workspaces with the same three pages, reopened at once. One
+    window holds all three (it matches both): exactly one binding takes it. Another holds two of
+    the three and a page of its own (under 80%): it is taken by neither, so the other binding opens
+    its workspace in a new window, and that window's own page is published nowhere."""
+    server = ext_server
+    a = profiles("A")
+    urls = [pages.url("J1"), pages.url("J2"), pages.url("J3")]
+    for ws in ("join-1", "join-2"):
+        a.new_window(urls)
+        a.bind(server.ws_url + "/", ws, "alice")
+        wait_for(lambda: len((server.snapshot(ws) or {}).get("ids", [])) == 3, what=f"{ws} adopted")
+        wait_for(lambda: any(b["workspace"] == ws and b["attach"] == "" for b in all_bindings(a)), what=f"{ws} attached")
+        a.run("await chrome.windows.remove(arguments[0]);", a.window)
+        wait_for(lambda: all(b["closed"] for b in all_bindings(a)), what=f"{ws} detached")
+    both = a.run("return (await chrome.windows.create({ url: arguments[0], focused: false })).id;", urls)
+    partial = a.run("return (await chrome.windows.create({ url: arguments[0], focused: false })).id;",
+                    urls[:2] + [pages.url("Own")])
+    wait_for(lambda: a.run("return (await chrome.tabs.query({})).every((t) => t.status === 'complete');"), what="pages loaded")
+    ids = [b["id"] for b in all_bindings(a)]
+    a.run("await Promise.all(arguments[0].map((id) => chrome.runtime.sendMessage({ type: 'reopen', bindingId: id })));", ids)
+
+    def attached():
+        bs = all_bindings(a)
+        return len(bs) == 2 and all(not b["closed"] and b["attach"] == "" for b in bs) and bs
+    bs = wait_for(attached, what="both bindings attached")
+    windows = sorted(b["windowId"] for b in bs)
+    assert len(set(windows)) == 2, f"two bindings claimed one window: {bs}"
+    assert both in windows, "neither binding took the matching window"
+    assert partial not in windows, "a window under 80% of the workspace's URLs was taken"
+    for ws in ("join-1", "join-2"):
+        stays(lambda: len(server.snapshot(ws)["ids"]) == 3, 2, f"{ws} changed")
+        assert "Own" not in titles(server, ws)
+    assert window_urls(a, partial) == urls[:2] + [pages.url("Own")]
+
+
+def allow_incognito(profile):
+    """Allows the extension in private windows, as the user does on chrome://extensions (the page's
+    own developerPrivate API). The extension reloads; the control page opens again."""
+    target = profile.cdp("Target.createTarget", url="chrome://extensions")["targetId"]
+    session = profile._attach(target)
+    wait_for(lambda: profile._evaluate(session, "document.readyState === 'complete' && !!chrome.developerPrivate"),
+             what="chrome://extensions loads")
+    ext = json.dumps(profile.ext["id"])
+    info = f"chrome.developerPrivate.getExtensionInfo({ext})"
+    profile._evaluate(session, f"chrome.developerPrivate.updateExtensionConfiguration({{ extensionId: {ext}, incognitoAccess: true }})")
+    # The unpacked extension reloads with the new setting and comes back disabled: enabled again,
+    # as the user's toggle on the same page does.
+    wait_for(lambda: profile._evaluate(session, f"{info}.then((i) => i.incognitoAccess.isActive && i.state === 'DISABLED')"),
+             what="the setting applied")
+    profile._evaluate(session, f"chrome.management.setEnabled({ext}, true)")
+    wait_for(lambda: profile._evaluate(session, f"{info}.then((i) => i.state === 'ENABLED')"), what="the extension enabled again")
+    profile.cdp("Target.closeTarget", targetId=target)
+    profile.session = None
+    profile._open_control(0)
+    assert profile.run("return await chrome.extension.isAllowedIncognitoAccess();"), "not allowed in private windows"
+
+
+def test_a_private_window_binding_is_never_written_to_disk(ext_server, profiles, pages):
+    """Item 8: a private window bound (the extension allowed in private windows, the box ticked):
+    its binding, its token and its resume record live in storage.session only; storage.local holds
+    nothing of it, and neither does the profile's extension storage on disk."""
+    server, ws = ext_server, "private-ws-q7z"
+    a = profiles("A", cdp=True)
+    allow_incognito(a)
+    window = a.run("return (await chrome.windows.create({ url: arguments[0], incognito: true, focused: false })).id;",
+                   [pages.url("Secret1"), pages.url("Secret2")])
+    a.target(window)
+    assert "(private)" in a.run("return document.getElementById('window-label').textContent;")
+    a.bind(server.ws_url + "/", ws, "alice", incognito=True)
+    wait_for(lambda: len(all_bindings(a)) == 1 and all_bindings(a)[0]["incognito"], what="the private binding")
+    bid = all_bindings(a)[0]["id"]
+    wait_for(lambda: a.run("const k = 'status:' + arguments[0]; return ((await chrome.storage.session.get(k))[k] || {}).status;", bid)
+             == "connected", what="connected")
+    wait_for(lambda: len((server.snapshot(ws) or {}).get("ids", [])) == 2, what="the private window adopted")
+    a.run("await chrome.tabs.create({ windowId: arguments[0], url: arguments[1] });", window, pages.url("Secret3"))
+    wait_for(lambda: len(server.snapshot(ws)["ids"]) == 3, what="a tab opened in the private window shared")
+    local = json.dumps(a.run("return await chrome.storage.local.get(null);"))
+    assert bid not in local and ws not in local and "Secret" not in local, local
+    session = a.run("return await chrome.storage.session.get(null);")
+    assert bid in session["privateBindings"] and f"resume:{bid}" in session
+    folder = os.path.join(a.profile_dir, "Default", "Local Extension Settings", a.ext["id"])
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                data = f.read()
+            assert ws.encode() not in data and bid.encode() not in data, f"{name} holds the private binding"
+
+
+def test_share_sends_a_local_only_tab_again_once_the_cause_is_gone(extension, profiles, pages):
+    """Item 1's way back: a tab refused because the workspace was full stays local only; its Share
+    in the popup sends it again. While still full it is refused again (and stays open, local only);
+    once a tab is removed, Share adds it to the workspace and B opens it."""
+    server = TabsyncServer(extension["origin"], "--max-tabs", "3")
+    try:
+        ws = "share"
+        a = bound(profiles("A"), server, ws, "alice", [pages.url("H1"), pages.url("H2"), pages.url("H3")])
+        b = profiles("B")
+        join(b, server, ws, "bob")
+        snap = quiet(server, ws, a, b)
+        a.target(a.binding()["windowId"])
+        a.open_tab(pages.url("H4"))
+        wait_for(lambda: any(t.startswith("H4") for t in popup_local_only(a)), what="H4 local only")
+        share = "document.querySelector('#local-list li button.share').click();"
+        a.run(share)
+        wait_for(lambda: metric(server, 'tabsync_ops_rejected_total{code="LIMIT_EXCEEDED"}') >= 2, what="refused again while full")
+        wait_for(lambda: any(t.startswith("H4") for t in popup_local_only(a)), what="H4 still local only")
+        assert pages.url("H4") in window_urls(a, a.binding()["windowId"])
+        server.cli(ws, "rm", snap["ids"][0])
+        wait_for(lambda: len(server.snapshot(ws)["ids"]) == 2, what="H1 removed")
+        a.run(share)
+        wait_for(lambda: "H4" in titles(server, ws), what="H4 shared")
+        wait_for(lambda: popup_local_only(a) == [], what="no tab local only")
+        after = quiet(server, ws, a, b)
+        assert len(after["ids"]) == 3 and all_urls(b).count(pages.url("H4")) == 1
+    finally:
+        server.stop()
+
+
+def test_try_again_with_a_new_token_keeps_local_only_tabs_local(ext_server, profiles, pages, tmp_path):
+    """Item 1: a tab kept local only (here: opened while the workspace was read-only) stays local
+    when the binding is tried again with a new token (a fresh mirror attaches the same window):
+    only its Share publishes it."""
+    server, ws = ext_server, "try-again"
+    for name in ("G1", "G2"):
+        server.cli(ws, "add", "--title", name, "--url", pages.url(name))
+    submit(server, ws, {"setEditable": {"editable": False}})
+    b = profiles("B")
+    join(b, server, ws, "bob")
+    quiet(server, ws, b)
+    b.open_tab(pages.url("Kept"))
+    wait_for(lambda: any(t.startswith("Kept") for t in popup_local_only(b)), what="Kept local only")
+    submit(server, ws, {"setEditable": {"editable": True}})
+    wait_for(lambda: (b.status() or {}).get("editable") is True, what="editable again")
+    key = tmp_path / "other.key"
+    key.write_text("other-key-" * 4 + "\n")
+    reply = b.run("return await chrome.runtime.sendMessage({ type: 'reopen', bindingId: arguments[0], token: arguments[1] });",
+                  b.binding()["id"], mint(key, ws, "editor", "bob"))
+    assert not reply.get("error"), reply
+    wait_for(lambda: b.binding()["attach"] == "" and (b.status() or {}).get("status") == "connected", what="attached again")
+    stays(lambda: "Kept" not in titles(server, ws), 3, "a local-only tab was published by Try again")
+    wait_for(lambda: any(t.startswith("Kept") for t in popup_local_only(b)), what="Kept still listed local only")
+    b.run("document.querySelector('#local-list li button.share').click();")
+    wait_for(lambda: "Kept" in titles(server, ws), what="Kept shared")
