@@ -24,6 +24,7 @@
 // workspace state afresh each time and does only the differences, so running it twice is harmless
 // and a restarted worker or a reconnect converges.
 
+import { api as chrome, firefox, keepAwake } from "./browser-api.js";
 import { TabsyncClient } from "./tabsync-client.js";
 import { generateKeyBetween } from "./fractional-indexing.js";
 import {
@@ -130,6 +131,16 @@ function urlFor(w, lazy) {
   if (isWebUrl(w.url)) q.set("url", w.url);
   if (w.id) q.set("id", w.id);
   return chrome.runtime.getURL(`placeholder.html?${q}`);
+}
+
+/** Opens the real tab of workspace tab `w` at `index`, in the background. Lazily, Firefox makes a
+ * discarded tab that keeps its real URL and shows the title until it is first shown; Chromium
+ * cannot create a discarded tab, so it opens the placeholder page. */
+function openTab(windowId, index, w, lazy) {
+  if (lazy && firefox && isWebUrl(w.url)) {
+    return chrome.tabs.create({ windowId, index, url: w.url, active: false, discarded: true, title: w.title || w.url });
+  }
+  return chrome.tabs.create({ windowId, index, url: urlFor(w, lazy), active: false });
 }
 
 // Attaching a window (adopt, open, re-attach) is serialized across bindings: two bindings never
@@ -684,7 +695,7 @@ class Mirror {
         const lazy = missing.length > LAZY_THRESHOLD && opened >= LAZY_THRESHOLD;
         let tab;
         try {
-          tab = await chrome.tabs.create({ windowId: this.b.windowId, index, url: urlFor(w, lazy), active: false });
+          tab = await openTab(this.b.windowId, index, w, lazy);
         } catch (error) {
           console.warn("tabsync: could not open a tab", error);
           break;
@@ -1107,6 +1118,7 @@ chrome.storage.onChanged.addListener(async (changes, area) => {
 });
 setInterval(() => {
   if (!keepalive) return;
+  keepAwake();
   for (const m of mirrors.values()) {
     if (m.client.status === "connected") m.client.send({ focus: { tabId: m.client.focusTabId } });
   }

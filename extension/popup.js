@@ -2,6 +2,8 @@
 // why it stopped, who is here and which tab each one views. Everything the network sent is put
 // on the page with textContent, never as HTML.
 
+import { api as chrome } from "./browser-api.js";
+
 const params = new URLSearchParams(location.search);
 let windowId = null;
 let current = null; // the status of this window's binding, as the worker published it
