@@ -114,7 +114,8 @@ async function render() {
     return li;
   }));
   if ((s.peers ?? []).length === 0) peers.append(text("li", "nobody else", "dim"));
-  $("peer-count").textContent = `(${(s.peers ?? []).length} others)`;
+  const n = (s.peers ?? []).length;
+  $("peer-count").textContent = `(${n} ${n === 1 ? "other" : "others"})`;
   const viewers = new Map();
   for (const p of s.peers ?? []) viewers.set(p.tabId, [...(viewers.get(p.tabId) ?? []), p.name]);
   $("tabs").replaceChildren(...(s.tabs ?? []).map((t) => {
