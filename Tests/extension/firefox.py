@@ -366,22 +366,27 @@ class FirefoxProfile:
         return found
 
     def memory(self):
-        """{rss_kib, pss_kib, processes: [(pid, name, rss_kib)]} of Firefox's processes."""
-        rss = pss = 0
-        procs = []
+        """{rss_kib, pss_kib, by_type: {type: {rss_kib, pss_kib, processes}}} of Firefox's processes,
+        each typed as Firefox's own process list has it (parent, extension, web, ...)."""
+        try:
+            types = dict(self.chrome_script("""return ChromeUtils.requestProcInfo().then((info) =>
+                info.children.map((c) => [String(c.pid), c.type]));"""))
+        except AssertionError:
+            types = {}
+        total = {"rss_kib": 0, "pss_kib": 0, "by_type": {}}
         for pid in self.pids():
             try:
                 with open(f"/proc/{pid}/smaps_rollup") as f:
                     fields = {line.split(":")[0]: int(line.split()[1]) for line in f if line.split()[-1] == "kB"}
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().split(b"\0")
-                kind = next((c.decode() for c in cmd if c in (b"tab", b"rdd", b"socket", b"utility", b"gpu")), "parent" if pid == self.process.pid else "child")
             except (OSError, ValueError):
                 continue
-            rss += fields.get("Rss", 0)
-            pss += fields.get("Pss", 0)
-            procs.append((pid, kind, fields.get("Rss", 0)))
-        return {"rss_kib": rss, "pss_kib": pss, "processes": procs}
+            kind = "parent" if pid == self.process.pid else types.get(str(pid), "other")
+            entry = total["by_type"].setdefault(kind, {"rss_kib": 0, "pss_kib": 0, "processes": 0})
+            for key, field in (("rss_kib", "Rss"), ("pss_kib", "Pss")):
+                entry[key] += fields.get(field, 0)
+                total[key] += fields.get(field, 0)
+            entry["processes"] += 1
+        return total
 
     def memory_kib(self):
         return self.memory()["pss_kib"]

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ROOT, TabsyncServer, converged, wait_for, write_artifact
 from firefox import FirefoxProfile
-from test_extension import bound, join, percentile, quiet, titles
+from test_extension import bound, join, percentile, quiet, side_by_side, titles
 
 
 @pytest.fixture(scope="session")
@@ -146,10 +146,14 @@ def test_chromium_and_firefox_mirror_one_workspace(mixed_server, profiles, firef
     write_artifact("firefox-scenario.json", {"wall_seconds": round(wall, 1), "firefox": memory,
                                              "chromium_pss_kib": a.memory_kib(), "final": snap["ids"]})
     print(f"mixed scenario: {wall:.1f} s; Firefox RSS {memory['rss_kib'] / 1024:.0f} MiB, PSS {memory['pss_kib'] / 1024:.0f} MiB "
-          f"over {len(memory['processes'])} processes; Chromium PSS {a.memory_kib() / 1024:.0f} MiB")
+          f"over {sum(t['processes'] for t in memory['by_type'].values())} processes; Chromium PSS {a.memory_kib() / 1024:.0f} MiB")
     b.target(b.binding()["windowId"])
     wait_for(lambda: any(p.startswith("alice") for p in b.popup()["peers"]), what="alice in B's popup")
-    b.screenshot("firefox-popup-bound")
+    shots = [b.screenshot("firefox-popup-bound")]
+    a.target(a.binding()["windowId"])
+    wait_for(lambda: any(p.startswith("bob") for p in a.popup()["peers"]), what="bob in A's popup")
+    shots.insert(0, a.screenshot("mixed-popup-chromium"))
+    side_by_side(a.driver, shots, ["alice's window (Chromium)", "bob's window (Firefox ESR)"], "chromium-and-firefox")
 
 
 @pytest.mark.slow
