@@ -1118,10 +1118,12 @@ chrome.storage.onChanged.addListener(async (changes, area) => {
 });
 setInterval(() => {
   if (!keepalive) return;
-  keepAwake();
+  let connected = false;
   for (const m of mirrors.values()) {
     if (m.client.status === "connected") m.client.send({ focus: { tabId: m.client.focusTabId } });
+    connected ||= m.client.status === "connected";
   }
+  if (connected) keepAwake(); // only while there is a connection to keep: else the page may stop
 }, KEEPALIVE_MS);
 
 // ------------------------------------------------------------------ the popup's requests
