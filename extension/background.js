@@ -133,6 +133,13 @@ function urlFor(w, lazy) {
   return chrome.runtime.getURL(`placeholder.html?${q}`);
 }
 
+/** Firefox: a tab just opened to load a page shows `about:blank` (loading) until the load commits;
+ * it has no `pendingUrl` as Chromium's have. Published then, it would go out without its URL and
+ * the other windows would open a placeholder; so it waits for its URL (a few ms). */
+function urlNotKnownYet(tab) {
+  return firefox && tab.status === "loading" && tab.url === "about:blank";
+}
+
 /** Opens the real tab of workspace tab `w` at `index`, in the background. Lazily, Firefox makes a
  * discarded tab that keeps its real URL and shows the title until it is first shown; Chromium
  * cannot create a discarded tab, so it opens the placeholder page. */
@@ -652,6 +659,7 @@ class Mirror {
         if (!this.mirrorable(t)) continue;
         const mapped = this.map.get(t.id);
         if (mapped && wsIds().has(mapped)) { left = mapped; continue; }
+        if (!mapped && urlNotKnownYet(t)) continue; // published once its URL is (its onUpdated runs this again)
         if (mapped && (this.removed.has(mapped) || this.snapshotRemoved.has(mapped))) continue; // closed below
         const id = mapped ?? workspaceTabId(this.tag, this.nonce, t.id);
         if (!mapped && wsIds().has(id)) { this.map.set(t.id, id); left = id; continue; } // ours, from before a restart
