@@ -133,11 +133,19 @@ function urlFor(w, lazy) {
   return chrome.runtime.getURL(`placeholder.html?${q}`);
 }
 
-/** Firefox: a tab just opened to load a page shows `about:blank` (loading) until the load commits;
- * it has no `pendingUrl` as Chromium's have. Published then, it would go out without its URL and
- * the other windows would open a placeholder; so it waits for its URL (a few ms). */
+/** Firefox: a tab just opened to load a page shows `about:blank` (loading, or even complete) until
+ * its load commits; it has no `pendingUrl` as Chromium's have. Published then, it would go out
+ * without its URL and the other windows would open a placeholder. So an unpublished tab at
+ * `about:blank` waits for its URL, up to URL_WAIT_MS (a tab that stays blank is published then). */
+const URL_WAIT_MS = 1_500;
+const blankSince = new Map(); // tab id -> when first seen unpublished at about:blank
 function urlNotKnownYet(tab) {
-  return firefox && tab.status === "loading" && tab.url === "about:blank";
+  if (!firefox || tab.url !== "about:blank") {
+    blankSince.delete(tab.id);
+    return false;
+  }
+  if (!blankSince.has(tab.id)) blankSince.set(tab.id, Date.now());
+  return Date.now() - blankSince.get(tab.id) < URL_WAIT_MS;
 }
 
 /** Opens the real tab of workspace tab `w` at `index`, in the background. Lazily, Firefox makes a
@@ -659,7 +667,7 @@ class Mirror {
         if (!this.mirrorable(t)) continue;
         const mapped = this.map.get(t.id);
         if (mapped && wsIds().has(mapped)) { left = mapped; continue; }
-        if (!mapped && urlNotKnownYet(t)) continue; // published once its URL is (its onUpdated runs this again)
+        if (!mapped && urlNotKnownYet(t)) { this.schedule(URL_WAIT_MS); continue; } // its onUpdated runs this sooner
         if (mapped && (this.removed.has(mapped) || this.snapshotRemoved.has(mapped))) continue; // closed below
         const id = mapped ?? workspaceTabId(this.tag, this.nonce, t.id);
         if (!mapped && wsIds().has(id)) { this.map.set(t.id, id); left = id; continue; } // ours, from before a restart

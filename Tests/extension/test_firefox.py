@@ -231,8 +231,9 @@ def test_firefox_opens_many_tabs_as_discarded_tabs_with_their_real_urls(mixed_se
     b = firefox("B")
     join(b, server, ws, "bob")
     snap = quiet(server, ws, b, what="14 tabs opened")
-    st = b.strip()
-    assert st["urls"] == [pages.url(f"Tab {i}") for i in range(14)], st["urls"]  # no placeholder page
+    # No placeholder page. (The tabs that load show about:blank until their load commits: waited for.)
+    st = wait_for(lambda: (lambda st: st if st["urls"] == [pages.url(f"Tab {i}") for i in range(14)] else None)(b.strip()),
+                  what="every tab at its page's URL")
     lazy = [i for i, d in enumerate(st["discarded"]) if d]
     assert len(lazy) >= 14 - 8 - 1, st["discarded"]
     assert all(st["titles"][i] == f"Tab {i}" for i in lazy)
