@@ -20,28 +20,48 @@ final class Connection {
     let diagnosticsEcho: Bool
     /// Fragments of the message being received.
     var rx: [UInt8] = []
-    /// Set once the message being received went over the size limit (the session is closing).
-    var rxOverflow = false
     var queue = SendQueue()
-    /// In the driver's flush list (frames were queued during this loop iteration).
+    /// Where the connection is in its life (see ``State``).
+    var state = State.open
+    /// In the driver's flush list (frames were queued during this loop iteration). Write path
+    /// only: independent of ``state`` (a closing connection still writes its queue).
     var flushPending = false
-    /// `lws_callback_on_writable` was asked and `SERVER_WRITEABLE` has not come yet.
+    /// `lws_callback_on_writable` was asked and `SERVER_WRITEABLE` has not come yet. Write path
+    /// only, like ``flushPending``.
     var awaitingWritable = false
-    /// `LWS_CALLBACK_CLOSED` came: ``wsi`` is no longer valid.
-    var gone = false
-    /// The peer sent a close frame (lws answers it): nothing more is sent or received.
-    var peerClosed = false
-    /// The queue would have passed its bound: the core was told (it closes the session); nothing
-    /// more is queued meanwhile.
-    var backlogReported = false
     /// The connection carries only this session (not a stream muxed on HTTP/2), so several frames
     /// may go out as one raw write (`BatchedWriter`).
     let ownsConnection: Bool
-    /// The session is closing: it closes once its queue is written.
-    var closing = false
     /// The code and reason the connection ended with (ours, or the peer's), for the close log line.
     var closeCode: UInt16 = 1006
     var closeReason = ""
+
+    /// A connection's life, one state at a time. Later states win over earlier ones: a closing
+    /// connection whose peer then closes stays `closing` (its close frame still goes out from
+    /// `SERVER_WRITEABLE`), and `gone` is final.
+    ///
+    ///     open ─┬─ overflowed ─┐
+    ///           ├─ backlogged ─┼─▶ closing ─▶ gone
+    ///           └─ peerClosed ─┘
+    ///
+    /// `overflowed` and `backlogged` last only until the core's close, which the same dispatch
+    /// carries out (``LoopDriver/dispatch(_:)``).
+    enum State: Equatable {
+        /// Frames are received and may be queued.
+        case open
+        /// The message being received went over the size limit: nothing more is received (the
+        /// core was told; it closes the session).
+        case overflowed
+        /// The queue would have passed its bound: the core was told (it closes the session);
+        /// nothing more is queued meanwhile.
+        case backlogged
+        /// The peer sent a close frame (lws answers it): nothing more is sent or received.
+        case peerClosed
+        /// The session is closing: it closes once its queue is written.
+        case closing
+        /// `LWS_CALLBACK_CLOSED` came: ``wsi`` is no longer valid.
+        case gone
+    }
 
     init(id: Int, wsi: OpaquePointer, format: WireFormat, diagnosticsEcho: Bool) {
         self.id = id
@@ -52,5 +72,9 @@ final class Connection {
     }
 
     /// Frames may still be queued to it.
-    var isOpen: Bool { !closing && !gone && !peerClosed && !backlogReported }
+    var isOpen: Bool { state == .open || state == .overflowed }
+    /// What the peer sends is still read.
+    var isReceiving: Bool { state == .open || state == .backlogged }
+    /// Closing or gone: a close goes out no more.
+    var isClosingOrGone: Bool { state == .closing || state == .gone }
 }

@@ -82,7 +82,7 @@ extension LoopDriver {
 
     /// Counts a refusal in `/metrics` and logs it, at most once per reason every 10 s.
     func countRefusal(_ refusal: ConnectionRefusal, peer: String) {
-        core.metrics.connectionsRefused[refusal, default: 0] += 1
+        metrics.connectionsRefused[refusal, default: 0] += 1
         let now = clock.now
         if admission.lastLogged[refusal].map({ now - $0 > .seconds(10) }) ?? true {
             admission.lastLogged[refusal] = now

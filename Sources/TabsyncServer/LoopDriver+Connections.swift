@@ -45,7 +45,7 @@ extension LoopDriver {
             guard let connection = connection(user) else { return 0 }
             // lws answers the close frame; no data frame may follow it (RFC 6455 5.5.1), and what
             // the peer sends after its close is ignored.
-            connection.peerClosed = true
+            if connection.state != .closing { connection.state = .peerClosed }
             connection.queue.removeAll()
             if let input, length >= 2 {
                 let bytes = UnsafeRawBufferPointer(start: input, count: length)
@@ -59,7 +59,7 @@ extension LoopDriver {
             let id = user.load(as: Int.self)
             guard let connection = connections.removeValue(forKey: id) else { return 0 }
             user.storeBytes(of: 0, as: Int.self)
-            connection.gone = true
+            connection.state = .gone
             connection.queue.removeAll()
             logger.info("connection closed", metadata: [
                 "session": "\(id)", "code": "\(connection.closeCode)", "reason": "\(connection.closeReason)",
@@ -89,9 +89,9 @@ extension LoopDriver {
     /// Reassembles a message across fragments (and lws's rx chunks), bounded by `maxFrameBytes`;
     /// a whole message goes to the core.
     private func receive(_ connection: Connection, _ input: UnsafeMutableRawPointer?, _ length: Int) {
-        if connection.closing || connection.rxOverflow || connection.peerClosed { return }
+        guard connection.isReceiving else { return }
         if connection.rx.count + length > configuration.limits.maxFrameBytes {
-            connection.rxOverflow = true
+            connection.state = .overflowed
             connection.rx = []
             dispatch(.frameTooBig(connection.id))
             return
@@ -116,7 +116,7 @@ extension LoopDriver {
     func queue(_ frame: OutFrame, to connection: Connection) {
         guard connection.isOpen else { return }
         if connection.queue.bytes + frame.queuedCost > configuration.limits.maxSendQueueBytes && !connection.queue.isEmpty {
-            connection.backlogReported = true
+            connection.state = .backlogged
             logger.debug("send queue over its bound", metadata: ["session": "\(connection.id)", "queued_bytes": "\(connection.queue.bytes)"])
             dispatch(.backlogExceeded(connection.id))
             return
@@ -145,7 +145,7 @@ extension LoopDriver {
         defer { flushing.removeAll(keepingCapacity: true) }
         for connection in flushing {
             connection.flushPending = false
-            guard !connection.gone, !connection.awaitingWritable, !connection.queue.isEmpty else { continue }
+            guard connection.state != .gone, !connection.awaitingWritable, !connection.queue.isEmpty else { continue }
             guard write(connection, maxWrites: 1) else {
                 // Nothing could be written: the connection is broken; close it from its callback.
                 close(connection, code: CloseReason.writeFailed.code, reason: CloseReason.writeFailed.text, flush: false)
@@ -162,9 +162,9 @@ extension LoopDriver {
     private func write(_ connection: Connection, maxWrites: Int) -> Bool {
         let written = writer.write(
             &connection.queue, to: connection.wsi, ownsConnection: connection.ownsConnection, maxWrites: maxWrites)
-        core.metrics.writesOut += UInt64(written.writes)
-        core.metrics.messagesOut += UInt64(written.frames)
-        core.metrics.bytesOut += UInt64(written.bytes)
+        metrics.writesOut += UInt64(written.writes)
+        metrics.messagesOut += UInt64(written.frames)
+        metrics.bytesOut += UInt64(written.bytes)
         return !written.failed
     }
 
@@ -177,8 +177,8 @@ extension LoopDriver {
     /// spliced into a frame: frames are written whole and only while lws holds nothing back, and
     /// lws raises `SERVER_WRITEABLE` only once that tail is gone.
     func close(_ connection: Connection, code: UInt16, reason: String, flush: Bool = true, grace: Duration = .seconds(5)) {
-        guard !connection.closing, !connection.gone else { return }
-        connection.closing = true
+        guard !connection.isClosingOrGone else { return }
+        connection.state = .closing
         connection.closeCode = code
         connection.closeReason = reason
         if !flush { connection.queue.removeAll() }
@@ -199,7 +199,7 @@ extension LoopDriver {
             lws_callback_on_writable(connection.wsi)
             return 0
         }
-        if connection.closing {
+        if connection.state == .closing {
             // 1006 names an ending without a close frame (a failed write): none is sent.
             guard connection.closeCode != CloseReason.writeFailed.code else { return -1 }
             var reason = Array(connection.closeReason.utf8)

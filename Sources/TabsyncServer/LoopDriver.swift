@@ -24,6 +24,8 @@ final class LoopDriver {
 
     /// Every decision; fed one event at a time by ``dispatch(_:)``.
     var core: ServerCore
+    /// The driver's own counts (writes, refusals, reloads), rendered with the core's at `/metrics`.
+    var metrics = DriverMetrics()
     /// Carries out the core's store and holder-registry actions (on the store executor only).
     let storeTurn: StoreTurn
     /// The core's actions for the event being carried out (kept to reuse its storage).
@@ -65,6 +67,17 @@ final class LoopDriver {
     struct PendingHTTP {
         var wsi: OpaquePointer
         var response: HTTPResponse?
+        /// An admin API call whose body is being read (``LoopDriver/handleHTTP``).
+        var admin: PendingAdmin? = nil
+    }
+
+    /// An admin call as it came: method, path, query, and its body so far.
+    struct PendingAdmin {
+        var method: String
+        var path: String
+        var query: String
+        var body: [UInt8] = []
+        var tooLarge = false
     }
 
     // C memory alive as long as the context.
@@ -89,7 +102,10 @@ final class LoopDriver {
         self.server = server
         configuration = server.configuration
         logger = server.logger
-        core = ServerCore(settings: server.configuration.coreSettings(storeEpoch: server.store.epoch), logger: server.logger, now: .now)
+        var settings = server.configuration.coreSettings(storeEpoch: server.store.epoch)
+        settings.nodeName = server.nodeName
+        settings.adminLog = server.startupAdminLog.withLock { $0 }
+        core = ServerCore(settings: settings, logger: server.logger, now: .now)
         storeTurn = StoreTurn(store: server.store, holders: server.configuration.sharedStore?.holders, logger: server.logger)
         admission = Admission(configuration: server.configuration, loopbackBind: true)
         // http, the wire formats, the diagnostics echo (named only when on), the terminator.
@@ -238,7 +254,7 @@ final class LoopDriver {
             }
             close(connection, code: reason.code, reason: reason.text, flush: reason.flushesQueue, grace: grace)
         case .setTimer(let id, let after):
-            guard let connection = connections[id], !connection.gone else { return }
+            guard let connection = connections[id], connection.state != .gone else { return }
             lws_set_timer_usecs(connection.wsi, after.map { max(1, $0.microseconds) } ?? -1)
         case .wake(let after):
             // Through the inbox, not an lws timer: on libev an lws deadline armed earlier than the
@@ -247,10 +263,7 @@ final class LoopDriver {
             DispatchQueue.global().asyncAfter(deadline: .now() + .microseconds(Int(max(1, after.microseconds)))) {
                 inbox.post(.event(.wake))
             }
-        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat:
-            if case .heartbeat = action, let holders = configuration.sharedStore?.holders {
-                core.metrics.notificationsSent = holders.notificationsSent
-            }
+        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat, .admin:
             // One store turn on the store executor (serial: store calls never overlap); its answer
             // comes back to the loop as an event through the inbox.
             let (turn, inbox) = (storeTurn, server.inbox)
@@ -316,7 +329,7 @@ final class LoopDriver {
     /// at once (docs/design.md, "Durability": Shutdown).
     private func acceptConnection() -> Bool {
         guard openConnections >= configuration.maxConnections else { return true }
-        core.metrics.connectionsRefused[.maxConnections, default: 0] += 1
+        metrics.connectionsRefused[.maxConnections, default: 0] += 1
         let now = clock.now
         if refusedConnectionsLogged.map({ now - $0 > .seconds(10) }) ?? true {
             refusedConnectionsLogged = now

@@ -87,14 +87,14 @@ extension LoopDriver {
             return
         }
         if let why = Server.certificatePairProblem(cert: cert, key: key) {
-            core.metrics.certificateReloads[false, default: 0] += 1
+            metrics.certificateReloads[false, default: 0] += 1
             logger.error("certificate reload failed: still serving the previous certificate", metadata: [
                 "why": "\(why)",
             ])
             return
         }
         _ = lws_tls_cert_updated(context, cert, key, nil, 0, nil, 0)
-        core.metrics.certificateReloads[true, default: 0] += 1
+        metrics.certificateReloads[true, default: 0] += 1
         logger.info("certificate reloaded", metadata: ["cert": "\(cert)"])
     }
 }

@@ -27,7 +27,7 @@ import TabsyncStore
 ///   pipeline (in flight and pending) is refused, never released: a submitter gets `Rejected`
 ///   `UNAVAILABLE` for its seq (not acknowledged, so it sends it again), a session waiting for its
 ///   `Welcome` gets `Error` `UNAVAILABLE` and close 1013, the pending records are dropped, and the
-///   workspace is read back from the store (``WorkspaceEntry`` `.reloading`: submits
+///   workspace is read back from the store (``WorkspaceTable/Entry`` `.reloading`: submits
 ///   are refused `UNAVAILABLE` until the read is in). The batch's effects of other workspaces are
 ///   released: none of their records was in it, so what they show is durable.
 /// - **Behind** (a store shared by several servers, ``ServerCore/Settings/sharedStorePollInterval``): every
@@ -283,5 +283,7 @@ struct SubmitInput {
     var baseVersion: UInt64
     var request: Request
     var receivedAt: ServerCore.Instant
+    /// Who submitted it (``CommitRecord/author``).
+    var author = ""
 }
 

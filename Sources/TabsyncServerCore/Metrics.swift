@@ -1,23 +1,22 @@
 import TabsyncCore
 
-/// The server's counters and histograms, owned by the event loop thread (no locks), rendered as
-/// Prometheus text (exposition format 0.0.4) for `GET /metrics`.
+/// The core's counters and histograms (``ServerCore/metrics``), owned by the event loop thread (no
+/// locks), rendered with the driver's (``DriverMetrics``) as Prometheus text (exposition format
+/// 0.0.4) for `GET /metrics`.
 ///
-/// Counters only grow; gauges are read at render time from the loop's state.
+/// Counters only grow; gauges are read at render time from the loop's state. Every count here is
+/// decided by the core, so the simulation sees the same counts as a server (docs/architecture.md).
 package struct Metrics {
     package init() {}
 
     package var opsApplied: UInt64 = 0
     package var opsRejected: [ErrorCode: UInt64] = [:]
-    package var messagesOut: UInt64 = 0
-    package var bytesOut: UInt64 = 0
-    /// Writes (`lws_write` calls) that carried those messages: fewer when several share one send.
-    package var writesOut: UInt64 = 0
     package var slowConsumerCloses: UInt64 = 0
-    /// Connections turned away at accept or at the upgrade, by reason.
-    package var connectionsRefused: [ConnectionRefusal: UInt64] = [:]
-    /// Certificate reloads, by outcome (true: the new pair is served).
-    package var certificateReloads: [Bool: UInt64] = [:]
+    /// Sessions refused by an operator's quota (4429).
+    package var quotaRefusals: UInt64 = 0
+    /// Heartbeats in the holder registry that were stored, and those that failed.
+    package var heartbeatsStored: UInt64 = 0
+    package var heartbeatsFailed: UInt64 = 0
     package var commitBatchOps = Histogram(bounds: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000])
     /// Time the store took for one group commit (on the store thread, from call to return).
     package var commitSeconds = Histogram(bounds: [
@@ -28,7 +27,7 @@ package struct Metrics {
     package var storeSeconds = Histogram(bounds: [
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
     ])
-    // A shared store (several nodes): see Server+Catchup.swift and CommitPipeline+Behind.swift.
+    // A shared store (several nodes): see ServerCore+CatchUp.swift and ServerCore+Commit.swift ("behind").
     /// Batches the store refused because another node committed to one of their workspaces first.
     package var commitsRetried: UInt64 = 0
     /// Submits run through the sequencer again after their batch came back `behind`.
@@ -40,9 +39,6 @@ package struct Metrics {
     package var opsReadBack: UInt64 = 0
     /// Commit notifications the store's listener delivered (this node's own included).
     package var storeNotifications: UInt64 = 0
-    /// Notifications this node's commits sent: one per workspace per commit that another live node
-    /// holds (read from the holder registry by the driver).
-    package var notificationsSent: UInt64 = 0
     /// Workspaces this node loaded while another live node held them too.
     package var workspaceSplits: UInt64 = 0
     /// Split workspaces this node handed to their newer holder (its sessions closed "moved").
@@ -99,8 +95,8 @@ package struct Metrics {
         }
     }
 
-    /// The whole exposition text.
-    package func render(_ gauges: Gauges) -> String {
+    /// The whole exposition text: the core's counts, the driver's (`driver`) and the gauges.
+    package func render(_ gauges: Gauges, driver: DriverMetrics = DriverMetrics()) -> String {
         var out = ""
         func header(_ name: String, _ type: String, _ help: String) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
@@ -122,19 +118,24 @@ package struct Metrics {
         for code in ErrorCode.allCases {
             out += "tabsync_ops_rejected_total{code=\"\(code.wireName)\"} \(opsRejected[code, default: 0])\n"
         }
-        sample("tabsync_messages_out_total", "counter", "WebSocket messages written.", messagesOut)
-        sample("tabsync_bytes_out_total", "counter", "WebSocket payload bytes written.", bytesOut)
+        sample("tabsync_messages_out_total", "counter", "WebSocket messages written.", driver.messagesOut)
+        sample("tabsync_bytes_out_total", "counter", "WebSocket payload bytes written.", driver.bytesOut)
         sample("tabsync_writes_out_total", "counter",
-               "Socket writes of WebSocket messages (messages queued to one connection in one loop iteration share one).", writesOut)
+               "Socket writes of WebSocket messages (messages queued to one connection in one loop iteration share one).", driver.writesOut)
         sample("tabsync_slow_consumer_closes_total", "counter", "Connections closed 1013 for reading too slowly.", slowConsumerCloses)
+        sample("tabsync_quota_refusals_total", "counter", "Sessions refused 4429 by a quota per sub or per workspace.", quotaRefusals)
+        header("tabsync_holder_heartbeats_total", "counter",
+               "Heartbeats of this node in the holder registry (several nodes), by result; none without a registry.")
+        out += "tabsync_holder_heartbeats_total{result=\"ok\"} \(heartbeatsStored)\n"
+        out += "tabsync_holder_heartbeats_total{result=\"failed\"} \(heartbeatsFailed)\n"
         header("tabsync_connections_refused_total", "counter",
                "Connections refused at accept (per-address and server-wide limits) or at the upgrade (origin).")
         for reason in ConnectionRefusal.allCases {
-            out += "tabsync_connections_refused_total{reason=\"\(reason.rawValue)\"} \(connectionsRefused[reason, default: 0])\n"
+            out += "tabsync_connections_refused_total{reason=\"\(reason.rawValue)\"} \(driver.connectionsRefused[reason, default: 0])\n"
         }
         header("tabsync_tls_certificate_reloads_total", "counter", "Certificate reloads (SIGHUP), by result.")
-        out += "tabsync_tls_certificate_reloads_total{result=\"ok\"} \(certificateReloads[true, default: 0])\n"
-        out += "tabsync_tls_certificate_reloads_total{result=\"failed\"} \(certificateReloads[false, default: 0])\n"
+        out += "tabsync_tls_certificate_reloads_total{result=\"ok\"} \(driver.certificateReloads[true, default: 0])\n"
+        out += "tabsync_tls_certificate_reloads_total{result=\"failed\"} \(driver.certificateReloads[false, default: 0])\n"
         sample("tabsync_send_queue_bytes", "gauge", "Bytes queued to all connections.", gauges.sendQueueBytes)
         render(commitBatchOps, "tabsync_commit_batch_ops", "Ops and seq records per store commit.", into: &out)
         render(commitSeconds, "tabsync_commit_seconds", "Store time of one group commit (successful or not).", into: &out)
@@ -152,7 +153,7 @@ package struct Metrics {
                "Ops found stored when a workspace was read back after a failed commit, broadcast to its sessions.", opsReadBack)
         sample("tabsync_store_notifications_total", "counter", "Commit notifications received from the store (own included).", storeNotifications)
         sample("tabsync_store_notifications_sent_total", "counter",
-               "Notifications this node's commits sent: one per workspace per commit that another live node holds.", notificationsSent)
+               "Notifications this node's commits sent: one per workspace per commit that another live node holds.", driver.notificationsSent)
         sample("tabsync_workspace_splits_total", "counter",
                "Workspaces loaded here while another live node held them too (split across nodes).", workspaceSplits)
         sample("tabsync_workspace_moves_total", "counter",
@@ -191,6 +192,25 @@ extension Duration {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
     }
+}
+
+/// The driver's counters: what only sockets, TLS and the holder registry's store show (writes, refused
+/// connections, certificate reloads, notifications sent). Kept by `TabsyncServer`'s `LoopDriver`,
+/// apart from the core's ``Metrics``: no core rule reads or writes them. Event loop thread only.
+package struct DriverMetrics {
+    package init() {}
+
+    package var messagesOut: UInt64 = 0
+    package var bytesOut: UInt64 = 0
+    /// Writes (`lws_write` calls) that carried those messages: fewer when several share one send.
+    package var writesOut: UInt64 = 0
+    /// Connections turned away at accept or at the upgrade, by reason.
+    package var connectionsRefused: [ConnectionRefusal: UInt64] = [:]
+    /// Certificate reloads, by outcome (true: the new pair is served).
+    package var certificateReloads: [Bool: UInt64] = [:]
+    /// Notifications this node's commits sent: one per workspace per commit that another live node
+    /// holds (read from the holder registry).
+    package var notificationsSent: UInt64 = 0
 }
 
 /// Why the server turned a connection away, as `/metrics` labels it

@@ -111,51 +111,54 @@ extension ServerCore {
     /// sequencer, and its live one when `live`, then broadcasts them as `Applied` to its members:
     /// they are durable. Throws when an op does not follow (the hub must be read back whole).
     mutating func takeStored(_ missed: CatchUpRead.CatchUp, into id: String, live: Bool) throws(OpError) {
-        guard workspaces[id]?.hub?.stored != nil else { return }
-        // Declared first, so it runs last: after the hub is back in the table.
+        guard workspaces.hub(id)?.stored != nil else { return }
+        // Declared first, so it runs last: after the broadcasts (or the throw).
         defer { if !missed.ops.isEmpty { sawOtherNodesCommit(id) } }
-        // Taken out of the table while it changes, so its sequencers are not copied.
-        var hub = workspaces[id]!.hub!
-        workspaces[id]!.hub = nil
-        defer { workspaces[id]!.hub = hub }
-        for op in missed.ops {
-            try hub.stored!.adopt(op)
-            if live { try hub.live.adopt(op) }
-        }
-        if let dedup = missed.dedup {
-            for rejection in dedup.rejections {
-                hub.stored!.adopt(rejection)
-                if live { hub.live.adopt(rejection) }
+        let members = try workspaces.withHub(id) { hub throws(OpError) -> [ConnectionID] in
+            guard var stored = hub.stored else { return hub.members }
+            // Out of the hub while it changes (no copy); written back even when an op does not
+            // follow: what was adopted stays adopted.
+            hub.stored = nil
+            defer { hub.stored = stored }
+            for op in missed.ops {
+                try stored.adopt(op)
+                if live { try hub.live.adopt(op) }
             }
-            for (client, seq) in dedup.lastSeqs.sorted(by: { $0.key < $1.key }) {
-                hub.stored!.adopt(lastSeq: seq, of: client)
-                if live { hub.live.adopt(lastSeq: seq, of: client) }
+            if let dedup = missed.dedup {
+                for rejection in dedup.rejections {
+                    stored.adopt(rejection)
+                    if live { hub.live.adopt(rejection) }
+                }
+                for (client, seq) in dedup.lastSeqs.sorted(by: { $0.key < $1.key }) {
+                    stored.adopt(lastSeq: seq, of: client)
+                    if live { hub.live.adopt(lastSeq: seq, of: client) }
+                }
             }
-        }
-        hub.durable = hub.stored!.workspace
+            hub.durable = stored.workspace
+            return hub.members
+        } ?? []
         metrics.opsCaughtUp += UInt64(missed.ops.count)
-        for op in missed.ops { broadcast(Tabsync_V1_ServerMessage(applied: op), to: hub.members) }
+        for op in missed.ops { broadcast(Tabsync_V1_ServerMessage(applied: op), to: members) }
     }
 
     /// The hub cannot be brought up to date op by op: its members are closed 1013 (they resume by
     /// `lastVersion`, or get a snapshot) and it is read back whole.
     mutating func fellBehind(_ id: String, why: String) {
         logger.warning("workspace fell behind the store; reading it back whole", metadata: ["workspace": "\(id)", "why": "\(why)"])
-        for member in workspaces[id]?.hub?.members ?? [] { close(member, .behindStore) }
+        for member in workspaces.hub(id)?.members ?? [] { close(member, .behindStore) }
         catchUps.heard[id] = nil
         reload(id)
     }
 
     /// The stored version of a loaded workspace of a shared store, nil otherwise.
     func storedVersion(of id: String) -> UInt64? {
-        guard workspaces[id]?.phase == .loaded else { return nil }
-        return workspaces[id]?.hub?.stored?.workspace.version
+        workspaces.loadedHub(id)?.stored?.workspace.version
     }
 
     /// A catch-up of `id` waits: a batch of its own is in the pipeline (its `behind` catches up),
     /// or a `Welcome` waits there (made from the live state the read would change).
     func isHeldBack(_ id: String) -> Bool {
-        commits.isBusy(id) || !(workspaces[id]?.hub?.welcoming.isEmpty ?? true)
+        commits.isBusy(id) || !(workspaces.hub(id)?.welcoming.isEmpty ?? true)
     }
 
     // MARK: polling
@@ -178,7 +181,7 @@ extension ServerCore {
             catchUps.pollAgain = true
             return
         }
-        let ids = workspaces.keys.filter { storedVersion(of: $0) != nil }.sorted()
+        let ids = workspaces.ids.filter { storedVersion(of: $0) != nil }.sorted()
         guard !ids.isEmpty else { return }
         catchUps.pollInFlight = true
         emit(.pollVersions(ids))

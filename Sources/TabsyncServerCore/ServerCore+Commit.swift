@@ -24,7 +24,7 @@ extension ServerCore {
         var snapshots: [String: Workspace] = [:]
         var baseVersions: [String: UInt64] = [:]
         for id in commits.pendingWorkspaces {
-            guard let hub = workspaces[id]?.hub else { continue }
+            guard let hub = workspaces.hub(id) else { continue }
             snapshots[id] = hub.live.workspace
             if let stored = hub.stored { baseVersions[id] = stored.workspace.version }
         }
@@ -42,8 +42,8 @@ extension ServerCore {
         metrics.storeSeconds.observe(duration.seconds)
         switch result {
         case .stored:
-            for (id, workspace) in flight.workspaces where workspaces[id]?.hub != nil {
-                workspaces[id]!.hub!.durable = workspace
+            for (id, workspace) in flight.workspaces {
+                workspaces.withHub(id) { $0.durable = workspace }
             }
             adoptStoredRecords(flight)
             for effect in flight.effects { release(effect) }
@@ -65,19 +65,22 @@ extension ServerCore {
         var broken: Set<String> = []
         for record in flight.records {
             let id = record.workspaceId
-            guard workspaces[id]?.hub?.stored != nil, !broken.contains(id) else { continue }
-            switch record.outcome {
-            case .applied(let ops):
-                do throws(OpError) {
-                    for op in ops { try workspaces[id]!.hub!.stored!.adopt(op) }
-                } catch {
-                    logger.error("stored copy of a workspace refused its own commit", metadata: [
-                        "workspace": "\(id)", "error": "\(error)",
-                    ])
-                    broken.insert(id)
+            guard !broken.contains(id) else { continue }
+            do throws(OpError) {
+                try workspaces.withHub(id) { hub throws(OpError) in
+                    guard hub.stored != nil else { return }
+                    switch record.outcome {
+                    case .applied(let ops):
+                        for op in ops { try hub.stored!.adopt(op) }
+                    case .rejected(let error):
+                        hub.stored!.adopt(Sequencer.Rejection(clientId: record.clientId, seq: record.seq, error: error))
+                    }
                 }
-            case .rejected(let error):
-                workspaces[id]!.hub!.stored!.adopt(Sequencer.Rejection(clientId: record.clientId, seq: record.seq, error: error))
+            } catch {
+                logger.error("stored copy of a workspace refused its own commit", metadata: [
+                    "workspace": "\(id)", "error": "\(error)",
+                ])
+                broken.insert(id)
             }
         }
         for id in broken.sorted() { reload(id) }
@@ -114,7 +117,7 @@ extension ServerCore {
         switch effect {
         case .broadcast(let workspaceId, _, let ops, let receivedAt):
             metrics.opsApplied += UInt64(ops.count)
-            guard let hub = workspaces[workspaceId]?.hub else { return }
+            guard let hub = workspaces.hub(workspaceId) else { return }
             for applied in ops { broadcast(Tabsync_V1_ServerMessage(applied: applied), to: hub.members) }
             metrics.opLatencySeconds.observe((now - receivedAt).seconds)
         case .reject(_, let sessionId, let seq, let error):
@@ -147,7 +150,7 @@ extension ServerCore {
         case .answer(_, let session, .rejected(let seq, _)):
             target = (session, seq)
         case .welcome(let workspaceId, let sessionId, _):
-            if workspaces[workspaceId]?.hub != nil { workspaces[workspaceId]!.hub!.welcoming.remove(sessionId) }
+            workspaces.withHub(workspaceId) { _ = $0.welcoming.remove(sessionId) }
             send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: .unavailable, message: "not stored: \(error)")), to: sessionId)
             close(sessionId, .storeUnavailable)
             return
@@ -187,7 +190,7 @@ extension ServerCore {
                 refuseBehind(id, mine, .readFailed("the catch-up read does not start at this node's version"))
             case .compacted:
                 refuseBehind(id, mine, .readFailed("the log no longer holds what this node missed"))
-                for member in workspaces[id]?.hub?.members ?? [] { close(member, .behindStore) }
+                for member in workspaces.hub(id)?.members ?? [] { close(member, .behindStore) }
             case .failed(let error):
                 refuseBehind(id, mine, error)
             }
@@ -207,16 +210,18 @@ extension ServerCore {
     /// elsewhere, translated through another node's rekey, or answered from dedup), each waiting
     /// `Welcome` made again from the live state at its place.
     private mutating func resequence(_ entries: [CommitPipeline.Entry], in id: String) {
-        workspaces[id]!.hub!.live = workspaces[id]!.hub!.stored!
+        workspaces.withHub(id) { hub in
+            if let stored = hub.stored { hub.live = stored }
+        }
         for entry in entries {
             if let input = entry.input {
                 metrics.opsResequenced += 1
                 sequence(input, from: entry.effect.session, workspaceId: id)
             } else if case .welcome(_, let sessionId, _) = entry.effect {
                 guard let session = sessions[sessionId], session.closing == nil, case .loading(let hello) = session.phase,
-                      let hub = workspaces[id]?.hub, hub.welcoming.contains(sessionId)
+                      let hub = workspaces.hub(id), hub.welcoming.contains(sessionId)
                 else {
-                    workspaces[id]!.hub!.welcoming.remove(sessionId)
+                    workspaces.withHub(id) { _ = $0.welcoming.remove(sessionId) }
                     continue
                 }
                 let welcome = makeWelcome(sessionId, hello, hub: hub)

@@ -32,14 +32,14 @@ extension ServerCore {
     /// registry and sessions here, check (at most once per ``Settings/moveCheckInterval``, after a
     /// random pause of up to ``Settings/holderCheckPause``) whether it should go.
     mutating func sawOtherNodesCommit(_ id: String) {
-        guard settings.yieldsSplitWorkspaces, shutdown == .running, let hub = workspaces[id]?.hub, !hub.members.isEmpty else {
+        guard settings.yieldsSplitWorkspaces, shutdown == .running, let hub = workspaces.hub(id), !hub.members.isEmpty else {
             return
         }
-        if let last = moves.lastCheck[id], now - last < settings.moveCheckInterval { return }
-        moves.lastCheck[id] = now
+        if let last = workspaces.moves.lastCheck[id], now - last < settings.moveCheckInterval { return }
+        workspaces.moves.lastCheck[id] = now
         let pause = jitter.pause(upTo: settings.holderCheckPause)
         if pause > .zero {
-            moves.checkAt[id] = now + pause
+            workspaces.moves.checkAt[id] = now + pause
         } else {
             emit(.checkHolders(id))
         }
@@ -47,10 +47,10 @@ extension ServerCore {
 
     /// Every tick: the checks whose pause is over go, for workspaces still split here with sessions.
     mutating func startDueHolderChecks() {
-        guard !moves.checkAt.isEmpty else { return }
-        for (id, at) in moves.checkAt.sorted(by: { $0.key < $1.key }) where at <= now {
-            moves.checkAt[id] = nil
-            guard shutdown == .running, let hub = workspaces[id]?.hub, !hub.members.isEmpty else { continue }
+        guard !workspaces.moves.checkAt.isEmpty else { return }
+        for (id, at) in workspaces.moves.checkAt.sorted(by: { $0.key < $1.key }) where at <= now {
+            workspaces.moves.checkAt[id] = nil
+            guard shutdown == .running, let hub = workspaces.hub(id), !hub.members.isEmpty else { continue }
             emit(.checkHolders(id))
         }
     }
@@ -58,9 +58,9 @@ extension ServerCore {
     /// The registry answered: when a newer holder exists, this node's sessions of `id` are closed
     /// "moved" and the workspace is unloaded once idle.
     mutating func holdersChecked(_ id: String, newerHolder: Bool) {
-        guard newerHolder, shutdown == .running, let hub = workspaces[id]?.hub, !hub.members.isEmpty else { return }
+        guard newerHolder, shutdown == .running, let hub = workspaces.hub(id), !hub.members.isEmpty else { return }
         metrics.moves += 1
-        moves.handingOver.insert(id)
+        workspaces.moves.handingOver.insert(id)
         logger.info("workspace split across nodes; handing it to its newer holder", metadata: [
             "workspace": "\(id)", "sessions": "\(hub.members.count)",
         ])

@@ -2,30 +2,22 @@ import TabsyncProto
 
 /// Presence: who is in each workspace and what they view, sent coalesced (``PresenceRoster``).
 extension ServerCore {
-    /// Sends each changed workspace's presence, at most once per ``presenceInterval(sessions:)``
-    /// per workspace (coalesced: one message for every change in between). Per flush at most two
+    /// Sends each changed workspace's presence, at most once per ``presenceInterval(_:sessions:)``
+    /// per workspace (coalesced: one message for every change in between; the table decides which
+    /// are due, ``WorkspaceTable/takePresenceFlushes(at:interval:)``). Per flush at most two
     /// messages are made, each encoded once per subprotocol by the driver: the full list (members
     /// without `presenceDeltas` when the list changed, and members that have not had their first
     /// list) and the delta (every other delta member, when the list changed).
     mutating func flushPresence() {
-        guard !presenceDirty.isEmpty else { return }
-        for id in presenceDirty.sorted() {
-            guard let hub = workspaces[id]?.hub, hub.presence.hasChanges else {
-                presenceDirty.remove(id)
-                continue
-            }
-            if let last = hub.lastPresenceAt, now - last < presenceInterval(sessions: hub.members.count) { continue }
-            presenceDirty.remove(id)
-            workspaces[id]!.hub!.lastPresenceAt = now
-            let flush = workspaces[id]!.hub!.presence.takeFlush()
-            sendPresence(flush, members: hub.members)
-        }
+        let interval = settings.presenceInterval
+        let flushes = workspaces.takePresenceFlushes(at: now) { Self.presenceInterval(interval, sessions: $0) }
+        for (members, flush) in flushes { sendPresence(flush, members: members) }
     }
 
     /// `presenceInterval`, times one per started thousand members: a flush reaches every member, so
     /// this bounds the presence messages of one big workspace to about 10,000 per second (at 100 ms).
-    func presenceInterval(sessions: Int) -> Duration {
-        settings.presenceInterval * max(1, (sessions + 999) / 1000)
+    static func presenceInterval(_ interval: Duration, sessions: Int) -> Duration {
+        interval * max(1, (sessions + 999) / 1000)
     }
 
     private mutating func sendPresence(_ flush: PresenceRoster.Flush, members: [ConnectionID]) {

@@ -16,6 +16,7 @@ extension ServerCore {
 
     mutating func disconnected(_ id: ConnectionID) {
         guard let session = sessions.removeValue(forKey: id) else { return }
+        releaseQuotas(session)
         sessionLeft(session)
         continueShutdown()
     }
@@ -77,9 +78,9 @@ extension ServerCore {
         case .submit(let submit, let hello):
             self.submit(submit, from: id, hello: hello)
         case .refocused:
-            guard let workspaceId = sessions[id]?.workspaceId, workspaces[workspaceId]?.hub != nil else { return }
-            workspaces[workspaceId]!.hub!.presence.refocused(id)
-            presenceDirty.insert(workspaceId)
+            guard let workspaceId = sessions[id]?.workspaceId,
+                  workspaces.withHub(workspaceId, { $0.presence.refocused(id) }) != nil else { return }
+            workspaces.presenceChanged(workspaceId)
         }
     }
 
@@ -122,8 +123,14 @@ extension ServerCore {
 
     /// Joins an accepted session to its workspace: at once when loaded, else once it is.
     mutating func enter(_ id: ConnectionID, hello: SessionMachine.Hello) {
+        if isBeingDeleted(hello.workspaceId) {
+            return refuse(
+                id, code: .unavailable, message: "the workspace is being deleted; try again",
+                closing: .storeUnavailable)
+        }
+        guard admitToWorkspace(id, hello.workspaceId) else { return }
         sessions[id]!.phase = .loading(hello)
-        if workspaces[hello.workspaceId]?.loadedHub != nil {
+        if workspaces.loadedHub(hello.workspaceId) != nil {
             join(id, to: hello.workspaceId)
         } else {
             waitForLoad(id, workspaceId: hello.workspaceId)
@@ -137,9 +144,9 @@ extension ServerCore {
     /// workspace is loaded (its callers check).
     mutating func join(_ id: ConnectionID, to workspaceId: String) {
         guard let session = sessions[id], case .loading(let hello) = session.phase,
-              let hub = workspaces[workspaceId]?.hub, !hub.welcoming.contains(id) else { return }
-        workspaces[workspaceId]!.hub!.welcoming.insert(id)
-        idleSince[workspaceId] = nil  // no longer idle
+              let hub = workspaces.hub(workspaceId), !hub.welcoming.contains(id) else { return }
+        workspaces.withHub(workspaceId) { _ = $0.welcoming.insert(id) }
+        workspaces.inUse(workspaceId)  // no longer idle
         let welcome = makeWelcome(id, hello, hub: hub)
         commits.append(nil, .welcome(workspaceId: workspaceId, session: id, welcome: welcome), at: now)
         startCommitIfIdle()
@@ -169,21 +176,24 @@ extension ServerCore {
     /// The `Welcome` is durable: it goes out, the session joins the broadcasts and presence, and its
     /// early messages are handled after everything this event decided (a follow-up).
     mutating func welcomed(_ id: ConnectionID, _ welcome: Tabsync_V1_Welcome, workspaceId: String) {
-        guard workspaces[workspaceId]?.hub != nil else { return }
-        workspaces[workspaceId]!.hub!.welcoming.remove(id)
+        guard workspaces.withHub(workspaceId, { $0.welcoming.remove(id) }) != nil else { return }
         guard let session = sessions[id], session.closing == nil, case .loading(let hello) = session.phase else { return }
         sessions[id]!.phase = .joined(hello)
         send(Tabsync_V1_ServerMessage(welcome: welcome), to: id)
-        workspaces[workspaceId]!.hub!.admit(id)
-        presenceDirty.insert(workspaceId)
+        workspaces.withHub(workspaceId) { $0.admit(id) }
+        workspaces.presenceChanged(workspaceId)
         if !session.deferred.isEmpty { followUp(.deferredMessages(id)) }
     }
 
     /// A session went away (or was closed as a slow reader): it leaves its workspace.
     mutating func sessionLeft(_ session: SessionMachine) {
-        guard let workspaceId = session.workspaceId, workspaces[workspaceId]?.hub != nil else { return }
-        if workspaces[workspaceId]!.hub!.dismiss(session.id) { presenceDirty.insert(workspaceId) }
-        workspaces[workspaceId]!.hub!.welcoming.remove(session.id)
+        guard let workspaceId = session.workspaceId,
+              let dismissed = workspaces.withHub(workspaceId, { hub -> Bool in
+                  hub.welcoming.remove(session.id)
+                  return hub.dismiss(session.id)
+              })
+        else { return }
+        if dismissed { workspaces.presenceChanged(workspaceId) }
         unloadIfIdle(workspaceId)
     }
 
@@ -192,7 +202,7 @@ extension ServerCore {
     /// A Submit from a joined session: checked against its role and rate, then sequenced.
     private mutating func submit(_ submit: Tabsync_V1_Submit, from id: ConnectionID, hello: SessionMachine.Hello) {
         guard permits(submit, from: id) else { return }
-        guard let phase = workspaces[hello.workspaceId]?.phase else { return }
+        guard let phase = workspaces.phase(hello.workspaceId) else { return }
         switch phase {
         case .loaded:
             break
@@ -212,6 +222,9 @@ extension ServerCore {
         if !sessions[id]!.takeToken(rate: settings.limits.maxOpsPerSecond, now: now) {
             request = .refuse(.rateLimited("over \(settings.limits.maxOpsPerSecond) ops per second"))
             strike(id)
+        } else if let refusal = subjectRateRefusal(id) {
+            request = .refuse(refusal)
+            strike(id)
         } else {
             do throws(ConversionError) {
                 guard submit.hasOp else { throw .opKindMissing }
@@ -220,8 +233,9 @@ extension ServerCore {
                 request = .refuse(error.opError)
             }
         }
-        let input = SubmitInput(
+        var input = SubmitInput(
             clientId: hello.clientId, seq: submit.seq, baseVersion: submit.baseVersion, request: request, receivedAt: now)
+        input.author = sessions[id]?.access?.subject ?? hello.clientName
         sequence(input, from: id, workspaceId: hello.workspaceId)
         startCommitIfIdle()
     }
@@ -230,17 +244,19 @@ extension ServerCore {
     /// pipeline: its record and its effect, with the Submit itself for re-sequencing. Seq 0 is
     /// refused at once (nothing consumed). The caller starts the batch.
     mutating func sequence(_ input: SubmitInput, from id: ConnectionID, workspaceId: String) {
-        guard workspaces[workspaceId]?.hub != nil else { return }
-        let outcome: Sequencer.Outcome
-        switch input.request {
-        case .op(let op):
-            outcome = workspaces[workspaceId]!.hub!.live.submit(
-                clientId: input.clientId, seq: input.seq, baseVersion: input.baseVersion, op: op)
-        case .refuse(let error):
-            outcome = workspaces[workspaceId]!.hub!.live.refuse(clientId: input.clientId, seq: input.seq, error: error)
-        }
-        let live = workspaces[workspaceId]!.hub!.live
-        let record = CommitRecord(workspaceId: workspaceId, clientId: input.clientId, seq: input.seq, outcome: outcome, after: live)
+        guard let (outcome, record) = workspaces.withHub(workspaceId, { hub -> (Sequencer.Outcome, CommitRecord?) in
+            let outcome: Sequencer.Outcome
+            switch input.request {
+            case .op(let op):
+                outcome = hub.live.submit(clientId: input.clientId, seq: input.seq, baseVersion: input.baseVersion, op: op)
+            case .refuse(let error):
+                outcome = hub.live.refuse(clientId: input.clientId, seq: input.seq, error: error)
+            }
+            let record = CommitRecord(
+                workspaceId: workspaceId, clientId: input.clientId, seq: input.seq, outcome: outcome, after: hub.live,
+                author: input.author)
+            return (outcome, record)
+        }) else { return }
         switch outcome {
         case .applied(let ops):
             commits.append(

@@ -2,34 +2,23 @@ import TabsyncCore
 import TabsyncProto
 import TabsyncStore
 
-/// The workspace table: loads, reads back after a failed commit, idle unloads (``WorkspaceEntry``).
+/// Loading, reading back and unloading workspaces: the moves of the ``WorkspaceTable`` that need
+/// sessions, the store or the commit pipeline.
 extension ServerCore {
-    /// Pause between two reads back of a workspace whose read failed.
-    static var reloadRetryPause: Duration { .milliseconds(250) }
-
     /// Makes a session whose Hello named a workspace that is not loaded wait for it: for the read
     /// under way, or for a first read started now.
     mutating func waitForLoad(_ id: ConnectionID, workspaceId: String) {
-        if workspaces[workspaceId] == nil {
-            workspaces[workspaceId] = WorkspaceEntry(phase: .loading, hub: nil, waiters: [id])
-            startRead(workspaceId)
-        } else {
-            workspaces[workspaceId]!.waiters.append(id)
-        }
+        if workspaces.load(workspaceId, waiter: id) { startRead(workspaceId) }
     }
 
     /// Starts the first read of a workspace (nothing when it is in memory or being read).
     mutating func requestLoad(_ workspaceId: String) {
-        guard workspaces[workspaceId] == nil else { return }
-        workspaces[workspaceId] = WorkspaceEntry(phase: .loading, hub: nil)
-        startRead(workspaceId)
+        if workspaces.load(workspaceId, waiter: nil) { startRead(workspaceId) }
     }
 
     /// After a failed commit: keeps the hub (its members stay) and reads its state back.
     mutating func reload(_ workspaceId: String) {
-        guard workspaces[workspaceId]?.phase == .loaded else { return }
-        workspaces[workspaceId]!.phase = .reloading
-        startRead(workspaceId)
+        if workspaces.reload(workspaceId) { startRead(workspaceId) }
     }
 
     /// Reads a workspace from the store; with a holder registry, registers as its holder first, so
@@ -41,7 +30,7 @@ extension ServerCore {
     /// The registration before a read is back: the read follows; a failed registration fails the
     /// read it was for.
     mutating func held(_ id: String, _ result: Result<Int, StoreError>) {
-        guard let entry = workspaces[id], entry.phase != .loaded else { return }
+        guard let phase = workspaces.phase(id), phase != .loaded else { return }
         switch result {
         case .success(let others):
             if others > 0 {
@@ -56,44 +45,40 @@ extension ServerCore {
 
     /// A store read finished: moves the entry on and joins or refuses the sessions that waited.
     mutating func workspaceLoaded(_ id: String, result: Result<StoredWorkspace?, StoreError>) {
-        guard let entry = workspaces[id] else { return }
-        switch (entry.phase, result) {
+        guard let phase = workspaces.phase(id) else { return }
+        switch (phase, result) {
         case (.loading, .success(let stored)):
             let hub = WorkspaceHub(
                 id: id, sequencer: sequencer(id, from: stored), maxPresencePeers: settings.maxPresencePeers,
                 shared: settings.sharedStore)
-            workspaces[id] = WorkspaceEntry(phase: .loaded, hub: hub)
-            for session in stillWaiting(entry.waiters, for: id) { join(session, to: id) }
+            let waiters = workspaces.loaded(id, hub) ?? []
+            for session in stillWaiting(waiters, for: id) { join(session, to: id) }
             answerPendingHTTP(for: id, failed: false)
             unloadIfIdle(id)
         case (.loading, .failure(let error)):
+            let waiters = workspaces.waiters(id)
             drop(id)
             logger.error("store load failed", metadata: ["workspace": "\(id)", "error": "\(error)"])
-            for session in stillWaiting(entry.waiters, for: id) {
+            for session in stillWaiting(waiters, for: id) {
                 send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: .unavailable, message: "\(error)")), to: session)
                 close(session, .storeUnavailable)
             }
             answerPendingHTTP(for: id, failed: true)
         case (.reloading, .success(let stored)):
-            guard var hub = entry.hub else { return }
-            let before = hub.durable
-            hub.restore(sequencer(id, from: stored))
-            workspaces[id] = WorkspaceEntry(phase: .loaded, hub: hub)
-            reloadRetries[id] = nil
-            reloadFailing.remove(id)
-            logger.info("workspace reloaded after a failed commit", metadata: ["workspace": "\(id)", "version": "\(hub.durable.version)"])
+            guard let (before, waiters) = workspaces.reloaded(id, restore: sequencer(id, from: stored)) else { return }
+            let version = workspaces.hub(id)?.durable.version ?? 0
+            logger.info("workspace reloaded after a failed commit", metadata: ["workspace": "\(id)", "version": "\(version)"])
             catchUpReadBack(id, sessionsSaw: before, log: stored?.log ?? [])
-            for session in stillWaiting(entry.waiters, for: id) { join(session, to: id) }
+            for session in stillWaiting(waiters, for: id) { join(session, to: id) }
             unloadIfIdle(id)
         case (.reloading, .failure(let error)):
             // The store cannot even read: read again after a pause (the waiters keep waiting), so a
-            // store that refuses at once is not asked in a loop.
-            workspaces[id]!.waiters = stillWaiting(entry.waiters, for: id)
-            // Logged once per outage of a workspace, not at every retry (4 a second).
-            if reloadFailing.insert(id).inserted {
+            // store that refuses at once is not asked in a loop. Logged once per outage of a
+            // workspace, not at every retry (4 a second).
+            let waiters = stillWaiting(workspaces.waiters(id), for: id)
+            if workspaces.reloadFailed(id, waiters: waiters, at: now) {
                 logger.warning("store read failed; trying again", metadata: ["workspace": "\(id)", "error": "\(error)"])
             }
-            reloadRetries[id] = now + Self.reloadRetryPause
         case (.loaded, _):
             break  // no read of it was under way
         }
@@ -105,7 +90,7 @@ extension ServerCore {
     /// When the log no longer holds them, or the store holds another history, the members are
     /// closed 1013: they resume by `lastVersion` + `epoch`, or get a snapshot.
     private mutating func catchUpReadBack(_ id: String, sessionsSaw before: Workspace, log: [AppliedOp]) {
-        guard let hub = workspaces[id]?.hub else { return }
+        guard let hub = workspaces.hub(id) else { return }
         let current = hub.durable
         guard current.epoch != before.epoch || current.version != before.version else { return }
         let missed = log.drop { $0.version <= before.version }
@@ -124,11 +109,7 @@ extension ServerCore {
 
     /// Reads back, once their pause is over, the workspaces whose read back failed.
     mutating func retryReloads() {
-        guard !reloadRetries.isEmpty else { return }
-        for (id, at) in reloadRetries.sorted(by: { $0.key < $1.key }) where at <= now {
-            reloadRetries[id] = nil
-            if workspaces[id]?.phase == .reloading { startRead(id) }
-        }
+        for id in workspaces.dueReloads(at: now) { startRead(id) }
     }
 
     /// The waiters still open and still waiting for this workspace, in order.
@@ -149,39 +130,32 @@ extension ServerCore {
     // MARK: idle unload
 
     /// Forgets a workspace; with a shared store, this node no longer holds it.
-    private mutating func drop(_ id: String) {
-        workspaces[id] = nil
-        reloadFailing.remove(id)
-        moves.forget(id)
+    mutating func drop(_ id: String) {
+        workspaces.remove(id)
         if settings.sharedStore { emit(.release(id)) }
     }
 
     /// True when a workspace is loaded, has no session (joined or being welcomed) and nothing in
     /// the commit pipeline: dropping it loses nothing.
     private func isIdle(_ id: String) -> Bool {
-        guard let hub = workspaces[id]?.loadedHub else { return false }
-        return hub.members.isEmpty && hub.welcoming.isEmpty && !commits.isBusy(id)
+        workspaces.hasNoSession(id) && !commits.isBusy(id)
     }
 
     /// Called whenever a workspace may have become idle: drops it at once when nothing of it is
     /// stored or `idleUnload` is zero, else starts its idle clock.
     mutating func unloadIfIdle(_ id: String) {
-        guard isIdle(id), let hub = workspaces[id]?.hub else { return }
+        guard isIdle(id), let hub = workspaces.hub(id) else { return }
         let neverStored = hub.durable.version == 0 && hub.live.lastSeqs.isEmpty
-        if neverStored || settings.idleUnload <= .zero || moves.handingOver.contains(id) {
+        if neverStored || settings.idleUnload <= .zero || workspaces.moves.handingOver.contains(id) {
             drop(id)
-            idleSince[id] = nil
-        } else if idleSince[id] == nil {
-            idleSince[id] = now
+        } else {
+            workspaces.becameIdle(id, at: now)
         }
     }
 
     /// Drops the workspaces idle for `idleUnload` or more. At most one scan per second.
     mutating func unloadIdleWorkspaces() {
-        guard !idleSince.isEmpty, now - lastIdleScan >= .seconds(1) || settings.idleUnload < .seconds(2) else { return }
-        lastIdleScan = now
-        for (id, since) in idleSince.sorted(by: { $0.key < $1.key }) where now - since >= settings.idleUnload {
-            idleSince[id] = nil
+        for id in workspaces.dueIdle(at: now, idleUnload: settings.idleUnload) {
             guard isIdle(id) else { continue }
             drop(id)
             logger.debug("idle workspace unloaded", metadata: ["workspace": "\(id)"])

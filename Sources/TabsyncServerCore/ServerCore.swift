@@ -9,8 +9,8 @@ import TabsyncStore
 /// The driver (`TabsyncServer`'s event loop) turns what happens into ``Event``s, calls
 /// ``handle(_:now:into:)`` with the time, and carries out the ``Action``s it gets back, in order.
 /// Whatever an action causes (a store answer, a token check, a closed socket) comes back as a later
-/// event. The pieces inside, one job each: the per-connection ``SessionMachine``, the workspace
-/// table of ``WorkspaceEntry`` / ``WorkspaceHub`` values, the ``CommitPipeline``, catch-up on other
+/// event. The pieces inside, one job each: the per-connection ``SessionMachine``, the
+/// ``WorkspaceTable`` of ``WorkspaceHub`` values, the ``CommitPipeline``, catch-up on other
 /// nodes' commits (``CatchUpState``), presence (``PresenceRoster``), and ``CloseReason``.
 ///
 /// Guarantees:
@@ -27,27 +27,16 @@ import TabsyncStore
 package struct ServerCore {
     package let settings: Settings
     let logger: Logger
-    /// Counters and histograms for `/metrics` (the driver adds its write counts).
+    /// Counters and histograms for `/metrics` (the driver keeps its own, ``DriverMetrics``).
     package var metrics = Metrics()
 
     var sessions: [ConnectionID: SessionMachine] = [:]
-    var workspaces: [String: WorkspaceEntry] = [:]
-    /// Workspaces whose peer list changed since their last presence broadcast.
-    var presenceDirty: Set<String> = []
-    /// Loaded workspaces that became idle (no session, nothing to store), and since when.
-    var idleSince: [String: Instant] = [:]
-    var lastIdleScan: Instant
+    /// Every workspace in memory or being read, with its clocks and marks.
+    var workspaces: WorkspaceTable
     var commits = CommitPipeline()
     /// The instant of the ``Action/wake(after:)`` asked for a lingering batch, until it comes.
     var lingerWake: Instant?
-    /// Workspaces whose read back failed, and when to read them again.
-    var reloadRetries: [String: Instant] = [:]
-    /// Workspaces whose read back has failed since it last succeeded (their failure is logged once).
-    var reloadFailing: Set<String> = []
     var catchUps = CatchUpState()
-    /// Split workspaces: when each was last checked for a newer holder, and those this node is
-    /// handing over (ServerCore+Moves.swift).
-    var moves = MoveState()
     /// When this node beats next in the holder registry (nil: at the next tick).
     var nextHeartbeat: Instant?
     /// The core's random pauses, from ``Settings/jitterSeed``.
@@ -55,15 +44,36 @@ package struct ServerCore {
     /// Snapshot requests not answered yet: waiting for a token check or a load.
     var pendingHTTP: [RequestID: PendingHTTP] = [:]
     var shutdown: ShutdownState = .running
+    /// The admin API's state: revocations in force, the admin log's cursor, deletes under way.
+    var admin = AdminState()
+    /// Counts for the operators' quotas.
+    var quotas = QuotaState()
+
+    /// The instant of the event being handled, and the wall clock at one instant.
+    private var clock: Clock
+    /// What the current event decided and caused, until ``handle(_:now:into:)`` hands it over.
+    private var outbox = Outbox()
 
     /// The instant of the event being handled.
-    private(set) var now: Instant
-    /// The wall clock at one instant, so tokens' `exp` is read against `now` without a clock read.
-    private let wallOrigin: (instant: Instant, date: Date)
-    /// Actions decided while handling the current event.
-    private var out: [Action] = []
-    /// Work the current event caused for after itself (see the guarantees).
-    private var followUps: [FollowUp] = []
+    var now: Instant { clock.now }
+
+    /// The core's time: the instant of the event being handled, never going back, and the wall
+    /// clock at one instant, so tokens' `exp` is read against `now` without a clock read.
+    private struct Clock {
+        private(set) var now: Instant
+        let wallOrigin: (instant: Instant, date: Date)
+
+        mutating func advance(to instant: Instant) { now = max(now, instant) }
+
+        var wallNow: Date { wallOrigin.date.addingTimeInterval((now - wallOrigin.instant).seconds) }
+    }
+
+    /// Actions decided while handling the current event, and work it caused for after itself (see
+    /// the guarantees).
+    private struct Outbox {
+        var actions: [Action] = []
+        var followUps: [FollowUp] = []
+    }
 
     enum FollowUp {
         /// Handle, in order, the messages a session sent before its `Welcome` went out.
@@ -82,31 +92,34 @@ package struct ServerCore {
     struct PendingHTTP {
         var workspaceId: String
         var authorizing: Bool
+        /// A history read (`/v1/workspaces/{id}/history`): before which version, how many; nil: the
+        /// snapshot.
+        var history: (before: UInt64?, limit: Int)? = nil
     }
 
     /// `now`: the instant the core starts at; `wallClock`: the wall-clock time at that instant.
     package init(settings: Settings, logger: Logger, now: Instant, wallClock: Date = Date()) {
         self.settings = settings
         self.logger = logger
-        self.now = now
-        lastIdleScan = now
-        wallOrigin = (now, wallClock)
+        clock = Clock(now: now, wallOrigin: (now, wallClock))
+        workspaces = WorkspaceTable(now: now)
         jitter = Jitter(seed: settings.jitterSeed)
         commits.linger.limit = settings.commitLinger
+        adoptAdminLog(settings.adminLog)
     }
 
     /// Handles one event at `now` and appends what to do, in order, to `actions`.
     package mutating func handle(_ event: Event, now: Instant, into actions: inout [Action]) {
-        self.now = max(self.now, now)
+        clock.advance(to: now)
         dispatch(event)
-        while !followUps.isEmpty {
-            let next = followUps.removeFirst()
+        while !outbox.followUps.isEmpty {
+            let next = outbox.followUps.removeFirst()
             switch next {
             case .deferredMessages(let id): handleDeferred(id)
             }
         }
-        actions.append(contentsOf: out)
-        out.removeAll(keepingCapacity: true)
+        actions.append(contentsOf: outbox.actions)
+        outbox.actions.removeAll(keepingCapacity: true)
     }
 
     private mutating func dispatch(_ event: Event) {
@@ -143,13 +156,26 @@ package struct ServerCore {
         case .held(let workspaceId, let result):
             held(workspaceId, result)
         case .heartbeatFinished(let error):
-            if let error { logger.warning("holder registry heartbeat failed", metadata: ["error": "\(error)"]) }
+            if let error {
+                metrics.heartbeatsFailed += 1
+                logger.warning("holder registry heartbeat failed", metadata: ["error": "\(error)"])
+            } else {
+                metrics.heartbeatsStored += 1
+            }
         case .tokenVerified(let request, let result):
             tokenVerified(request, result)
         case .snapshotRequested(let id, let workspaceId, let token):
             snapshotRequested(id, workspaceId: workspaceId, bearerToken: token)
+        case .historyRequested(let id, let workspaceId, let query, let token):
+            historyRequested(id, workspaceId: workspaceId, query: query, bearerToken: token)
+        case .adminRequested(let id, let request, let token):
+            adminRequested(id, request, bearerToken: token)
+        case .adminAnswered(let call, let result):
+            adminAnswered(call, result)
         case .requestGone(let id):
             pendingHTTP[id] = nil
+            admin.authorizing[id] = nil
+            admin.listing[id] = nil
         case .shutdown:
             beginShutdown()
         }
@@ -172,38 +198,38 @@ package struct ServerCore {
 
     /// The live state of a workspace in memory (it runs ahead of the store), for checks from
     /// outside the core (the wire fuzzer); nil when not in memory.
-    package func liveWorkspace(_ id: String) -> Workspace? { workspaces[id]?.hub?.live.workspace }
+    package func liveWorkspace(_ id: String) -> Workspace? { workspaces.hub(id)?.live.workspace }
 
     /// The wall-clock time at `now`.
-    var wallNow: Date { wallOrigin.date.addingTimeInterval((now - wallOrigin.instant).seconds) }
+    var wallNow: Date { clock.wallNow }
 
     // MARK: actions
 
     /// Queues one message to one open session.
     mutating func send(_ message: Tabsync_V1_ServerMessage, to id: ConnectionID) {
         guard let session = sessions[id], session.closing == nil else { return }
-        out.append(.send(id, message))
+        outbox.actions.append(.send(id, message))
     }
 
     /// Queues one message to every member of a hub.
     mutating func broadcast(_ message: Tabsync_V1_ServerMessage, to members: [ConnectionID]) {
         guard !members.isEmpty else { return }
-        out.append(.broadcast(members, message))
+        outbox.actions.append(.broadcast(members, message))
     }
 
     /// Closes a session for `reason` (once; later closes of the same session are ignored).
     mutating func close(_ id: ConnectionID, _ reason: CloseReason, grace: Duration = .seconds(5)) {
         guard sessions[id] != nil, sessions[id]!.closing == nil else { return }
         sessions[id]!.closing = reason
-        out.append(.close(id, reason, grace: grace))
+        outbox.actions.append(.close(id, reason, grace: grace))
     }
 
     mutating func emit(_ action: Action) {
-        out.append(action)
+        outbox.actions.append(action)
     }
 
     mutating func followUp(_ work: FollowUp) {
-        followUps.append(work)
+        outbox.followUps.append(work)
     }
 
     /// Sends `Error{code, message}`, then closes 4400 (a protocol violation or a refused Hello):
@@ -233,6 +259,8 @@ package struct ServerCore {
         retryReloads()
         beatIfDue()
         startDueHolderChecks()
+        readAdminLogIfDue()
+        advanceDeletes()
         continueShutdown()
     }
 

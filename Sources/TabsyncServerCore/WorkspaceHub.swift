@@ -1,12 +1,12 @@
 import TabsyncCore
 
 /// A workspace in memory: its sequencer, its durable state, its members and its presence. A value
-/// owned by ``ServerCore``'s workspace table (``WorkspaceEntry``).
+/// owned by ``ServerCore``'s ``WorkspaceTable``, changed only through ``WorkspaceTable/withHub(_:_:)``.
 ///
 /// `live` runs ahead of the store: it includes ops whose commit has not returned yet. Nothing of
 /// `live` reaches anyone before it is durable: `Applied`, `Rejected` and `Welcome` are effects of
 /// the commit pipeline (``CommitPipeline``), released in order once every record before them is
-/// stored. After a failed commit the hub is read back from the store (``WorkspaceEntry`` reloading),
+/// stored. After a failed commit the hub is read back from the store (``WorkspaceTable/Entry/reloading(_:waiters:)``),
 /// which is the stored state by definition; its members stay.
 ///
 /// Guarantees: ``members`` holds each session at most once, exactly the sessions whose `Welcome`
@@ -70,32 +70,4 @@ struct WorkspaceHub {
         presence.leave(id)
         return true
     }
-}
-
-/// A workspace's place in the core's table; no entry means it is not in memory and no store read
-/// of it is under way.
-///
-///     (none) ─Hello or HTTP─▶ loading ─read─▶ loaded ─commit failed─▶ reloading ─read─▶ loaded
-///
-/// A store read of the workspace is under way exactly while it is `loading` or `reloading`, and at
-/// most one. Sessions whose Hello comes meanwhile wait in the entry (`waiters`, in arrival order)
-/// and are joined, or refused, when that read finishes. A `reloading` hub keeps its members,
-/// presence and HTTP snapshot (from `durable`); it refuses submits `UNAVAILABLE` and is never
-/// unloaded.
-struct WorkspaceEntry {
-    enum Phase: Equatable {
-        /// The first read from the store is under way (``hub`` is nil).
-        case loading
-        /// In memory, taking ops.
-        case loaded
-        /// A commit failed: the live state was ahead of the store and is being read back.
-        case reloading
-    }
-
-    var phase: Phase
-    var hub: WorkspaceHub?
-    var waiters: [ConnectionID] = []
-
-    /// The hub, when loaded (not loading, not reloading).
-    var loadedHub: WorkspaceHub? { phase == .loaded ? hub : nil }
 }

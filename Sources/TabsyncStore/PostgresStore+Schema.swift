@@ -89,6 +89,23 @@ extension PostgresStore {
         );
         CREATE INDEX tabsync_holders_node ON tabsync_holders (node);
         """,
+        // Version 4: the operators' commands in the order taken (``AdminStore``), read by every
+        // node: revocations, kicks, deletes (docs/operating.md, "The admin API").
+        """
+        CREATE TABLE tabsync_admin_log (
+            n bigserial PRIMARY KEY,
+            at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            command text NOT NULL
+        );
+        """,
+        // Version 5: who made each op and when it was committed (docs/design.md, "History"): the
+        // author as the server named it, the commit's time on the database's clock (every node's
+        // ops on one clock). Ops stored before have no time.
+        """
+        ALTER TABLE tabsync_ops ADD COLUMN author text NOT NULL DEFAULT '';
+        ALTER TABLE tabsync_ops ADD COLUMN committed_at timestamptz;
+        ALTER TABLE tabsync_ops ALTER COLUMN committed_at SET DEFAULT now();
+        """,
     ]
 
     /// Creates or migrates the schema to ``schemaVersion`` in one transaction under a transaction

@@ -35,7 +35,7 @@ struct CatchUpRuleTests {
         let actions = h.handle(.heard(.committed(CommitNotification(workspaceId: "w", version: 1, changes: changes))))
         #expect(Said.of(actions) == [.applied(to: [1], version: 1, seq: 1)])
         #expect(h.core.metrics.notificationsTaken == 1)
-        #expect(h.core.workspaces["w"]?.hub?.live.lastSeq(of: "c9") == 1)
+        #expect(h.core.workspaces.hub("w")?.live.lastSeq(of: "c9") == 1)
     }
 
     @Test func aNotificationThatDoesNotFollowIsReadFromTheStore() {

@@ -106,6 +106,6 @@ struct CommitPipelineRuleTests {
         #expect(h.core.metrics.commitsRetried == 1)
         let stored = h.handle(.committed(batch: 2, .stored, duration: .zero))
         #expect(Said.of(stored) == [.applied(to: [1], version: 2, seq: 1)])
-        #expect(h.core.workspaces["w"]?.hub?.durable.tabs.map(\.id) == ["theirs", "mine"])
+        #expect(h.core.workspaces.hub("w")?.durable.tabs.map(\.id) == ["theirs", "mine"])
     }
 }

@@ -77,9 +77,9 @@ struct SessionRuleTests {
         h.hello(1, client: "c1")
         h.hello(2, client: "c2")
         h.handle(.loaded(workspaceId: "w", .success(nil)))
-        #expect(h.core.workspaces["w"]?.hub?.members.sorted() == [1, 2])
+        #expect(h.core.workspaces.hub("w")?.members.sorted() == [1, 2])
         #expect(Said.of(h.handle(.backlogExceeded(2))) == [.close(2, 1013)])
-        #expect(h.core.workspaces["w"]?.hub?.members == [1])
+        #expect(h.core.workspaces.hub("w")?.members == [1])
         #expect(h.core.metrics.slowConsumerCloses == 1)
     }
 
@@ -94,7 +94,7 @@ struct SessionRuleTests {
         #expect(Said.of(h.submit(1, seq: 2, CoreHarness.add("b"))).isEmpty)
         let stored = h.handle(.committed(batch: 1, .stored, duration: .zero))
         #expect(Said.of(stored) == [.applied(to: [1], version: 1, seq: 1), .close(1, 1001)])
-        #expect(h.core.workspaces["w"]?.hub?.live.lastSeq(of: "c1") == 1)
+        #expect(h.core.workspaces.hub("w")?.live.lastSeq(of: "c1") == 1)
         #expect(Said.of(h.handle(.disconnected(1))) == [.other])  // .stop
     }
 

@@ -701,7 +701,7 @@ struct SimulatedWorld {
         case .release(let id):
             nodes[n].lastCheck[id] = nil  // unloaded: a later load is a new holder, checked afresh
             nodes[n].storeCalls.append(action)
-        case .load, .commit, .readChanges, .pollVersions, .hold:
+        case .load, .commit, .readChanges, .pollVersions, .hold, .admin:
             nodes[n].storeCalls.append(action)
         case .heartbeat:
             nodes[n].lastBeat = elapsed
@@ -822,7 +822,7 @@ struct SimulatedWorld {
         for n in nodes.indices {
             // What a node unloaded it released: its registrations are what it holds in memory.
             let registered = holders.registrations(of: nodes[n].name)
-            let inMemory = nodes[n].core.workspaces.keys
+            let inMemory = nodes[n].core.workspaces.ids
             for id in registered.sorted() where !inMemory.contains(id) {
                 fail("node \(n) (\(nodes[n].name)) is still registered as a holder of \(id), which it unloaded")
             }

@@ -108,9 +108,9 @@ struct AdmissionPolicyTests {
     }
 
     @Test func refusalsAreCountedInMetricsByReason() {
-        var metrics = Metrics()
-        metrics.connectionsRefused[.ipHandshakeRate, default: 0] += 3
-        let text = metrics.render(.init(connections: 0, socketsOpen: 0, workspacesLoaded: 0, sendQueueBytes: 0))
+        var driver = DriverMetrics()
+        driver.connectionsRefused[.ipHandshakeRate, default: 0] += 3
+        let text = Metrics().render(.init(connections: 0, socketsOpen: 0, workspacesLoaded: 0, sendQueueBytes: 0), driver: driver)
         #expect(text.contains("tabsync_connections_refused_total{reason=\"ip_handshake_rate\"} 3"))
         #expect(text.contains("tabsync_connections_refused_total{reason=\"ip_connections\"} 0"))
         #expect(text.contains("tabsync_connections_refused_total{reason=\"origin\"} 0"))
