@@ -24,6 +24,7 @@
 // workspace state afresh each time and does only the differences, so running it twice is harmless
 // and a restarted worker or a reconnect converges.
 
+import { api as chrome, firefox, keepAwake } from "./browser-api.js";
 import { TabsyncClient } from "./tabsync-client.js";
 import { generateKeyBetween } from "./fractional-indexing.js";
 import {
@@ -130,6 +131,31 @@ function urlFor(w, lazy) {
   if (isWebUrl(w.url)) q.set("url", w.url);
   if (w.id) q.set("id", w.id);
   return chrome.runtime.getURL(`placeholder.html?${q}`);
+}
+
+/** Firefox: a tab just opened to load a page shows `about:blank` (loading, or even complete) until
+ * its load commits; it has no `pendingUrl` as Chromium's have. Published then, it would go out
+ * without its URL and the other windows would open a placeholder. So an unpublished tab at
+ * `about:blank` waits for its URL, up to URL_WAIT_MS (a tab that stays blank is published then). */
+const URL_WAIT_MS = 1_500;
+const blankSince = new Map(); // tab id -> when first seen unpublished at about:blank
+function urlNotKnownYet(tab) {
+  if (!firefox || tab.url !== "about:blank") {
+    blankSince.delete(tab.id);
+    return false;
+  }
+  if (!blankSince.has(tab.id)) blankSince.set(tab.id, Date.now());
+  return Date.now() - blankSince.get(tab.id) < URL_WAIT_MS;
+}
+
+/** Opens the real tab of workspace tab `w` at `index`, in the background. Lazily, Firefox makes a
+ * discarded tab that keeps its real URL and shows the title until it is first shown; Chromium
+ * cannot create a discarded tab, so it opens the placeholder page. */
+function openTab(windowId, index, w, lazy) {
+  if (lazy && firefox && isWebUrl(w.url)) {
+    return chrome.tabs.create({ windowId, index, url: w.url, active: false, discarded: true, title: w.title || w.url });
+  }
+  return chrome.tabs.create({ windowId, index, url: urlFor(w, lazy), active: false });
 }
 
 // Attaching a window (adopt, open, re-attach) is serialized across bindings: two bindings never
@@ -641,6 +667,7 @@ class Mirror {
         if (!this.mirrorable(t)) continue;
         const mapped = this.map.get(t.id);
         if (mapped && wsIds().has(mapped)) { left = mapped; continue; }
+        if (!mapped && urlNotKnownYet(t)) { this.schedule(URL_WAIT_MS); continue; } // its onUpdated runs this sooner
         if (mapped && (this.removed.has(mapped) || this.snapshotRemoved.has(mapped))) continue; // closed below
         const id = mapped ?? workspaceTabId(this.tag, this.nonce, t.id);
         if (!mapped && wsIds().has(id)) { this.map.set(t.id, id); left = id; continue; } // ours, from before a restart
@@ -684,7 +711,7 @@ class Mirror {
         const lazy = missing.length > LAZY_THRESHOLD && opened >= LAZY_THRESHOLD;
         let tab;
         try {
-          tab = await chrome.tabs.create({ windowId: this.b.windowId, index, url: urlFor(w, lazy), active: false });
+          tab = await openTab(this.b.windowId, index, w, lazy);
         } catch (error) {
           console.warn("tabsync: could not open a tab", error);
           break;
@@ -1124,9 +1151,12 @@ chrome.storage.onChanged.addListener(async (changes, area) => {
 });
 setInterval(() => {
   if (!keepalive) return;
+  let connected = false;
   for (const m of mirrors.values()) {
     if (m.client.status === "connected") m.client.send({ focus: { tabId: m.client.focusTabId } });
+    connected ||= m.client.status === "connected";
   }
+  if (connected) keepAwake(); // only while there is a connection to keep: else the page may stop
 }, KEEPALIVE_MS);
 
 // ------------------------------------------------------------------ the popup's requests

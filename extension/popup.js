@@ -2,6 +2,8 @@
 // why it stopped, who is here and which tab each one views. Everything the network sent is put
 // on the page with textContent, never as HTML.
 
+import { api as chrome } from "./browser-api.js";
+
 const params = new URLSearchParams(location.search);
 let windowId = null;
 let current = null; // the status of this window's binding, as the worker published it
@@ -119,7 +121,8 @@ async function render() {
     return li;
   }));
   if ((s.peers ?? []).length === 0) peers.append(text("li", "nobody else", "dim"));
-  $("peer-count").textContent = `(${(s.peers ?? []).length} others)`;
+  const n = (s.peers ?? []).length;
+  $("peer-count").textContent = `(${n} ${n === 1 ? "other" : "others"})`;
   const viewers = new Map();
   for (const p of s.peers ?? []) viewers.set(p.tabId, [...(viewers.get(p.tabId) ?? []), p.name]);
   $("tabs").replaceChildren(...(s.tabs ?? []).map((t) => {

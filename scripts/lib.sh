@@ -73,9 +73,10 @@ TABSYNC_APT_PACKAGES=(libwebsockets-dev libev-dev libwebsockets-evlib-ev libssl-
 # cluster tests run it).
 TABSYNC_APT_PACKAGES+=(haproxy)
 
-# What the browser tests need (scripts/test): Debian's Chromium and its WebDriver, fonts for emoji
+# What the browser tests need (scripts/test): Debian's Chromium and its WebDriver, Firefox ESR (driven
+# over its own Marionette: Debian has no geckodriver), fonts for emoji
 # and CJK titles (so the screenshots show glyphs, not boxes), node for the key-vector tests.
-TABSYNC_WEB_TEST_PACKAGES=(chromium chromium-driver fonts-noto-color-emoji fonts-wqy-microhei nodejs)
+TABSYNC_WEB_TEST_PACKAGES=(chromium chromium-driver firefox-esr fonts-noto-color-emoji fonts-wqy-microhei nodejs)
 # promtool (Debian's prometheus, about 17 s and 96 MB): Tests/scripts/test_monitoring.py checks and
 # unit-tests deploy/prometheus/tabsync.rules.yml with it.
 TABSYNC_WEB_TEST_PACKAGES+=(prometheus)

@@ -6,13 +6,15 @@
 /// - with an allow-list, exactly the listed origins are allowed (`*` lists every one); origins
 ///   compare case-insensitively, with the scheme's default port and a trailing `/` ignored; a
 ///   browser extension's origin (`chrome-extension://ID`, `moz-extension://UUID`) can be listed;
+///   `moz-extension://*` lists every Firefox extension's origin (Firefox gives each installation
+///   a random UUID; a web page cannot send that scheme, so it admits extensions only);
 /// - with no allow-list: any origin when clients authenticate (a page needs a token like any
 ///   client); only loopback pages (`localhost`, `127.0.0.0/8`, `[::1]`) when auth is off on a
 ///   loopback bind (an extension is not a loopback page: list it); none when auth is off on any
 ///   other address (`--insecure-no-auth`).
 struct OriginPolicy: Sendable, Equatable {
     enum Rule: Sendable, Equatable {
-        case list(Set<String>)
+        case list(Set<String>, anyFirefoxExtension: Bool)
         case any
         case loopbackOnly
         case none
@@ -22,7 +24,10 @@ struct OriginPolicy: Sendable, Equatable {
 
     init(allowed: [String], authEnabled: Bool, loopbackBind: Bool) {
         if !allowed.isEmpty {
-            rule = allowed.contains("*") ? .any : .list(Set(allowed.map(Self.normalize)))
+            let entries = Set(allowed.map(Self.normalize))
+            rule = allowed.contains("*") ? .any
+                : .list(entries.subtracting([Self.anyFirefoxExtension]),
+                        anyFirefoxExtension: entries.contains(Self.anyFirefoxExtension))
         } else if authEnabled {
             rule = .any
         } else {
@@ -36,17 +41,25 @@ struct OriginPolicy: Sendable, Equatable {
         switch rule {
         case .any: return true
         case .none: return false
-        case .list(let allowed): return allowed.contains(Self.normalize(origin))
+        case .list(let allowed, let anyFirefoxExtension):
+            let normal = Self.normalize(origin)
+            if allowed.contains(normal) { return true }
+            return anyFirefoxExtension && normal.hasPrefix("moz-extension://") && Self.isValidEntry(normal)
+                && normal != Self.anyFirefoxExtension
         case .loopbackOnly: return Self.isLoopbackOrigin(Self.normalize(origin))
         }
     }
 
+    /// The entry that lists every Firefox extension's origin.
+    static let anyFirefoxExtension = "moz-extension://*"
+
     /// True for `*`, `null`, `scheme://host[:port]` (http or https; no path, query or user info)
     /// and a browser extension's origin: `chrome-extension://ID` (Chromium: 32 letters `a`–`p`)
-    /// or `moz-extension://UUID` (Firefox: the per-install UUID, hex and dashes). What
-    /// `--allow-origin` accepts.
+    /// or `moz-extension://UUID` (Firefox: the per-install UUID, hex and dashes), or
+    /// `moz-extension://*` (any Firefox extension). What `--allow-origin` accepts.
     static func isValidEntry(_ entry: String) -> Bool {
         if entry == "*" || entry == "null" { return true }
+        if normalize(entry) == anyFirefoxExtension { return true }
         guard let split = entry.range(of: "://") else { return false }
         let scheme = entry[..<split.lowerBound].lowercased()
         var rest = entry[split.upperBound...]

@@ -110,11 +110,12 @@ public enum SettingTable {
 
     public static let allowOrigin = Setting<[String]>(
         list: "allow-origin",
-        doc: "A browser origin allowed to open a WebSocket (repeatable; https://app.example.com, chrome-extension://ID, or *); "
+        doc: "A browser origin allowed to open a WebSocket (repeatable; https://app.example.com, chrome-extension://ID, "
+            + "moz-extension://UUID, moz-extension://* for any Firefox extension, or *); "
             + "other origins get 403. Default: any when clients authenticate, loopback pages when auth is off "
             + "on a loopback bind, none otherwise.",
         valueName: "origin",
-        expected: "scheme://host[:port] (http or https), chrome-extension://ID, moz-extension://UUID, null, or *",
+        expected: "scheme://host[:port] (http or https), chrome-extension://ID, moz-extension://UUID, moz-extension://*, null, or *",
         entry: Server.Configuration.isValidAllowedOrigin)
 
     public static let insecureNoAuth = Setting<Bool>(
