@@ -370,8 +370,9 @@ export class TabsyncClient extends EventTarget {
       this.ws = null;
       this.welcomed = false;
       if (this.stopped) return;
-      // 4400/4401: this client or its token is wrong; retrying the same would fail the same way.
-      if (event.code === 4400 || event.code === 4401) { this.setStatus("closed"); return; }
+      // 4400/4401: this client or its token is wrong (or revoked); retrying the same would fail
+      // the same way. 4408: an operator closed the session; 4410: the workspace was deleted.
+      if ([4400, 4401, 4408, 4410].includes(event.code)) { this.setStatus("closed"); return; }
       this.scheduleReconnect();
     };
   }

@@ -12,6 +12,9 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case timedOut(Duration)
     /// The server refused this client for good (an `Error` answer to its `Hello`): it will not retry.
     case refused(ErrorCode, String)
+    /// An operator ended the session for good (4408: kicked; 4410: the workspace was deleted): the
+    /// client does not reconnect on its own (docs/design.md, "Close codes").
+    case ended(code: UInt16, reason: String)
 
     public var description: String {
         switch self {
@@ -20,6 +23,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .closed: "the client is closed"
         case .timedOut(let duration): "timed out after \(duration)"
         case .refused(let code, let message): "refused by the server: \(code.wireName) \(message)"
+        case .ended(let code, let reason): "the server ended the session (\(code): \(reason)); not reconnecting"
         }
     }
 }

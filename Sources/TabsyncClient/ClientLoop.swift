@@ -126,6 +126,10 @@ enum LoopCommand: Sendable {
 enum LoopNext: Sendable {
     /// Retry after the back-off delay for the next attempt.
     case retry
+    /// The server refused the connection before a `Welcome` (a quota, an unavailable store):
+    /// retry with a back-off that keeps growing over such refusals in a row, although each
+    /// connection opened and heard the server (which otherwise restarts the count).
+    case retryAfterRefusal
     /// Connect again at once (resync); the back-off attempt count restarts.
     case reconnectNow
     /// Forget the connection.

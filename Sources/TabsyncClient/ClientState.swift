@@ -111,6 +111,9 @@ public struct ClientState: Sendable, Equatable {
     public var lastEnding: ConnectionEnding?
     /// Why the client closed for good, when the server refused it.
     public var refusal: ClientError?
+    /// The last `Error` the server sent (`.refused(code, message)`), e.g. the quota that refused a
+    /// connection it then closed 4429.
+    public var lastServerError: ClientError?
 
     /// Whether the op first submitted with `firstSeq` still waits for its answer (pending, held,
     /// or retried under a new seq).

@@ -26,6 +26,8 @@ final class LoopConnection {
     var wsi: OpaquePointer?
     /// Failed attempts since the last connection that got a message through.
     var attempt = 0
+    /// Connections in a row the server refused before a `Welcome` (``LoopNext/retryAfterRefusal``).
+    var refusedInARow = 0
     /// Distinguishes the current attempt (it is in the wsi's opaque user data and in timers).
     var attemptTag: UInt16 = 0
     var receivedSomething = false

@@ -214,8 +214,15 @@ extension LoopCore {
             forget(connection)
         case .reconnectNow:
             connection.attempt = 0
+            connection.refusedInARow = 0
             schedule(connection, after: .zero)
-        case .retry:
+        case .retry, .retryAfterRefusal:
+            if case .retryAfterRefusal = next {
+                connection.refusedInARow += 1
+                connection.attempt = max(connection.attempt, connection.refusedInARow - 1)
+            } else {
+                connection.refusedInARow = 0
+            }
             connection.attempt += 1
             let delay = connection.backoff.delay(attempt: connection.attempt)
             connection.owner.loopWaiting(attempt: connection.attempt, delay: delay)

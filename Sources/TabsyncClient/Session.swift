@@ -250,7 +250,11 @@ struct Session {
         case .error(let error):
             let code = ErrorCode(error.code)
             emit(.serverError(code: code, message: error.message))
-            if phase == .awaitingWelcome, let code, Self.refusesForGood(code) {
+            if let code { state.lastServerError = .refused(code, error.message) }
+            if code == .unauthorized && state.refusal == nil {
+                // Always followed by 4401 (a token refused, expired or revoked): keep its reason.
+                state.refusal = .refused(.unauthorized, error.message)
+            } else if phase == .awaitingWelcome, let code, Self.refusesForGood(code) {
                 // The server refused the Hello itself: retrying would be refused the same way.
                 state.refusal = .refused(code, error.message)
             }
@@ -379,25 +383,32 @@ struct Session {
         }
     }
 
+    /// Close codes after which the client does not reconnect: 4401 (token refused or revoked), 4408
+    /// (kicked by an operator), 4410 (the workspace was deleted).
+    static let endsForGood: Set<UInt16> = [4401, 4408, 4410]
+
     /// The connection ended; returns what the loop does next.
     mutating func closed(_ ending: ConnectionEnding) -> LoopNext {
         clearOutbox()
         state.lastEnding = ending
         emit(.disconnected(ending))
-        if closing || state.refusal != nil || ending.code == 4401 {
+        if closing || state.refusal != nil || Self.endsForGood.contains(ending.code ?? 0) {
             if state.refusal == nil, ending.code == 4401, !closing {
                 state.refusal = .refused(.unauthorized, ending.reason)
+            } else if state.refusal == nil, !closing, let code = ending.code, code != 4401 {
+                state.refusal = .ended(code: code, reason: ending.reason)
             }
             phase = .closed
             setConnection(.closed)
             return .stop
         }
+        let refusedBeforeWelcome = phase == .awaitingWelcome && ending.kind == .closedByServer
         phase = .disconnected
         if reconnectNow {
             reconnectNow = false
             return .reconnectNow
         }
-        return .retry
+        return refusedBeforeWelcome ? .retryAfterRefusal : .retry
     }
 
     /// The loop stopped or the connection was forgotten: closed for good.

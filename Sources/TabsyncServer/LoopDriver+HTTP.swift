@@ -22,10 +22,25 @@ extension LoopDriver {
         case LWS_CALLBACK_HTTP:
             let uri = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "/"
             let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
+            if path.hasPrefix("/v1/admin/") { return startAdmin(path, wsi: wsi, user: user) }
             if let response = route(path, wsi: wsi, user: user) {
                 return respond(wsi, response)
             }
             return 0  // answered later, from HTTP_WRITEABLE
+
+        case LWS_CALLBACK_HTTP_BODY:
+            guard let id = user?.load(as: Int.self), id != 0, pendingHTTP[id]?.admin != nil, let input else { return 0 }
+            if pendingHTTP[id]!.admin!.body.count + length > AdminRequest.maxBodyBytes {
+                pendingHTTP[id]!.admin!.tooLarge = true
+            } else {
+                let bytes = UnsafeRawBufferPointer(start: input, count: length)
+                pendingHTTP[id]!.admin!.body.append(contentsOf: bytes)
+            }
+            return 0
+
+        case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+            guard let id = user?.load(as: Int.self), id != 0, pendingHTTP[id]?.admin != nil else { return 0 }
+            return finishAdmin(id, wsi: wsi)
 
         case LWS_CALLBACK_HTTP_WRITEABLE:
             guard let id = user?.load(as: Int.self), id != 0,
@@ -82,6 +97,61 @@ extension LoopDriver {
         guard let response = pendingHTTP[requestId]?.response else { return nil }
         pendingHTTP[requestId] = nil
         return response
+    }
+
+    /// `/v1/admin/...` (docs/operating.md, "The admin API"): a GET or DELETE is handed to the core
+    /// at once; a POST once its body is in (at most ``AdminRequest/maxBodyBytes``, else 413).
+    private func startAdmin(_ path: String, wsi: OpaquePointer, user: UnsafeMutableRawPointer?) -> Int32 {
+        guard let user else { return respond(wsi, .notFound) }
+        var uriPointer: UnsafeMutablePointer<CChar>?
+        var uriLength: Int32 = 0
+        let methods = ["GET", "POST", "OPTIONS", "PUT", "PATCH", "DELETE", "CONNECT", "HEAD"]
+        let index = Int(lws_http_get_uri_and_method(wsi, &uriPointer, &uriLength))
+        let method = methods.indices.contains(index) ? methods[index] : "UNKNOWN"
+        let requestId = makeId()
+        user.storeBytes(of: requestId, as: Int.self)
+        pendingHTTP[requestId] = PendingHTTP(
+            wsi: wsi, response: nil, admin: PendingAdmin(method: method, path: path, query: Self.queryString(wsi)))
+        if method == "POST" { return 0 }  // the body follows (LWS_CALLBACK_HTTP_BODY)
+        return finishAdmin(requestId, wsi: wsi)
+    }
+
+    /// The admin call is whole: parsed, then handed to the core (answered now or later).
+    private func finishAdmin(_ requestId: Int, wsi: OpaquePointer) -> Int32 {
+        guard let admin = pendingHTTP[requestId]?.admin else { return 0 }
+        pendingHTTP[requestId]!.admin = nil
+        if admin.tooLarge {
+            pendingHTTP[requestId] = nil
+            return respond(wsi, HTTPResponse(status: 413, body: "the body is over \(AdminRequest.maxBodyBytes) bytes\n"))
+        }
+        let request: AdminRequest
+        switch AdminRequest.parse(method: admin.method, path: admin.path, query: admin.query, body: admin.body) {
+        case .failure(let refusal):
+            pendingHTTP[requestId] = nil
+            return respond(wsi, refusal.response)
+        case .success(let parsed):
+            request = parsed
+        }
+        routing = requestId
+        dispatch(.adminRequested(requestId, request, bearerToken: Self.bearerToken(wsi)))
+        routing = nil
+        guard let response = pendingHTTP[requestId]?.response else { return 0 }
+        pendingHTTP[requestId] = nil
+        return respond(wsi, response)
+    }
+
+    /// The query string of the request (`a=1&b=2`), empty when there is none: lws keeps each
+    /// `&`-separated argument as one fragment of `WSI_TOKEN_HTTP_URI_ARGS`.
+    static func queryString(_ wsi: OpaquePointer) -> String {
+        let length = Int(lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS))
+        guard length > 0, length <= 4096 else { return "" }
+        var buffer = [CChar](repeating: 0, count: length + 1)
+        var arguments: [String] = []
+        for index in 0..<64 {
+            guard lws_hdr_copy_fragment(wsi, &buffer, Int32(buffer.count), WSI_TOKEN_HTTP_URI_ARGS, Int32(index)) >= 0 else { break }
+            arguments.append(String(nulTerminated: buffer))
+        }
+        return arguments.joined(separator: "&")
     }
 
     /// The token of an `Authorization: Bearer TOKEN` header, nil when there is none.

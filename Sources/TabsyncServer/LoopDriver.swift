@@ -67,6 +67,17 @@ final class LoopDriver {
     struct PendingHTTP {
         var wsi: OpaquePointer
         var response: HTTPResponse?
+        /// An admin API call whose body is being read (``LoopDriver/handleHTTP``).
+        var admin: PendingAdmin? = nil
+    }
+
+    /// An admin call as it came: method, path, query, and its body so far.
+    struct PendingAdmin {
+        var method: String
+        var path: String
+        var query: String
+        var body: [UInt8] = []
+        var tooLarge = false
     }
 
     // C memory alive as long as the context.
@@ -91,7 +102,10 @@ final class LoopDriver {
         self.server = server
         configuration = server.configuration
         logger = server.logger
-        core = ServerCore(settings: server.configuration.coreSettings(storeEpoch: server.store.epoch), logger: server.logger, now: .now)
+        var settings = server.configuration.coreSettings(storeEpoch: server.store.epoch)
+        settings.nodeName = server.nodeName
+        settings.adminLog = server.startupAdminLog.withLock { $0 }
+        core = ServerCore(settings: settings, logger: server.logger, now: .now)
         storeTurn = StoreTurn(store: server.store, holders: server.configuration.sharedStore?.holders, logger: server.logger)
         admission = Admission(configuration: server.configuration, loopbackBind: true)
         // http, the wire formats, the diagnostics echo (named only when on), the terminator.
@@ -249,7 +263,7 @@ final class LoopDriver {
             DispatchQueue.global().asyncAfter(deadline: .now() + .microseconds(Int(max(1, after.microseconds)))) {
                 inbox.post(.event(.wake))
             }
-        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat:
+        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat, .admin:
             // One store turn on the store executor (serial: store calls never overlap); its answer
             // comes back to the loop as an event through the inbox.
             let (turn, inbox) = (storeTurn, server.inbox)

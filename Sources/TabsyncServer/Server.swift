@@ -25,6 +25,11 @@ public final class Server: Sendable {
     /// The store executor: every store call of this server, one at a time, off the loop.
     let storeExecutor = DispatchQueue(label: "tabsync.store")
     private let lifecycle = Lock<Lifecycle>(.idle)
+    /// The admin log as read at start (revocations in force), for the core.
+    let startupAdminLog = Lock<[AdminEntry]>([])
+    /// This node's name in session ids the admin API gives: the holder registry's node name with a
+    /// shared store, else a random one per process.
+    let nodeName: String
     private let stoppedSignal = DispatchSemaphore(value: 0)
 
     private enum Lifecycle {
@@ -44,6 +49,9 @@ public final class Server: Sendable {
         case unauthenticatedExposure(host: String)
         /// The TLS certificate or key cannot be served (unreadable, not PEM, not a pair).
         case tlsUnusable(String)
+        /// Tokens are on and the store's admin log (revocations) cannot be read: serving without
+        /// it would let revoked tokens in.
+        case adminLogUnreadable(String)
 
         public var description: String {
             switch self {
@@ -54,6 +62,7 @@ public final class Server: Sendable {
                 "refusing to listen on \(host) without authentication (anyone who can reach it could read and "
                     + "rewrite every workspace): give --auth-key-file, bind 127.0.0.1, or pass --insecure-no-auth"
             case .tlsUnusable(let why): "cannot serve TLS: \(why)"
+            case .adminLogUnreadable(let why): "cannot read the admin log (revocations): \(why)"
             }
         }
     }
@@ -62,6 +71,7 @@ public final class Server: Sendable {
         self.configuration = configuration
         self.store = store
         self.logger = logger
+        nodeName = (store as? PostgresStore)?.node ?? String(UInt32.random(in: .min ... .max), radix: 36)
     }
 
     /// Starts the event loop thread and returns once the port is bound: the real port (the asked
@@ -81,6 +91,15 @@ public final class Server: Sendable {
         } catch {
             lifecycle.withLock { $0 = .stopped }
             throw error
+        }
+        if configuration.accessTokens != nil, let admin = store as? any AdminStore {
+            do throws(StoreError) {
+                let entries = try admin.adminEntries(after: 0)
+                startupAdminLog.withLock { $0 = entries }
+            } catch {
+                lifecycle.withLock { $0 = .stopped }
+                throw .adminLogUnreadable(error.description)
+            }
         }
         FileLimit.raise()
         LWSLog.request(LWSLog.errorsAndWarnings | (logger.logLevel <= .debug ? LWSLog.notices : 0))

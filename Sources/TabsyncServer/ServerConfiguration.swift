@@ -46,6 +46,8 @@ extension Server {
         /// session is closed 1001 and the close frames get the rest but 10% (the executable's
         /// `--shutdown-timeout`; its process deadline is the whole of it).
         public var shutdownTimeout: Duration = .seconds(5)
+        /// Operators' quotas per sub and per workspace (docs/design.md, "Quotas"); all off by default.
+        public var quotas = Quotas()
 
         // MARK: transport security (TLS, origins, per-IP limits, the refusal to run open)
 
@@ -172,6 +174,19 @@ extension Server.Configuration {
 }
 
 extension Server.Configuration {
+    /// Operators' limits (each nil: no limit).
+    public struct Quotas: Sendable, Equatable {
+        public var maxConnectionsPerSubject: Int?
+        public var maxOpsPerSecondPerSubject: Int?
+        public var maxConnectionsPerWorkspace: Int?
+
+        public init(maxConnectionsPerSubject: Int? = nil, maxOpsPerSecondPerSubject: Int? = nil, maxConnectionsPerWorkspace: Int? = nil) {
+            self.maxConnectionsPerSubject = maxConnectionsPerSubject
+            self.maxOpsPerSecondPerSubject = maxOpsPerSecondPerSubject
+            self.maxConnectionsPerWorkspace = maxConnectionsPerWorkspace
+        }
+    }
+
     /// What the core decides with, from this configuration and the store's epoch.
     func coreSettings(storeEpoch: String) -> ServerCore.Settings {
         var settings = ServerCore.Settings(
@@ -183,6 +198,9 @@ extension Server.Configuration {
         settings.yieldsSplitWorkspaces = sharedStore.map { $0.holders != nil && $0.movesSplitWorkspaces } ?? false
         settings.jitterSeed = UInt64.random(in: .min ... .max)
         settings.commitLinger = sharedStore?.commitLinger ?? .zero
+        settings.quotas = .init(
+            maxConnectionsPerSubject: quotas.maxConnectionsPerSubject, maxOpsPerSecondPerSubject: quotas.maxOpsPerSecondPerSubject,
+            maxConnectionsPerWorkspace: quotas.maxConnectionsPerWorkspace)
         return settings
     }
 }

@@ -857,7 +857,7 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 """#),
         "tabsync-client.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""17d6f6e2a74347b69fca1b5bfdc8f57e""#,
+            etag: #""4504986130be8ccf8cf97ea93ee9cfb7""#,
             text: #"""
 // A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
@@ -1231,8 +1231,9 @@ export class TabsyncClient extends EventTarget {
       this.ws = null;
       this.welcomed = false;
       if (this.stopped) return;
-      // 4400/4401: this client or its token is wrong; retrying the same would fail the same way.
-      if (event.code === 4400 || event.code === 4401) { this.setStatus("closed"); return; }
+      // 4400/4401: this client or its token is wrong (or revoked); retrying the same would fail
+      // the same way. 4408: an operator closed the session; 4410: the workspace was deleted.
+      if ([4400, 4401, 4408, 4410].includes(event.code)) { this.setStatus("closed"); return; }
       this.scheduleReconnect();
     };
   }

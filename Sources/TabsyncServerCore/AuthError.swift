@@ -25,6 +25,9 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
     case notYetValid
     /// The token's `ws` does not name the workspace asked for.
     case wrongWorkspace
+    /// An operator revoked the token (by its `jti`, or every token of its `sub` issued before a
+    /// time): docs/security.md, "Revocation".
+    case revoked
     /// The token's role does not allow this op (e.g. a viewer's Submit, an editor's setEditable).
     case notPermitted(role: AccessRole, op: String)
 
@@ -47,6 +50,7 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case .expired: "the token has expired"
         case .notYetValid: "the token is not valid yet (nbf)"
         case .wrongWorkspace: "the token does not grant this workspace"
+        case .revoked: "the token has been revoked"
         case .notPermitted(let role, let op): "role \(role.rawValue) may not submit \(op)"
         }
     }

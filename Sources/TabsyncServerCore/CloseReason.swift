@@ -43,6 +43,14 @@ package enum CloseReason: Equatable, Sendable {
     /// proxy now sends its new sessions): this node hands it over (4307, "moved"). The client
     /// reconnects at once through the proxy and resumes by `lastVersion` + epoch.
     case moved
+    /// An operator closed the session (the admin API's kick, 4408): the client does not reconnect
+    /// on its own.
+    case kicked
+    /// An operator deleted the workspace (4410): the client does not reconnect on its own.
+    case workspaceDeleted
+    /// A quota of the operator's (connections per sub or per workspace) refused the session
+    /// (4429, after `Error LIMIT_EXCEEDED`): the client retries with back-off.
+    case overQuota
     /// A write to the socket failed: the connection is dropped (1006 is never sent on the wire;
     /// it only names the ending in the log).
     case writeFailed
@@ -58,6 +66,9 @@ package enum CloseReason: Equatable, Sendable {
         case .protocolViolation, .workspaceNotInPath: 4400
         case .unauthorized: 4401
         case .moved: 4307
+        case .kicked: 4408
+        case .workspaceDeleted: 4410
+        case .overQuota: 4429
         case .writeFailed: 1006
         }
     }
@@ -79,6 +90,9 @@ package enum CloseReason: Equatable, Sendable {
             case .protocolViolation(let code), .unauthorized(let code): code.wireName
             case .workspaceNotInPath: "\(ErrorCode.protocolError.wireName): Hello workspace differs from the URL path"
             case .moved: "moved: reconnect"
+            case .kicked: "closed by an operator"
+            case .workspaceDeleted: "the workspace was deleted"
+            case .overQuota: "over a quota: \(ErrorCode.limitExceeded.wireName)"
             case .writeFailed: "write failed"
             }
         return Self.cut(text, to: 120)
@@ -88,7 +102,8 @@ package enum CloseReason: Equatable, Sendable {
     package var logLevel: Logger.Level {
         switch self {
         case .shuttingDown, .protocolViolation, .workspaceNotInPath, .unauthorized, .undecodableFrame, .wrongFrameType: .info
-        case .messageTooBig, .writeFailed, .moved: .info
+        case .messageTooBig, .writeFailed, .moved, .overQuota: .info
+        case .kicked, .workspaceDeleted: .notice
         case .rateLimitAbuse, .slowReader, .behindStore, .storeChanged: .warning
         case .storeUnavailable, .commitOutcomeUnknown: .warning
         }

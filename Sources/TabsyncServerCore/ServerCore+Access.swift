@@ -16,6 +16,7 @@ extension ServerCore {
         switch request {
         case .session(let id): sessionAuthenticated(id, result)
         case .http(let id): snapshotRequestAuthorized(id, result)
+        case .admin(let id): adminAuthorized(id, result)
         }
     }
 
@@ -30,6 +31,15 @@ extension ServerCore {
         }
         guard grant.admits(hello.workspaceId) else { return unauthorized(id, .wrongWorkspace) }
         guard !grant.isExpired(at: wallNow) else { return unauthorized(id, .expired) }
+        guard !admin.revocations.revokes(grant) else { return unauthorized(id, .revoked) }
+        if let limit = settings.quotas.maxConnectionsPerSubject {
+            let open = quotas.connectionsBySubject[grant.subject, default: 0]
+            guard open < limit else {
+                return overQuota(id, "\(grant.subject) already has \(open) sessions: the limit per sub is \(limit) (--max-connections-per-sub)")
+            }
+            quotas.connectionsBySubject[grant.subject] = open + 1
+            sessions[id]!.quotaSubject = grant.subject
+        }
         sessions[id]!.access = grant
         hello.clientName = grant.subject  // presence shows who the token names, not a chosen name
         armExpiryTimer(id)

@@ -58,6 +58,10 @@ extension ServerCore {
         case tokenVerified(AuthRequest, Result<AccessGrant, AuthError>)
         /// `GET /v1/workspaces/{id}`: the id as it came in the path, and the bearer token if any.
         case snapshotRequested(RequestID, workspaceId: String, bearerToken: String?)
+        /// A call of the admin API (``AdminRequest``) and the bearer token if any.
+        case adminRequested(RequestID, AdminRequest, bearerToken: String?)
+        /// The store answered an admin call (``Action/admin(_:)``).
+        case adminAnswered(AdminCall, Result<AdminAnswer, StoreError>)
         /// The HTTP request went away before it was answered.
         case requestGone(RequestID)
         /// Stop gracefully: drain commits, close every session 1001, then stop.
@@ -106,6 +110,8 @@ extension ServerCore {
         case pollVersions([String])
         /// Check a token off the loop; answer ``Event/tokenVerified(_:_:)``.
         case verifyToken(AuthRequest, String)
+        /// Carry out an admin call on the store (``AdminStore``); answered by ``Event/adminAnswered(_:_:)``.
+        case admin(AdminCall)
         /// Answer an HTTP request.
         case respond(RequestID, HTTPResponse)
         /// The stop is over: leave the event loop.
@@ -116,6 +122,7 @@ extension ServerCore {
     package enum AuthRequest: Sendable, Equatable {
         case session(ConnectionID)
         case http(RequestID)
+        case admin(RequestID)
     }
 
     /// How a group commit ended.

@@ -34,7 +34,7 @@ extension ServerCore {
         pendingHTTP[requestId] = nil
         let id = pending.workspaceId
         switch result {
-        case .success(let grant) where grant.admits(id) && !grant.isExpired(at: wallNow):
+        case .success(let grant) where grant.admits(id) && !grant.isExpired(at: wallNow) && !admin.revocations.revokes(grant):
             guard Validation.isValidWorkspaceId(id) else { return emit(.respond(requestId, .notFound)) }
             snapshotOrLoad(requestId, id)
         case .success:

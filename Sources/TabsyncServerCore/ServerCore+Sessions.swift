@@ -16,6 +16,7 @@ extension ServerCore {
 
     mutating func disconnected(_ id: ConnectionID) {
         guard let session = sessions.removeValue(forKey: id) else { return }
+        releaseQuotas(session)
         sessionLeft(session)
         continueShutdown()
     }
@@ -122,6 +123,12 @@ extension ServerCore {
 
     /// Joins an accepted session to its workspace: at once when loaded, else once it is.
     mutating func enter(_ id: ConnectionID, hello: SessionMachine.Hello) {
+        if isBeingDeleted(hello.workspaceId) {
+            return refuse(
+                id, code: .unavailable, message: "the workspace is being deleted; try again",
+                closing: .storeUnavailable)
+        }
+        guard admitToWorkspace(id, hello.workspaceId) else { return }
         sessions[id]!.phase = .loading(hello)
         if workspaces.loadedHub(hello.workspaceId) != nil {
             join(id, to: hello.workspaceId)
@@ -214,6 +221,9 @@ extension ServerCore {
         let request: SubmitInput.Request
         if !sessions[id]!.takeToken(rate: settings.limits.maxOpsPerSecond, now: now) {
             request = .refuse(.rateLimited("over \(settings.limits.maxOpsPerSecond) ops per second"))
+            strike(id)
+        } else if let refusal = subjectRateRefusal(id) {
+            request = .refuse(refusal)
             strike(id)
         } else {
             do throws(ConversionError) {

@@ -1,5 +1,6 @@
 import Foundation
 import TabsyncCore
+import TabsyncStore
 
 extension ServerCore {
     /// What the core decides with: the limits and timings of the server's configuration (the
@@ -42,6 +43,16 @@ extension ServerCore {
         /// Seeds the core's random pauses (``Jitter``): the same seed, the same pauses. The driver
         /// draws one per process; the simulation takes it from the world's seed.
         package var jitterSeed: UInt64 = 0
+        /// This node's name, the first part of the session ids the admin API gives
+        /// (``ServerCore/adminSessionId(_:)``).
+        package var nodeName = "n1"
+        /// With a shared store, how often the admin log is read for other nodes' revocations,
+        /// kicks and deletes.
+        package var adminPollInterval: Duration = .seconds(1)
+        /// The admin log as read when the server started (revocations in force).
+        package var adminLog: [AdminEntry] = []
+        /// Operators' limits per sub and per workspace.
+        package var quotas = Quotas()
         /// The epoch of a workspace the store has never held (the store's own).
         package var storeEpoch: String
         /// How long a graceful stop may take in all: commits drain for at most 70% of it, then

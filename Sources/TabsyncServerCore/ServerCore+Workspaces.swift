@@ -130,7 +130,7 @@ extension ServerCore {
     // MARK: idle unload
 
     /// Forgets a workspace; with a shared store, this node no longer holds it.
-    private mutating func drop(_ id: String) {
+    mutating func drop(_ id: String) {
         workspaces.remove(id)
         if settings.sharedStore { emit(.release(id)) }
     }

@@ -44,6 +44,10 @@ package struct ServerCore {
     /// Snapshot requests not answered yet: waiting for a token check or a load.
     var pendingHTTP: [RequestID: PendingHTTP] = [:]
     var shutdown: ShutdownState = .running
+    /// The admin API's state: revocations in force, the admin log's cursor, deletes under way.
+    var admin = AdminState()
+    /// Counts for the operators' quotas.
+    var quotas = QuotaState()
 
     /// The instant of the event being handled, and the wall clock at one instant.
     private var clock: Clock
@@ -98,6 +102,7 @@ package struct ServerCore {
         workspaces = WorkspaceTable(now: now)
         jitter = Jitter(seed: settings.jitterSeed)
         commits.linger.limit = settings.commitLinger
+        adoptAdminLog(settings.adminLog)
     }
 
     /// Handles one event at `now` and appends what to do, in order, to `actions`.
@@ -153,8 +158,14 @@ package struct ServerCore {
             tokenVerified(request, result)
         case .snapshotRequested(let id, let workspaceId, let token):
             snapshotRequested(id, workspaceId: workspaceId, bearerToken: token)
+        case .adminRequested(let id, let request, let token):
+            adminRequested(id, request, bearerToken: token)
+        case .adminAnswered(let call, let result):
+            adminAnswered(call, result)
         case .requestGone(let id):
             pendingHTTP[id] = nil
+            admin.authorizing[id] = nil
+            admin.listing[id] = nil
         case .shutdown:
             beginShutdown()
         }
@@ -238,6 +249,8 @@ package struct ServerCore {
         retryReloads()
         beatIfDue()
         startDueHolderChecks()
+        readAdminLogIfDue()
+        advanceDeletes()
         continueShutdown()
     }
 

@@ -38,6 +38,10 @@ struct SessionMachine {
     var lastStrikeSecond: Int64 = -1
     /// What the session's token grants (nil without access control).
     var access: AccessGrant?
+    /// The sub this session counts against (``ServerCore/Quotas``), once admitted.
+    var quotaSubject: String?
+    /// The workspace this session counts against, once admitted.
+    var quotaWorkspace: String?
 
     enum Phase: Equatable {
         case awaitingHello

@@ -34,7 +34,7 @@ package struct StoreTurn: Sendable {
     /// True for the actions a store turn carries out.
     package static func handles(_ action: ServerCore.Action) -> Bool {
         switch action {
-        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat: true
+        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat, .admin: true
         default: false
         }
     }
@@ -102,8 +102,28 @@ package struct StoreTurn: Sendable {
             } catch {
                 return .heartbeatFinished(error)
             }
+        case .admin(let call):
+            return .adminAnswered(call, adminAnswer(call.work))
         case .send, .broadcast, .echo, .close, .setTimer, .wake, .verifyToken, .respond, .stop:
             return nil
+        }
+    }
+
+    /// Carries out an admin call on a store that keeps the admin log (``AdminStore``).
+    private func adminAnswer(_ work: ServerCore.AdminCall.Work) -> Result<ServerCore.AdminAnswer, StoreError> {
+        guard let admin = store as? any AdminStore else {
+            return .failure(.readFailed("this store keeps no admin log"))
+        }
+        do throws(StoreError) {
+            switch work {
+            case .append(let command): return .success(.appended(try admin.appendAdminCommand(command)))
+            case .readLog(let after): return .success(.entries(try admin.adminEntries(after: after)))
+            case .listWorkspaces(let after, let limit):
+                return .success(.workspaces(try admin.workspaceSummaries(after: after, limit: limit)))
+            case .delete(let id): return .success(.deleted(try admin.deleteWorkspace(id)))
+            }
+        } catch {
+            return .failure(error)
         }
     }
 

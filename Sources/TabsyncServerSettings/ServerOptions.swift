@@ -33,6 +33,9 @@ public struct ServerOptions: ParsableArguments {
     @Option(SettingTable.allowOrigin) public var allowOrigin: [String] = []
     @Flag(SettingTable.insecureNoAuth) public var insecureNoAuth = false
     @Option(SettingTable.maxConnectionsPerIP) public var maxConnectionsPerIP: String?
+    @Option(SettingTable.maxConnectionsPerSub) public var maxConnectionsPerSub: String?
+    @Option(SettingTable.maxOpsPerSecondPerSub) public var maxOpsPerSecondPerSub: String?
+    @Option(SettingTable.maxConnectionsPerWorkspace) public var maxConnectionsPerWorkspace: String?
     @Option(SettingTable.maxHandshakesPerSecondPerIP) public var maxHandshakesPerSecondPerIP: String?
 
     // MARK: access control (tokens)

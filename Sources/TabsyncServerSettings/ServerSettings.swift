@@ -36,6 +36,10 @@ public struct ServerSettings: Sendable {
     public var insecureNoAuth: Bool
     /// Per-address limits as given (nil: the default for the bind).
     public var maxConnectionsPerIP: Int?
+    /// Operators' quotas (docs/design.md, "Quotas"); nil: no limit.
+    public var maxConnectionsPerSub: Int?
+    public var maxOpsPerSecondPerSub: Int?
+    public var maxConnectionsPerWorkspace: Int?
     public var maxHandshakesPerSecondPerIP: Double?
     /// Key files access tokens are checked with (empty: no access control). Read when the server
     /// starts (``AuthKey/load(file:)``), not here.
@@ -105,6 +109,10 @@ public struct ServerSettings: Sendable {
         allowedOrigins = try T.allowOrigin.resolve(flag: flags.allowOrigin, environment: env)
         insecureNoAuth = try T.insecureNoAuth.resolve(flag: flags.insecureNoAuth, environment: env)
         maxConnectionsPerIP = try T.maxConnectionsPerIP.resolve(flag: flags.maxConnectionsPerIP, environment: env)
+        maxConnectionsPerSub = try T.maxConnectionsPerSub.resolve(flag: flags.maxConnectionsPerSub, environment: env)
+        maxOpsPerSecondPerSub = try T.maxOpsPerSecondPerSub.resolve(flag: flags.maxOpsPerSecondPerSub, environment: env)
+        maxConnectionsPerWorkspace = try T.maxConnectionsPerWorkspace.resolve(
+            flag: flags.maxConnectionsPerWorkspace, environment: env)
         maxHandshakesPerSecondPerIP = try T.maxHandshakesPerSecondPerIP.resolve(
             flag: flags.maxHandshakesPerSecondPerIP, environment: env)
 
@@ -159,6 +167,9 @@ public struct ServerSettings: Sendable {
         configuration.diagnosticsEcho = diagnosticsEcho
         configuration.maxPresencePeers = maxPresencePeers
         configuration.shutdownTimeout = shutdownTimeout
+        configuration.quotas = .init(
+            maxConnectionsPerSubject: maxConnectionsPerSub, maxOpsPerSecondPerSubject: maxOpsPerSecondPerSub,
+            maxConnectionsPerWorkspace: maxConnectionsPerWorkspace)
         if maxConnectionsPerIP != nil || maxHandshakesPerSecondPerIP != nil {
             // One of them given: the other keeps its non-loopback default.
             let exposed = Server.Configuration.PerIPLimits.exposed

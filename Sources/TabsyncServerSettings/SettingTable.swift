@@ -128,6 +128,24 @@ public enum SettingTable {
             + "\(Server.Configuration.PerIPLimits.exposed.maxConnections) on any other.",
         valueName: "n", expected: "an integer of 0 or more (0: no limit)") { SettingValue.integer($0, in: 0...) }
 
+    public static let maxConnectionsPerSub = Setting<Int?>(
+        "max-connections-per-sub",
+        doc: "Sessions one token subject (`sub`) may hold open on this node at once; one more is refused "
+            + "LIMIT_EXCEEDED and closed 4429. Needs tokens. Default: no limit.",
+        valueName: "n", expected: "an integer of 1 or more") { SettingValue.integer($0, in: 1...) }
+
+    public static let maxOpsPerSecondPerSub = Setting<Int?>(
+        "max-ops-per-second-per-sub",
+        doc: "Ops per second one token subject may submit across all its sessions on this node; more are "
+            + "refused RATE_LIMITED (clients retry). Needs tokens. Default: no limit.",
+        valueName: "n", expected: "an integer of 1 or more") { SettingValue.integer($0, in: 1...) }
+
+    public static let maxConnectionsPerWorkspace = Setting<Int?>(
+        "max-connections-per-workspace",
+        doc: "Sessions one workspace may have open on this node at once; one more is refused LIMIT_EXCEEDED and "
+            + "closed 4429. Default: no limit.",
+        valueName: "n", expected: "an integer of 1 or more") { SettingValue.integer($0, in: 1...) }
+
     public static let maxHandshakesPerSecondPerIP = Setting<Double?>(
         "max-handshakes-per-second-per-ip",
         doc: "New connections per second from one address (bursts of twice as many); 0: no limit. Default: none "
@@ -232,6 +250,7 @@ public enum SettingTable {
         maxFrameBytes.row, maxOpsPerSecond.row, maxResumeOps.row, logRetention.row, maxSendQueueBytes.row,
         maxConnections.row, helloTimeout.row, idleTimeout.row, eventLoop.row, noWeb.row, tlsCert.row, tlsKey.row,
         allowOrigin.row, insecureNoAuth.row, maxConnectionsPerIP.row, maxHandshakesPerSecondPerIP.row,
+        maxConnectionsPerSub.row, maxOpsPerSecondPerSub.row, maxConnectionsPerWorkspace.row,
         authKeyFile.row, checkpoint.row, walLimit.row, storeTrace.row, store.row, storePollInterval.row, storeCommitLinger.row,
         slowCloseGrace.row, shutdownTimeout.row, diagnosticsEcho.row, maxPresencePeers.row,
     ]

@@ -1,3 +1,4 @@
+import Foundation
 import TabsyncCore
 import TabsyncLock
 
@@ -11,6 +12,8 @@ public final class MemoryStore: WorkspaceStore {
     private let state = Lock<[String: StoredWorkspace]>([:])
     /// When set, every commit fails with this error (for tests of the UNAVAILABLE path).
     private let failure = Lock<StoreError?>(nil)
+    /// The admin log (``AdminStore``).
+    private let adminLog = Lock<[AdminEntry]>([])
 
     public init() {
         epoch = StoreEpoch.random()
@@ -65,5 +68,34 @@ public final class MemoryStore: WorkspaceStore {
                 stored[id, default: StoredWorkspace(workspace: workspace)].workspace = workspace
             }
         }
+    }
+}
+
+extension MemoryStore: AdminStore {
+    public func workspaceIds(after: String?, limit: Int) throws(StoreError) -> [String] {
+        state.withLock { stored in
+            let ids = stored.filter { entry in entry.value.workspace.version > 0 && entry.key > (after ?? "") }.keys
+            return Array(ids.sorted().prefix(max(limit, 0)))
+        }
+    }
+
+    public func deleteWorkspace(_ id: String) throws(StoreError) -> Bool {
+        state.withLock { stored in
+            let existed = (stored[id]?.workspace.version ?? 0) > 0
+            if stored[id] != nil { stored[id] = StoredWorkspace(workspace: Workspace(id: id, epoch: StoreEpoch.random())) }
+            return existed
+        }
+    }
+
+    public func appendAdminCommand(_ command: AdminCommand) throws(StoreError) -> AdminEntry {
+        adminLog.withLock { log in
+            let entry = AdminEntry(number: (log.last?.number ?? 0) + 1, at: Date(), command: command)
+            log.append(entry)
+            return entry
+        }
+    }
+
+    public func adminEntries(after number: Int64) throws(StoreError) -> [AdminEntry] {
+        adminLog.withLock { log in log.filter { $0.number > number } }
     }
 }

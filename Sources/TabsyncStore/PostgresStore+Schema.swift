@@ -89,6 +89,15 @@ extension PostgresStore {
         );
         CREATE INDEX tabsync_holders_node ON tabsync_holders (node);
         """,
+        // Version 4: the operators' commands in the order taken (``AdminStore``), read by every
+        // node: revocations, kicks, deletes (docs/operating.md, "The admin API").
+        """
+        CREATE TABLE tabsync_admin_log (
+            n bigserial PRIMARY KEY,
+            at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            command text NOT NULL
+        );
+        """,
     ]
 
     /// Creates or migrates the schema to ``schemaVersion`` in one transaction under a transaction

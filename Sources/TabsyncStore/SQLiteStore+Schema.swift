@@ -25,6 +25,9 @@ extension SQLiteStore {
     ///   display order (`\n`-separated; keys never hold one), so a key computed before it is still
     ///   translated (docs/design.md rule 7). Version 1 stores did not keep them: keys computed before a
     ///   rekey committed by version 1 are placed untranslated.
+    ///
+    /// Version 3: `admin_log`, the operators' commands in the order taken (``AdminStore``): `n`
+    /// numbers them, `at_ms` is when the store took one (Unix milliseconds), `command` its JSON.
     static let migrations: [String] = [
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -72,6 +75,13 @@ extension SQLiteStore {
             new_keys TEXT NOT NULL,
             PRIMARY KEY (workspace, version)
         ) WITHOUT ROWID;
+        """,
+        """
+        CREATE TABLE admin_log (
+            n INTEGER PRIMARY KEY AUTOINCREMENT,
+            at_ms INTEGER NOT NULL,
+            command TEXT NOT NULL
+        );
         """,
     ]
 

@@ -85,7 +85,7 @@ public final class SQLiteStore: WorkspaceStore {
     public let path: String
     public let options: Options
     /// nil once closed.
-    private let connection: Lock<SQLiteConnection?>
+    let connection: Lock<SQLiteConnection?>
     /// The writing connection's WAL hook (kept alive here: SQLite holds it unretained).
     private let walHook: WALHook
     /// The background checkpoints (nil with ``Options/Checkpoint/inline``).

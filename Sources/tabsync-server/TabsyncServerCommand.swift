@@ -32,6 +32,7 @@ struct TabsyncServerCommand: ParsableCommand {
             `tabsync-server token --help`: mint an access token (see --auth-key-file).
             `tabsync-server migrate --store URL`: create or migrate a PostgreSQL store's schema and exit.
             `tabsync-server backup --data-dir DIR --to FILE`: copy a served SQLite store, checked, and exit.
+            `tabsync-server admin --help`: list workspaces and sessions, kick, revoke tokens, delete workspaces.
             """,
         version: TabsyncVersion.current
     )
@@ -49,6 +50,8 @@ struct TabsyncServerCommand: ParsableCommand {
             run(MigrateCommand.self, Array(arguments.dropFirst()))
         } else if arguments.first == "backup" {
             run(BackupCommand.self, Array(arguments.dropFirst()))
+        } else if arguments.first == "admin" {
+            run(AdminCommand.self, Array(arguments.dropFirst()))
         } else {
             run(Self.self, arguments)
         }

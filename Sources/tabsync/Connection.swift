@@ -64,15 +64,28 @@ struct Connection {
         return connection
     }
 
+    /// The exit-3 error for a refusal or an operator's ending; nil for other client errors.
+    static func commandError(_ error: ClientError) -> CommandError? {
+        switch error {
+        case .refused(let code, let message): .refused(code: code.wireName, message: message)
+        case .ended(4408, let reason): .refused(code: "KICKED", message: reason)
+        case .ended(4410, let reason): .refused(code: "WORKSPACE_DELETED", message: reason)
+        case .ended(let code, let reason): .refused(code: "CLOSED_\(code)", message: reason)
+        default: nil
+        }
+    }
+
     /// Whether a connection that ended so may be welcomed if tried again soon.
     static func passes(_ ending: ConnectionEnding) -> Bool {
-        ending.kind == .closedByServer && [1012, 1013].contains(ending.code)
+        ending.kind == .closedByServer && [1012, 1013, 4429].contains(ending.code)
     }
 
     /// The command error for a connection that did not get welcomed.
     private func failure(_ error: ClientError?, state: ClientState) -> CommandError {
-        if let refusal = state.refusal ?? error, case .refused(let code, let message) = refusal {
-            return .refused(code: code.wireName, message: message)
+        if let refusal = state.refusal ?? error, let refused = Self.commandError(refusal) { return refused }
+        if let ending = state.lastEnding, ending.code == 4429, let error = state.lastServerError,
+           let refused = Self.commandError(error) {
+            return refused  // over an operator's quota for all of --retry-for
         }
         if let ending = state.lastEnding {
             let why = ending.reason.isEmpty ? "\(ending.kind)" : ending.reason
@@ -122,9 +135,7 @@ struct Connection {
         if let rejection = state.rejections.last(where: { $0.firstSeq == seq }) {
             throw .refused(code: rejection.code?.wireName ?? "UNKNOWN", message: rejection.message)
         }
-        if let refusal = state.refusal, case .refused(let code, let message) = refusal {
-            throw .refused(code: code.wireName, message: message)
-        }
+        if let refusal = state.refusal, let refused = Self.commandError(refusal) { throw refused }
         return state
     }
 

@@ -216,7 +216,40 @@ import TabsyncProto
         _ = session.opened()
         _ = session.received(frame(.init(error: .init(code: .protocolError, message: "no Hello within 10 seconds"))))
         let next = session.closed(ConnectionEnding(kind: .closedByServer, code: 4400, reason: "PROTOCOL_ERROR"))
-        #expect(next == .retry)
+        // Refused before its Welcome: retried, with a back-off that grows over such refusals.
+        #expect(next == .retryAfterRefusal)
         #expect(session.state.refusal == nil)
+    }
+
+    @Test func aQuotaRefusalIsRetriedAndRemembered() throws {
+        var session = makeSession()
+        _ = session.opened()
+        let why = "bob already has 2 sessions: the limit per sub is 2 (--max-connections-per-sub)"
+        _ = session.received(frame(.init(error: .init(code: .limitExceeded, message: why))))
+        let next = session.closed(ConnectionEnding(kind: .closedByServer, code: 4429, reason: "over a quota: LIMIT_EXCEEDED"))
+        #expect(next == .retryAfterRefusal)
+        #expect(session.state.refusal == nil)
+        #expect(session.state.lastServerError == .refused(.limitExceeded, why))
+    }
+
+    @Test(arguments: [(UInt16(4408), "closed by an operator"), (UInt16(4410), "the workspace was deleted")])
+    func anOperatorsEndingIsFinal(code: UInt16, reason: String) throws {
+        var session = makeSession()
+        _ = session.opened()
+        _ = session.received(welcome(Workspace(id: "team", epoch: "e1"), lastSeq: 0))
+        let next = session.closed(ConnectionEnding(kind: .closedByServer, code: code, reason: reason))
+        #expect(next == .stop)
+        #expect(session.state.connection == .closed)
+        #expect(session.state.refusal == .ended(code: code, reason: reason))
+    }
+
+    @Test func aRevokedTokenEndsWithItsReason() throws {
+        var session = makeSession()
+        _ = session.opened()
+        _ = session.received(welcome(Workspace(id: "team", epoch: "e1"), lastSeq: 0))
+        _ = session.received(frame(.init(error: .init(code: .unauthorized, message: "the token has been revoked"))))
+        let next = session.closed(ConnectionEnding(kind: .closedByServer, code: 4401, reason: "UNAUTHORIZED"))
+        #expect(next == .stop)
+        #expect(session.state.refusal == .refused(.unauthorized, "the token has been revoked"))
     }
 }

@@ -701,7 +701,7 @@ struct SimulatedWorld {
         case .release(let id):
             nodes[n].lastCheck[id] = nil  // unloaded: a later load is a new holder, checked afresh
             nodes[n].storeCalls.append(action)
-        case .load, .commit, .readChanges, .pollVersions, .hold:
+        case .load, .commit, .readChanges, .pollVersions, .hold, .admin:
             nodes[n].storeCalls.append(action)
         case .heartbeat:
             nodes[n].lastBeat = elapsed
