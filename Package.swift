@@ -227,6 +227,7 @@ let package = Package(
         .testTarget(
             name: "TabsyncStoreTests",
             dependencies: ["TabsyncStore", "TabsyncCore", "TabsyncTestSupport"],
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

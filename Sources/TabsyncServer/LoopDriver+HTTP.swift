@@ -90,9 +90,14 @@ extension LoopDriver {
         user.storeBytes(of: requestId, as: Int.self)
         pendingHTTP[requestId] = PendingHTTP(wsi: wsi, response: nil)
         routing = requestId
-        dispatch(.snapshotRequested(
-            requestId, workspaceId: String(path.dropFirst(prefix.count)),
-            bearerToken: configuration.accessTokens != nil ? Self.bearerToken(wsi) : nil))
+        let rest = String(path.dropFirst(prefix.count))
+        let token = configuration.accessTokens != nil ? Self.bearerToken(wsi) : nil
+        if rest.hasSuffix("/history") {
+            dispatch(.historyRequested(
+                requestId, workspaceId: String(rest.dropLast("/history".count)), query: Self.queryString(wsi), bearerToken: token))
+        } else {
+            dispatch(.snapshotRequested(requestId, workspaceId: rest, bearerToken: token))
+        }
         routing = nil
         guard let response = pendingHTTP[requestId]?.response else { return nil }
         pendingHTTP[requestId] = nil

@@ -198,6 +198,7 @@ extension Server.Configuration {
         settings.yieldsSplitWorkspaces = sharedStore.map { $0.holders != nil && $0.movesSplitWorkspaces } ?? false
         settings.jitterSeed = UInt64.random(in: .min ... .max)
         settings.commitLinger = sharedStore?.commitLinger ?? .zero
+        if let poll = sharedStore?.pollInterval, poll > .zero { settings.adminPollInterval = poll }
         settings.quotas = .init(
             maxConnectionsPerSubject: quotas.maxConnectionsPerSubject, maxOpsPerSecondPerSubject: quotas.maxOpsPerSecondPerSubject,
             maxConnectionsPerWorkspace: quotas.maxConnectionsPerWorkspace)

@@ -283,5 +283,7 @@ struct SubmitInput {
     var baseVersion: UInt64
     var request: Request
     var receivedAt: ServerCore.Instant
+    /// Who submitted it (``CommitRecord/author``).
+    var author = ""
 }
 

@@ -14,6 +14,9 @@ package struct Metrics {
     package var slowConsumerCloses: UInt64 = 0
     /// Sessions refused by an operator's quota (4429).
     package var quotaRefusals: UInt64 = 0
+    /// Heartbeats in the holder registry that were stored, and those that failed.
+    package var heartbeatsStored: UInt64 = 0
+    package var heartbeatsFailed: UInt64 = 0
     package var commitBatchOps = Histogram(bounds: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000])
     /// Time the store took for one group commit (on the store thread, from call to return).
     package var commitSeconds = Histogram(bounds: [
@@ -121,6 +124,10 @@ package struct Metrics {
                "Socket writes of WebSocket messages (messages queued to one connection in one loop iteration share one).", driver.writesOut)
         sample("tabsync_slow_consumer_closes_total", "counter", "Connections closed 1013 for reading too slowly.", slowConsumerCloses)
         sample("tabsync_quota_refusals_total", "counter", "Sessions refused 4429 by a quota per sub or per workspace.", quotaRefusals)
+        header("tabsync_holder_heartbeats_total", "counter",
+               "Heartbeats of this node in the holder registry (several nodes), by result; none without a registry.")
+        out += "tabsync_holder_heartbeats_total{result=\"ok\"} \(heartbeatsStored)\n"
+        out += "tabsync_holder_heartbeats_total{result=\"failed\"} \(heartbeatsFailed)\n"
         header("tabsync_connections_refused_total", "counter",
                "Connections refused at accept (per-address and server-wide limits) or at the upgrade (origin).")
         for reason in ConnectionRefusal.allCases {

@@ -56,6 +56,9 @@ extension ServerCore {
         case tokenVerified(AuthRequest, Result<AccessGrant, AuthError>)
         /// `GET /v1/workspaces/{id}`: the id as it came in the path, and the bearer token if any.
         case snapshotRequested(RequestID, workspaceId: String, bearerToken: String?)
+        /// `GET /v1/workspaces/{id}/history`: the id as it came in the path, its query string, and
+        /// the bearer token if any.
+        case historyRequested(RequestID, workspaceId: String, query: String, bearerToken: String?)
         /// A call of the admin API (``AdminRequest``) and the bearer token if any.
         case adminRequested(RequestID, AdminRequest, bearerToken: String?)
         /// The store answered an admin call (``Action/admin(_:)``).

@@ -234,8 +234,9 @@ extension ServerCore {
                 request = .refuse(error.opError)
             }
         }
-        let input = SubmitInput(
+        var input = SubmitInput(
             clientId: hello.clientId, seq: submit.seq, baseVersion: submit.baseVersion, request: request, receivedAt: now)
+        input.author = sessions[id]?.access?.subject ?? hello.clientName
         sequence(input, from: id, workspaceId: hello.workspaceId)
         startCommitIfIdle()
     }
@@ -253,7 +254,8 @@ extension ServerCore {
                 outcome = hub.live.refuse(clientId: input.clientId, seq: input.seq, error: error)
             }
             let record = CommitRecord(
-                workspaceId: workspaceId, clientId: input.clientId, seq: input.seq, outcome: outcome, after: hub.live)
+                workspaceId: workspaceId, clientId: input.clientId, seq: input.seq, outcome: outcome, after: hub.live,
+                author: input.author)
             return (outcome, record)
         }) else { return }
         switch outcome {

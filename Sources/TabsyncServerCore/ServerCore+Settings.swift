@@ -47,7 +47,7 @@ extension ServerCore {
         /// (``ServerCore/adminSessionId(_:)``).
         package var nodeName = "n1"
         /// With a shared store, how often the admin log is read for other nodes' revocations,
-        /// kicks and deletes.
+        /// kicks and deletes (the driver makes it `--store-poll-interval`).
         package var adminPollInterval: Duration = .seconds(1)
         /// The admin log as read when the server started (revocations in force).
         package var adminLog: [AdminEntry] = []

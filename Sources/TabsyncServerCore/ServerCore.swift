@@ -96,6 +96,9 @@ package struct ServerCore {
     struct PendingHTTP {
         var workspaceId: String
         var authorizing: Bool
+        /// A history read (`/v1/workspaces/{id}/history`): before which version, how many; nil: the
+        /// snapshot.
+        var history: (before: UInt64?, limit: Int)? = nil
     }
 
     /// `now`: the instant the core starts at; `wallClock`: the wall-clock time at that instant.
@@ -154,11 +157,18 @@ package struct ServerCore {
         case .held(let workspaceId, let result):
             held(workspaceId, result)
         case .heartbeatFinished(let error):
-            if let error { logger.warning("holder registry heartbeat failed", metadata: ["error": "\(error)"]) }
+            if let error {
+                metrics.heartbeatsFailed += 1
+                logger.warning("holder registry heartbeat failed", metadata: ["error": "\(error)"])
+            } else {
+                metrics.heartbeatsStored += 1
+            }
         case .tokenVerified(let request, let result):
             tokenVerified(request, result)
         case .snapshotRequested(let id, let workspaceId, let token):
             snapshotRequested(id, workspaceId: workspaceId, bearerToken: token)
+        case .historyRequested(let id, let workspaceId, let query, let token):
+            historyRequested(id, workspaceId: workspaceId, query: query, bearerToken: token)
         case .adminRequested(let id, let request, let token):
             adminRequested(id, request, bearerToken: token)
         case .adminAnswered(let call, let result):

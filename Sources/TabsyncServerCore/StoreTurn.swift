@@ -121,6 +121,9 @@ package struct StoreTurn: Sendable {
             case .listWorkspaces(let after, let limit):
                 return .success(.workspaces(try admin.workspaceSummaries(after: after, limit: limit)))
             case .delete(let id): return .success(.deleted(try admin.deleteWorkspace(id)))
+            case .history(let workspace, let before, let limit):
+                guard let history = store as? any HistoryStore else { return .failure(.readFailed("this store keeps no history")) }
+                return .success(.history(try history.history(workspaceId: workspace, before: before, limit: limit)))
             }
         } catch {
             return .failure(error)

@@ -14,6 +14,9 @@ public final class MemoryStore: WorkspaceStore {
     private let failure = Lock<StoreError?>(nil)
     /// The admin log (``AdminStore``).
     private let adminLog = Lock<[AdminEntry]>([])
+    /// Who made each op in the log and when it was committed (``HistoryStore``), parallel to each
+    /// workspace's log and trimmed with it.
+    private let authors = Lock<[String: [(author: String, at: Date)]]>([:])
 
     public init() {
         epoch = StoreEpoch.random()
@@ -30,6 +33,7 @@ public final class MemoryStore: WorkspaceStore {
 
     public func commit(_ batch: CommitBatch) throws(StoreError) {
         if let error = failure.withLock({ $0 }) { throw error }
+        let now = Date()
         try state.withLock { (stored: inout [String: StoredWorkspace]) throws(StoreError) in
             let stale = try batch.staleWorkspaces(
                 stored: { stored[$0]?.workspace.version ?? 0 }, lastSeq: { stored[$0]?.lastSeqs[$1] ?? 0 })
@@ -67,6 +71,36 @@ public final class MemoryStore: WorkspaceStore {
             for (id, workspace) in batch.workspaces {
                 stored[id, default: StoredWorkspace(workspace: workspace)].workspace = workspace
             }
+            // Still under the state lock: the authors stay parallel to the logs.
+            authors.withLock { authors in
+                for record in batch.records {
+                    guard case .applied(let ops) = record.outcome else { continue }
+                    for _ in ops { authors[record.workspaceId, default: []].append((record.author, now)) }
+                }
+                for id in Set(batch.records.map(\.workspaceId)) {
+                    let excess = (authors[id]?.count ?? 0) - (stored[id]?.log.count ?? 0)
+                    if excess > 0 { authors[id]?.removeFirst(excess) }
+                }
+            }
+        }
+    }
+}
+
+extension MemoryStore: HistoryStore {
+    public func history(workspaceId: String, before: UInt64?, limit: Int) throws(StoreError) -> [HistoryEntry] {
+        state.withLock { stored in
+            authors.withLock { authors in
+                guard let log = stored[workspaceId]?.log else { return [] }
+                let meta = authors[workspaceId] ?? []
+                var entries: [HistoryEntry] = []
+                for (index, op) in log.enumerated().reversed() where op.version < (before ?? .max) {
+                    guard entries.count < limit else { break }
+                    let m = index - (log.count - meta.count)
+                    entries.append(HistoryEntry(
+                        op: op, author: m >= 0 ? meta[m].author : "", committedAt: m >= 0 ? meta[m].at : nil))
+                }
+                return entries
+            }
         }
     }
 }
@@ -81,9 +115,10 @@ extension MemoryStore: AdminStore {
 
     public func deleteWorkspace(_ id: String) throws(StoreError) -> Bool {
         state.withLock { stored in
-            let existed = (stored[id]?.workspace.version ?? 0) > 0
-            if stored[id] != nil { stored[id] = StoredWorkspace(workspace: Workspace(id: id, epoch: StoreEpoch.random())) }
-            return existed
+            guard (stored[id]?.workspace.version ?? 0) > 0 else { return false }  // a tombstone stays as it is
+            stored[id] = StoredWorkspace(workspace: Workspace(id: id, epoch: StoreEpoch.random()))
+            authors.withLock { $0[id] = nil }
+            return true
         }
     }
 

@@ -38,18 +38,19 @@ extension PostgresStore: AdminStore {
                 let row = try db.execute(
                     "SELECT version FROM tabsync_workspaces WHERE workspace = $1 FOR UPDATE", [.text(id)])
                 let version = row.rowCount > 0 ? try row.int64(0, 0) ?? 0 : 0
-                let existed = version > 0
+                guard version > 0 else {  // nothing to delete: a tombstone stays as it is
+                    try db.execute("ROLLBACK")
+                    return false
+                }
                 for table in ["tabsync_ops", "tabsync_client_seqs", "tabsync_rejections", "tabsync_rekeys", "tabsync_snapshots"] {
                     try db.execute("DELETE FROM \(table) WHERE workspace = $1", [.text(id)])
                 }
-                if existed {
-                    try db.execute("UPDATE tabsync_workspaces SET version = 0 WHERE workspace = $1", [.text(id)])
-                    try db.execute(
-                        "INSERT INTO tabsync_snapshots (workspace, version, snapshot) VALUES ($1, 0, $2)",
-                        [.text(id), .bytes(tombstone)])
-                }
+                try db.execute("UPDATE tabsync_workspaces SET version = 0 WHERE workspace = $1", [.text(id)])
+                try db.execute(
+                    "INSERT INTO tabsync_snapshots (workspace, version, snapshot) VALUES ($1, 0, $2)",
+                    [.text(id), .bytes(tombstone)])
                 try db.execute("COMMIT")
-                return existed
+                return true
             } catch {
                 _ = try? db.execute("ROLLBACK")
                 throw error
@@ -83,6 +84,36 @@ extension PostgresStore: AdminStore {
         }
         var entries: [AdminEntry] = []
         for (n, at, text) in rows { entries.append(try AdminEntry.decode(text, number: n, atMillis: at)) }
+        return entries
+    }
+}
+
+/// Who and when, read back (``HistoryStore``).
+extension PostgresStore: HistoryStore {
+    public func history(workspaceId: String, before: UInt64?, limit: Int) throws(StoreError) -> [HistoryEntry] {
+        let rows = try withConnection(failure: StoreError.readFailed) { db throws(PGError) -> [(Int64, String, Int64, String, [UInt8], String, Int64?)] in
+            let result = try db.execute(
+                """
+                SELECT version, client_id, seq, active_tab_id, op, author, (extract(epoch FROM committed_at) * 1000)::int8
+                FROM tabsync_ops WHERE workspace = $1 AND version < $2 ORDER BY version DESC LIMIT $3
+                """,
+                [.text(workspaceId), .int64(before.map { Int64(bitPattern: $0) } ?? Int64.max), .int64(Int64(max(0, limit)))])
+            var rows: [(Int64, String, Int64, String, [UInt8], String, Int64?)] = []
+            for row in 0..<result.rowCount {
+                rows.append((
+                    try result.int64(row, 0) ?? 0, result.text(row, 1), try result.int64(row, 2) ?? 0, result.text(row, 3),
+                    result.bytes(row, 4), result.text(row, 5), try result.int64(row, 6)))
+            }
+            return rows
+        }
+        var entries: [HistoryEntry] = []
+        for (version, client, seq, active, blob, author, ms) in rows {
+            let op = try StoreEncoding.decodeOp(blob, context: "op \(version) of \(workspaceId)")
+            entries.append(HistoryEntry(
+                op: AppliedOp(
+                    version: UInt64(bitPattern: version), op: op, clientId: client, seq: UInt64(bitPattern: seq), activeTabId: active),
+                author: author, committedAt: ms.map { Date(timeIntervalSince1970: Double($0) / 1000) }))
+        }
         return entries
     }
 }

@@ -131,7 +131,7 @@ extension PostgresStore {
 struct PostgresCommitRows {
     private var versionIds: [PGValue] = [], versions: [PGValue] = [], payloads: [PGValue] = []
     private var seqRows: [[PGValue]] = [[], [], [], [], []]
-    private var opRows: [[PGValue]] = [[], [], [], [], [], []]
+    private var opRows: [[PGValue]] = [[], [], [], [], [], [], []]
     private var rekeyRows: [[PGValue]] = [[], [], [], []]
     private var refusalRows: [[PGValue]] = [[], [], [], [], [], [], []]
     private var snapshotRows: [[PGValue]] = [[], [], []]
@@ -216,7 +216,7 @@ struct PostgresCommitRows {
                     let bytes = try encoded { () throws(StoreError) in try StoreEncoding.encode(op.op) }
                     Self.append(&opRows, [
                         workspace, .int64(Int64(bitPattern: op.version)), .text(op.clientId),
-                        .int64(Int64(bitPattern: op.seq)), .text(op.activeTabId), .bytes(bytes),
+                        .int64(Int64(bitPattern: op.seq)), .text(op.activeTabId), .bytes(bytes), .text(record.author),
                     ])
                     version = op.version
                     announced.ops.append(op)
@@ -275,9 +275,9 @@ struct PostgresCommitRows {
         if !opRows[0].isEmpty {
             statements.append(PGStatement(
                 """
-                INSERT INTO tabsync_ops (workspace, version, client_id, seq, active_tab_id, op)
-                SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::bytea[])
-                """, Self.arrays(opRows, [.text, .int64, .text, .int64, .text, .bytes])))
+                INSERT INTO tabsync_ops (workspace, version, client_id, seq, active_tab_id, op, author)
+                SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::bytea[], $7::text[])
+                """, Self.arrays(opRows, [.text, .int64, .text, .int64, .text, .bytes, .text])))
         }
         if !rekeyRows[0].isEmpty {
             statements.append(PGStatement(

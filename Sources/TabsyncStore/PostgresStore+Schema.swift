@@ -98,6 +98,14 @@ extension PostgresStore {
             command text NOT NULL
         );
         """,
+        // Version 5: who made each op and when it was committed (docs/design.md, "History"): the
+        // author as the server named it, the commit's time on the database's clock (every node's
+        // ops on one clock). Ops stored before have no time.
+        """
+        ALTER TABLE tabsync_ops ADD COLUMN author text NOT NULL DEFAULT '';
+        ALTER TABLE tabsync_ops ADD COLUMN committed_at timestamptz;
+        ALTER TABLE tabsync_ops ALTER COLUMN committed_at SET DEFAULT now();
+        """,
     ]
 
     /// Creates or migrates the schema to ``schemaVersion`` in one transaction under a transaction

@@ -28,16 +28,20 @@ extension SQLiteStore: AdminStore {
                     SELECT EXISTS (SELECT 1 FROM ops WHERE workspace = ?1)
                         OR EXISTS (SELECT 1 FROM snapshots WHERE workspace = ?1 AND version > 0)
                     """, .text(id)) == 1
+                // Nothing to delete: a tombstone (or nothing) stays as it is, so a second delete
+                // never takes away the epoch that keeps the old history from being spliced.
+                guard existed else {
+                    db.rollback()
+                    return false
+                }
                 for table in ["ops", "client_seqs", "rejections", "rekeys", "snapshots"] {
                     let delete = try db.prepare("DELETE FROM \(table) WHERE workspace = ?")
                     try delete.bind(.text(id))
                     try delete.run()
                 }
-                if existed {
-                    let insert = try db.prepare("INSERT INTO snapshots (workspace, version, snapshot) VALUES (?, 0, ?)")
-                    try insert.bind(.text(id), .blob(tombstone))
-                    try insert.run()
-                }
+                let insert = try db.prepare("INSERT INTO snapshots (workspace, version, snapshot) VALUES (?, 0, ?)")
+                try insert.bind(.text(id), .blob(tombstone))
+                try insert.run()
                 try db.commit()
                 return existed
             } catch {
@@ -85,5 +89,36 @@ extension SQLiteStore: AdminStore {
                 throw write ? .writeFailed("\(path): \(error)") : .readFailed("\(path): \(error)")
             }
         }
+    }
+}
+
+/// Who and when, read back (``HistoryStore``).
+extension SQLiteStore: HistoryStore {
+    public func history(workspaceId: String, before: UInt64?, limit: Int) throws(StoreError) -> [HistoryEntry] {
+        let rows = try withAdminConnection(write: false) { db throws(SQLiteError) -> [(Int64, String, Int64, String, [UInt8], String, Int64?)] in
+            let query = try db.prepare(
+                """
+                SELECT version, client_id, seq, active_tab_id, op, author, committed_ms FROM ops
+                WHERE workspace = ? AND version < ? ORDER BY version DESC LIMIT ?
+                """)
+            try query.bind(
+                .text(workspaceId), .integer(before.map { Int64(bitPattern: $0) } ?? Int64.max), .integer(Int64(max(0, limit))))
+            var rows: [(Int64, String, Int64, String, [UInt8], String, Int64?)] = []
+            while try query.step() {
+                rows.append((
+                    query.int64(0), query.text(1), query.int64(2), query.text(3), query.blob(4), query.text(5),
+                    query.isNull(6) ? nil : query.int64(6)))
+            }
+            return rows
+        }
+        var entries: [HistoryEntry] = []
+        for (version, client, seq, active, blob, author, ms) in rows {
+            let op = try StoreEncoding.decodeOp(blob, context: "\(path): op \(version) of \(workspaceId)")
+            entries.append(HistoryEntry(
+                op: AppliedOp(
+                    version: UInt64(bitPattern: version), op: op, clientId: client, seq: UInt64(bitPattern: seq), activeTabId: active),
+                author: author, committedAt: ms.map { Date(timeIntervalSince1970: Double($0) / 1000) }))
+        }
+        return entries
     }
 }

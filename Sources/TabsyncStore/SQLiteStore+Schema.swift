@@ -28,6 +28,10 @@ extension SQLiteStore {
     ///
     /// Version 3: `admin_log`, the operators' commands in the order taken (``AdminStore``): `n`
     /// numbers them, `at_ms` is when the store took one (Unix milliseconds), `command` its JSON.
+    ///
+    /// Version 4 (docs/design.md, "History"): each op's `author` (the token's `sub`, or the name the
+    /// client gave) and `committed_ms`, when its batch was committed (Unix milliseconds; NULL for
+    /// ops stored before).
     static let migrations: [String] = [
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -82,6 +86,10 @@ extension SQLiteStore {
             at_ms INTEGER NOT NULL,
             command TEXT NOT NULL
         );
+        """,
+        """
+        ALTER TABLE ops ADD COLUMN author TEXT NOT NULL DEFAULT '';
+        ALTER TABLE ops ADD COLUMN committed_ms INTEGER;
         """,
     ]
 

@@ -421,7 +421,8 @@ public final class SQLiteStore: WorkspaceStore {
                     }
                 })
             if !stale.isEmpty { throw StoreError.behind(storedVersions: stale) }
-            for record in batch.records { try write(record, db) }
+            let committedMs = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+            for record in batch.records { try write(record, committedMs: committedMs, db) }
             let retention = max(batch.logRetention, 1)
             for (workspaceId, workspace) in batch.workspaces where workspace.version > 0 {
                 try compact(workspaceId, workspace, retention: retention, interval: options.snapshotInterval, db)
@@ -445,7 +446,7 @@ public final class SQLiteStore: WorkspaceStore {
         }
     }
 
-    private func write(_ record: CommitRecord, _ db: SQLiteConnection) throws {
+    private func write(_ record: CommitRecord, committedMs: Int64, _ db: SQLiteConnection) throws {
         let seqs = try db.prepare(
             """
             INSERT INTO client_seqs (workspace, client_id, seq, error_code, error_detail) VALUES (?, ?, ?, ?, ?)
@@ -458,13 +459,16 @@ public final class SQLiteStore: WorkspaceStore {
             try seqs.bind(.text(record.workspaceId), .text(record.clientId), .integer(Int64(bitPattern: record.seq)), .null, .null)
             if record.seq > 0 { try seqs.run() }
             let insert = try db.prepare(
-                "INSERT INTO ops (workspace, version, client_id, seq, active_tab_id, op) VALUES (?, ?, ?, ?, ?, ?)")
+                """
+                INSERT INTO ops (workspace, version, client_id, seq, active_tab_id, op, author, committed_ms)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """)
             for applied in ops {
                 insert.reset()
                 try insert.bind(
                     .text(record.workspaceId), .integer(Int64(bitPattern: applied.version)), .text(applied.clientId),
                     .integer(Int64(bitPattern: applied.seq)), .text(applied.activeTabId),
-                    .blob(try StoreEncoding.encode(applied.op)))
+                    .blob(try StoreEncoding.encode(applied.op)), .text(record.author), .integer(committedMs))
                 try insert.run()
             }
             for rekey in record.rekeys {

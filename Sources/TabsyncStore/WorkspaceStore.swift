@@ -187,25 +187,35 @@ public struct CommitRecord: Sendable, Equatable {
         case rejected(OpError)
     }
 
-    public init(workspaceId: String, clientId: String, seq: UInt64, outcome: Outcome, rekeys: [RekeyRecord] = []) {
+    /// Who made the op (docs/design.md, "History"): the token's `sub` with access control, else
+    /// the name the client gave in its Hello; "" for server-made records.
+    public var author: String
+
+    public init(
+        workspaceId: String, clientId: String, seq: UInt64, outcome: Outcome, rekeys: [RekeyRecord] = [], author: String = ""
+    ) {
         self.workspaceId = workspaceId
         self.clientId = clientId
         self.seq = seq
         self.outcome = outcome
         self.rekeys = rekeys
+        self.author = author
     }
 
     /// The record of a submit's outcome as `sequencer` returned it (call right after `submit`):
     /// applied ops carry the ``RekeyRecord``s of the rekeys among them, taken from the sequencer.
     /// nil for outcomes that consume nothing (`answeredAgain`, `ignored`, seq 0).
-    public init?(workspaceId: String, clientId: String, seq: UInt64, outcome: Sequencer.Outcome, after sequencer: Sequencer) {
+    public init?(
+        workspaceId: String, clientId: String, seq: UInt64, outcome: Sequencer.Outcome, after sequencer: Sequencer,
+        author: String = ""
+    ) {
         switch outcome {
         case .applied(let ops):
             let rekeyVersions = Set(ops.lazy.filter { if case .rekey = $0.op { true } else { false } }.map(\.version))
             let rekeys = rekeyVersions.isEmpty ? [] : sequencer.rekeys.filter { rekeyVersions.contains($0.version) }
-            self.init(workspaceId: workspaceId, clientId: clientId, seq: seq, outcome: .applied(ops), rekeys: rekeys)
+            self.init(workspaceId: workspaceId, clientId: clientId, seq: seq, outcome: .applied(ops), rekeys: rekeys, author: author)
         case .rejected(let error) where seq > 0:
-            self.init(workspaceId: workspaceId, clientId: clientId, seq: seq, outcome: .rejected(error))
+            self.init(workspaceId: workspaceId, clientId: clientId, seq: seq, outcome: .rejected(error), author: author)
         case .rejected, .answeredAgain, .ignored:
             return nil
         }

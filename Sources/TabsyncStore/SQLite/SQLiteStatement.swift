@@ -98,6 +98,11 @@ final class SQLiteStatement {
         while try step() {}
     }
 
+    /// True when column `index` is NULL.
+    func isNull(_ index: Int32) -> Bool {
+        sqlite3_column_type(handle, index) == SQLITE_NULL
+    }
+
     /// Column `index` as an integer (NULL reads 0).
     func int64(_ index: Int32) -> Int64 {
         sqlite3_column_int64(handle, index)
