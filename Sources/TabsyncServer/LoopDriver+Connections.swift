@@ -36,11 +36,6 @@ extension LoopDriver {
             guard let connection = connection(user) else { return 0 }
             return writeQueued(connection)
 
-        case LWS_CALLBACK_TIMER:
-            guard let connection = connection(user) else { return 0 }
-            dispatch(.timer(connection.id))
-            return 0
-
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
             guard let connection = connection(user) else { return 0 }
             // lws answers the close frame; no data frame may follow it (RFC 6455 5.5.1), and what

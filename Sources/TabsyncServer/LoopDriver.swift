@@ -8,8 +8,8 @@ import TabsyncServerCore
 import TabsyncStore
 
 /// The event loop thread's driver of the ``ServerCore``: owns the lws context, turns lws callbacks,
-/// store answers, token checks and the tick into core events, and carries out the core's actions
-/// (queue and write frames, close, timers, store calls on the server's store executor, token
+/// store answers, token checks and the core's deadline into core events, and carries out the core's
+/// actions (queue and write frames, close, store calls on the server's store executor, token
 /// checks, HTTP answers). It makes no protocol decision of its own (docs/architecture.md).
 ///
 /// Must be used on the event loop thread only (the thread that created it, which runs the
@@ -84,9 +84,14 @@ final class LoopDriver {
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private var cStrings: [UnsafeMutablePointer<CChar>] = []
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
-    /// The periodic tick, made with the context.
-    private var tickTimer: LoopTimer?
-    private static var tickInterval: Duration { .milliseconds(50) }
+    /// The one timer: ``ServerCore/nextDeadline``, armed after every dispatch (``armDeadline()``),
+    /// made with the context. A Dispatch timer that posts ``ServerCore/Event/timeout`` through the
+    /// inbox rather than an lws one: on libev, lws 4.1.6 does not move its own timer earlier while
+    /// it waits (``TabsyncLoop/LoopTimer``), and the core's deadline often moves earlier (a batch
+    /// lingering a few milliseconds while the next deadline is a heartbeat seconds away).
+    private var deadlineTimer: DispatchSourceTimer?
+    /// The deadline ``deadlineTimer`` is armed for (nil: none).
+    private var armedDeadline: ContinuousClock.Instant?
     /// Messages taken from the inbox, being handled (kept to reuse its storage).
     private var inboxMessages: [Server.Inbound] = []
 
@@ -176,9 +181,13 @@ final class LoopDriver {
             return .failure(.listenFailed("could not bind \(address.address):\(configuration.port)"))
         }
         self.eventLoop = eventLoop
-        tickTimer = LoopTimer(on: eventLoop) { [unowned self] in self.tick() }
-        tickTimer?.schedule(after: Self.tickInterval)
         server.inbox.attach(eventLoop)
+        let timer = DispatchSource.makeTimerSource(queue: .global())
+        let inbox = server.inbox
+        timer.setEventHandler { inbox.post(.event(.timeout)) }
+        timer.activate()
+        deadlineTimer = timer
+        armDeadline()
         return .success(port)
     }
 
@@ -186,7 +195,8 @@ final class LoopDriver {
     /// with callbacks into this driver) and forgets every connection.
     func destroyContext() {
         server.inbox.close()
-        tickTimer = nil
+        deadlineTimer?.cancel()
+        deadlineTimer = nil
         eventLoop?.destroy()
         eventLoop = nil
         connections.removeAll()
@@ -220,6 +230,18 @@ final class LoopDriver {
             actions.removeAll(keepingCapacity: true)
         }
         raised.removeAll(keepingCapacity: true)
+        armDeadline()
+    }
+
+    /// Arms the one timer for the core's next deadline, when it moved (a timeout re-arms it even
+    /// when it did not: ``drainInbox()``).
+    private func armDeadline() {
+        guard let timer = deadlineTimer, core.nextDeadline != armedDeadline else { return }
+        armedDeadline = core.nextDeadline
+        guard let deadline = armedDeadline else { return timer.schedule(deadline: .distantFuture) }
+        let (seconds, attoseconds) = max(.zero, clock.now.duration(to: deadline)).components
+        let micros = seconds * 1_000_000 + (attoseconds + 999_999_999_999) / 1_000_000_000_000
+        timer.schedule(deadline: .now() + .microseconds(Int(min(micros, Int64(Int32.max)))))
     }
 
     /// Carries out one action of the core.
@@ -253,16 +275,6 @@ final class LoopDriver {
                 ])
             }
             close(connection, code: reason.code, reason: reason.text, flush: reason.flushesQueue, grace: grace)
-        case .setTimer(let id, let after):
-            guard let connection = connections[id], connection.state != .gone else { return }
-            lws_set_timer_usecs(connection.wsi, after.map { max(1, $0.microseconds) } ?? -1)
-        case .wake(let after):
-            // Through the inbox, not an lws timer: on libev an lws deadline armed earlier than the
-            // pending one (the tick's) would wait for that one (LoopTimer).
-            let inbox = server.inbox
-            DispatchQueue.global().asyncAfter(deadline: .now() + .microseconds(Int(max(1, after.microseconds)))) {
-                inbox.post(.event(.wake))
-            }
         case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat, .admin:
             // One store turn on the store executor (serial: store calls never overlap); its answer
             // comes back to the loop as an event through the inbox.
@@ -352,6 +364,9 @@ final class LoopDriver {
         for message in inboxMessages {
             switch message {
             case .event(let event):
+                // The timer fired: arm it again whatever the core now says (it may have fired a
+                // little before the core's clock reached the deadline).
+                if case .timeout = event { armedDeadline = nil }
                 if case .shutdown = event, shutdownStarted == nil {
                     shutdownStarted = clock.now
                     logger.notice("shutting down", metadata: ["connections": "\(openConnections)"])
@@ -361,16 +376,6 @@ final class LoopDriver {
                 reloadCertificates()
             }
         }
-    }
-
-    // MARK: timer
-
-    /// Every 50 ms: the core's tick (presence, idle unloads, polls, retries, the holder registry's
-    /// heartbeat and checks, the stop's deadlines).
-    fileprivate func tick() {
-        assert(pthread_equal(pthread_self(), ownerThread) != 0, "LoopDriver used off its event loop thread")
-        dispatch(.tick)
-        if !finished { tickTimer?.schedule(after: Self.tickInterval) }
     }
 }
 

@@ -80,7 +80,7 @@ struct CommitPipeline {
             windowCount += 1
         }
 
-        /// Closes the window once a second has passed (a tick calls it too, so the rate falls when
+        /// Closes the window once a second has passed (a timeout calls it too, so the rate falls when
         /// records stop).
         mutating func roll(_ now: ServerCore.Instant) {
             guard let start = windowStart else {

@@ -8,7 +8,7 @@ import TabsyncProto
 /// Guarantees:
 /// - A refused token is answered before anything of the workspace is looked at: the answer does
 ///   not depend on whether the workspace exists (`Error UNAUTHORIZED`, close 4401; HTTP 401).
-/// - A session ends with 4401 at its token's `exp` (its timer), and every Submit checks `exp` again.
+/// - A session ends with 4401 at its token's `exp` (its deadline), and every Submit checks `exp` again.
 /// - No token text reaches a log line or a message: only ``AuthError``'s fixed descriptions do.
 extension ServerCore {
     /// A token check finished.
@@ -56,16 +56,16 @@ extension ServerCore {
         close(id, .unauthorized(error.code))
     }
 
-    /// Sets the session's timer to its token's `exp`.
+    /// Sets the session's deadline to its token's `exp`.
     private mutating func armExpiryTimer(_ id: ConnectionID) {
         guard let access = sessions[id]?.access else { return }
         let seconds = max(0, access.expiresAt.timeIntervalSince(wallNow))
         // Past about 100 years the timer is not worth trusting: the Submit check holds anyway.
-        emit(.setTimer(id, after: .milliseconds(Int64(min(seconds, 3_153_600_000) * 1000) + 1)))
+        sessionDeadlines.set(id, now + .milliseconds(Int64(min(seconds, 3_153_600_000) * 1000) + 1))
     }
 
-    /// The session's timer fired after its Hello: ends it 4401 if its token has expired, else arms
-    /// the timer again (it fired early).
+    /// The session's deadline came after its Hello: ends it 4401 if its token has expired, else
+    /// sets it again (the wall clock ran slower than the core's).
     mutating func checkTokenExpiry(_ id: ConnectionID) {
         guard let access = sessions[id]?.access, sessions[id]?.closing == nil else { return }
         if access.isExpired(at: wallNow) {

@@ -298,7 +298,7 @@ extension ServerCore {
 
     /// The deletes whose workspace has drained (no session, nothing in the commit pipeline, not
     /// loading): it leaves memory, then the store delete goes (after every batch before it, on the
-    /// store executor). Called on each tick and when a delete starts.
+    /// store executor). Called at each timeout (every 50 ms while one drains: ``ServerCore/deleteDrainPause``) and when a delete starts.
     mutating func advanceDeletes() {
         for (workspace, state) in admin.deleting.sorted(by: { $0.key < $1.key }) where !state.pendingStore {
             if workspaces.phase(workspace) != nil {

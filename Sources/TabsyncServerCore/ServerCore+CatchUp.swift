@@ -163,7 +163,7 @@ extension ServerCore {
 
     // MARK: polling
 
-    /// Every tick: polls the stored versions when the interval has passed.
+    /// At a timeout: polls the stored versions when the interval has passed.
     mutating func pollStoreIfDue() {
         guard let interval = settings.sharedStorePollInterval, interval > .zero else { return }
         guard let due = catchUps.nextPollAt else {

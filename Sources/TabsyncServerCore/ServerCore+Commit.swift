@@ -6,7 +6,7 @@ import TabsyncStore
 /// answer releases, refuses or re-sequences what waited on it.
 extension ServerCore {
     /// Sends the pending records to the store as one batch unless one is in flight or they linger
-    /// (``CommitPipeline/Linger``: then a wake is asked for at their deadline); with no record
+    /// (``CommitPipeline/Linger``: then they go at a timeout at their deadline); with no record
     /// pending, the pending effects go out at once. A stop never lingers.
     mutating func startCommitIfIdle() {
         guard commits.inFlight == nil else { return }
@@ -14,13 +14,8 @@ extension ServerCore {
             for effect in commits.takePendingEffects() { release(effect) }
             return
         }
-        if shutdown == .running, let deadline = commits.lingerDeadline(now: now) {
-            if lingerWake.map({ $0 > deadline }) ?? true {
-                lingerWake = deadline
-                emit(.wake(after: now.duration(to: deadline)))
-            }
-            return
-        }
+        // Lingering: the batch goes at its deadline (a timeout: ``nextDeadline``).
+        if shutdown == .running, commits.lingerDeadline(now: now) != nil { return }
         var snapshots: [String: Workspace] = [:]
         var baseVersions: [String: UInt64] = [:]
         for id in commits.pendingWorkspaces {

@@ -28,13 +28,11 @@ extension ServerCore {
         case disconnected(ConnectionID)
         /// The session's send queue would pass `maxSendQueueBytes`: it cannot keep up.
         case backlogExceeded(ConnectionID)
-        /// The session's timer (``Action/setTimer(_:after:)``) fired.
-        case timer(ConnectionID)
-        /// About every 50 ms: presence, idle unloads, polls, retries, the stop's deadlines, and a
-        /// lingering batch whose deadline passed.
-        case tick
-        /// The instant ``Action/wake(after:)`` asked for has come: a lingering batch may go.
-        case wake
+        /// The instant ``ServerCore/nextDeadline`` named has come (or passed): everything then
+        /// due runs (a Hello timeout, a token's expiry, a lingering batch, presence, idle unloads,
+        /// polls, retries, the holder registry's heartbeat and checks, the stop's deadlines). Sent
+        /// early or twice, it does nothing more (ServerCore+Deadlines.swift).
+        case timeout
         /// A store read of a workspace finished (``Action/load(_:)``).
         case loaded(workspaceId: String, Result<StoredWorkspace?, StoreError>)
         /// A group commit finished (``Action/commit(_:_:)``), after `duration` on the store.
@@ -83,11 +81,6 @@ extension ServerCore {
         /// Close the session (its queue first when the reason says so). Nothing more is sent to
         /// it; `grace`: how long the peer has to read up to the close frame.
         case close(ConnectionID, CloseReason, grace: Duration)
-        /// Fire ``Event/timer(_:)`` for the session after this long (nil: cancel the timer).
-        case setTimer(ConnectionID, after: Duration?)
-        /// Send ``Event/wake`` after this long (a lingering batch's deadline: ``CommitPipeline/Linger``),
-        /// more precisely than the next tick would. A driver that cannot may leave it to the tick.
-        case wake(after: Duration)
         /// Register as a holder of the workspace in the holder registry (a shared store with one,
         /// ``Settings/holderRegistry``), before it is read; answer ``Event/held(workspaceId:_:)``.
         /// The read (``load(_:)``) follows once it is answered.

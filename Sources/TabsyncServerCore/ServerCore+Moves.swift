@@ -45,7 +45,7 @@ extension ServerCore {
         }
     }
 
-    /// Every tick: the checks whose pause is over go, for workspaces still split here with sessions.
+    /// At a timeout: the checks whose pause is over go, for workspaces still split here with sessions.
     mutating func startDueHolderChecks() {
         guard !workspaces.moves.checkAt.isEmpty else { return }
         for (id, at) in workspaces.moves.checkAt.sorted(by: { $0.key < $1.key }) where at <= now {

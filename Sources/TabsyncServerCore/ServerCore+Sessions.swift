@@ -10,18 +10,19 @@ extension ServerCore {
         sessions[id] = SessionMachine(
             id: id, format: format, echo: echo, opsPerSecond: settings.limits.maxOpsPerSecond, now: now,
             pathWorkspace: pathWorkspace)
-        if !echo { emit(.setTimer(id, after: settings.helloTimeout)) }
+        if !echo { sessionDeadlines.set(id, now + settings.helloTimeout) }
         if isDraining { close(id, .shuttingDown) }
     }
 
     mutating func disconnected(_ id: ConnectionID) {
         guard let session = sessions.removeValue(forKey: id) else { return }
+        sessionDeadlines.set(id, nil)
         releaseQuotas(session)
         sessionLeft(session)
         continueShutdown()
     }
 
-    /// The session's timer: the Hello timeout before its Hello, its token's expiry after.
+    /// The session's deadline came: the Hello timeout before its Hello, its token's expiry after.
     mutating func timerFired(_ id: ConnectionID) {
         guard let session = sessions[id], session.closing == nil else { return }
         if case .awaitingHello = session.phase {
@@ -109,7 +110,7 @@ extension ServerCore {
                 closing: .workspaceNotInPath(path: path, hello: message.workspace))
             return
         }
-        emit(.setTimer(id, after: nil))  // the Hello came in time
+        sessionDeadlines.set(id, nil)  // the Hello came in time
         let hello = SessionMachine.Hello(
             workspaceId: message.workspace, clientId: message.clientID, clientName: message.clientName,
             lastVersion: message.lastVersion, epoch: message.epoch, presenceDeltas: message.presenceDeltas)

@@ -34,11 +34,15 @@ package struct ServerCore {
     /// Every workspace in memory or being read, with its clocks and marks.
     var workspaces: WorkspaceTable
     var commits = CommitPipeline()
-    /// The instant of the ``Action/wake(after:)`` asked for a lingering batch, until it comes.
-    var lingerWake: Instant?
     var catchUps = CatchUpState()
-    /// When this node beats next in the holder registry (nil: at the next tick).
+    /// When this node beats next in the holder registry (nil: at the next timeout).
     var nextHeartbeat: Instant?
+    /// Each session's Hello timeout or token expiry (ServerCore+Deadlines.swift).
+    var sessionDeadlines = SessionDeadlines()
+    /// The instant the driver sends ``Event/timeout`` at, nil for none: the earliest of the core's
+    /// deadlines as of the last event handled (ServerCore+Deadlines.swift; docs/architecture.md,
+    /// "Core and driver").
+    package private(set) var nextDeadline: Instant?
     /// The core's random pauses, from ``Settings/jitterSeed``.
     var jitter: Jitter
     /// Snapshot requests not answered yet: waiting for a token check or a load.
@@ -106,6 +110,7 @@ package struct ServerCore {
         jitter = Jitter(seed: settings.jitterSeed)
         commits.linger.limit = settings.commitLinger
         adoptAdminLog(settings.adminLog)
+        nextDeadline = earliestDeadline()  // a first heartbeat or poll is due at once
     }
 
     /// Handles one event at `now` and appends what to do, in order, to `actions`.
@@ -118,6 +123,7 @@ package struct ServerCore {
             case .deferredMessages(let id): handleDeferred(id)
             }
         }
+        nextDeadline = earliestDeadline()
         actions.append(contentsOf: outbox.actions)
         outbox.actions.removeAll(keepingCapacity: true)
     }
@@ -134,13 +140,8 @@ package struct ServerCore {
             disconnected(id)
         case .backlogExceeded(let id):
             closeSlowReader(id)
-        case .timer(let id):
-            timerFired(id)
-        case .tick:
-            tick()
-        case .wake:
-            lingerWake = nil
-            startCommitIfIdle()
+        case .timeout:
+            timeout()
         case .loaded(let workspaceId, let result):
             workspaceLoaded(workspaceId, result: result)
         case .committed(let batch, let result, let duration):
@@ -248,26 +249,10 @@ package struct ServerCore {
 
     // MARK: time
 
-    /// Every tick: coalesced presence, idle unloads, polls, read-back retries, the holder
-    /// registry's heartbeat and checks, the stop's deadlines.
-    private mutating func tick() {
-        commits.linger.roll(now)
-        startCommitIfIdle()  // a lingering batch whose wake came late, or never
-        flushPresence()
-        unloadIdleWorkspaces()
-        pollStoreIfDue()
-        retryReloads()
-        beatIfDue()
-        startDueHolderChecks()
-        readAdminLogIfDue()
-        advanceDeletes()
-        continueShutdown()
-    }
-
     /// Every ``HolderRegistrySettings/heartbeatInterval`` while running: a heartbeat in the holder
-    /// registry (the first at the first tick). A stopping node beats no more; it leaves the registry
+    /// registry (the first at the first timeout). A stopping node beats no more; it leaves the registry
     /// once its stop is over.
-    private mutating func beatIfDue() {
+    mutating func beatIfDue() {
         guard let registry = settings.holderRegistry, shutdown == .running else { return }
         if let next = nextHeartbeat, now < next { return }
         nextHeartbeat = now + registry.heartbeatInterval
@@ -286,7 +271,7 @@ package struct ServerCore {
         continueShutdown()
     }
 
-    /// While draining (every tick, commit and close): once nothing is being stored (or at
+    /// While draining (every timeout, commit and close): once nothing is being stored (or at
     /// `closeBy`), closes every session 1001; once none is left (or at `finishBy`), stops.
     mutating func continueShutdown() {
         guard case .draining(let since, let closeBy, let finishBy, let closed) = shutdown else { return }

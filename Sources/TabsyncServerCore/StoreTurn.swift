@@ -104,7 +104,7 @@ package struct StoreTurn: Sendable {
             }
         case .admin(let call):
             return .adminAnswered(call, adminAnswer(call.work))
-        case .send, .broadcast, .echo, .close, .setTimer, .wake, .verifyToken, .respond, .stop:
+        case .send, .broadcast, .echo, .close, .verifyToken, .respond, .stop:
             return nil
         }
     }

@@ -58,6 +58,9 @@ struct WorkspaceTable {
     private var entries: [String: Entry] = [:]
     /// Loaded workspaces that became idle (no session, nothing to store), and since when.
     private(set) var idleSince: [String: Instant] = [:]
+    /// At or before the earliest of ``idleSince`` (exact after each scan; a clock stopped since
+    /// may leave it early, never late).
+    private var idleEarliest: Instant?
     private var lastIdleScan: Instant
     /// Workspaces whose read back failed, and when to read them again.
     private(set) var reloadRetries: [String: Instant] = [:]
@@ -208,7 +211,7 @@ struct WorkspaceTable {
     /// Forgets a workspace: its entry, idle clock, retry, failure mark and moves.
     mutating func remove(_ id: String) {
         entries[id] = nil
-        idleSince[id] = nil
+        inUse(id)
         reloadRetries[id] = nil
         reloadFailing.remove(id)
         moves.forget(id)
@@ -219,11 +222,22 @@ struct WorkspaceTable {
     /// The workspace is in use again: its idle clock stops.
     mutating func inUse(_ id: String) {
         idleSince[id] = nil
+        if idleSince.isEmpty { idleEarliest = nil }
     }
 
     /// The workspace became idle at `now`: its idle clock starts (unless it runs already).
     mutating func becameIdle(_ id: String, at now: Instant) {
-        if idleSince[id] == nil { idleSince[id] = now }
+        guard idleSince[id] == nil else { return }
+        idleSince[id] = now
+        if idleEarliest.map({ now < $0 }) ?? true { idleEarliest = now }
+    }
+
+    /// When ``dueIdle(at:idleUnload:)`` next has something to return (or, after a clock stopped,
+    /// earlier): nil when no clock runs.
+    func nextIdleDeadline(idleUnload: Duration) -> Instant? {
+        guard let earliest = idleEarliest else { return nil }
+        let due = earliest + idleUnload
+        return idleUnload < .seconds(2) ? due : max(due, lastIdleScan + .seconds(1))
     }
 
     /// The workspaces idle for `idleUnload` or more at `now`, in id order, their clocks stopped:
@@ -237,6 +251,7 @@ struct WorkspaceTable {
             idleSince[id] = nil
             due.append(id)
         }
+        idleEarliest = idleSince.values.min()
         return due
     }
 
@@ -245,6 +260,19 @@ struct WorkspaceTable {
     /// The workspace's peer list changed: its presence goes out at the next flush due.
     mutating func presenceChanged(_ id: String) {
         presenceDirty.insert(id)
+    }
+
+    /// When ``takePresenceFlushes(at:interval:)`` next has a flush to return: the earliest instant
+    /// a marked workspace with changes may go (`interval(members)` after its last flush, `now` when
+    /// it never had one); nil when none has changes.
+    func nextPresenceDeadline(now: Instant, interval: (Int) -> Duration) -> Instant? {
+        var next: Instant?
+        for id in presenceDirty {
+            guard let hub = hub(id), hub.presence.hasChanges else { continue }
+            let at = hub.lastPresenceAt.map { $0 + interval(hub.members.count) } ?? now
+            if next.map({ at < $0 }) ?? true { next = at }
+        }
+        return next
     }
 
     /// The presence flushes due at `now`, in id order, each taken from its hub with the members it

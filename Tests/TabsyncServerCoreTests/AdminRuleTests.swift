@@ -131,7 +131,7 @@ import TabsyncStore
         var h = Self.harness { $0.sharedStorePollInterval = .seconds(1) }
         Self.join(&h, 1, Self.grant("bob"))
         h.advance(.seconds(2))
-        h.handle(.tick)  // the core's clock moves with events
+        h.handle(.timeout)  // the core's clock moves with events
         let kickedAt = h.core.wallNow
         h.advance(.seconds(2))
         Self.join(&h, 2, Self.grant("bob"))  // reconnected after the kick
@@ -153,7 +153,7 @@ import TabsyncStore
         let refused = Self.join(&h, 2, Self.grant("alice"))
         #expect(Said.of(refused) == [.error(to: 2, code: .unavailable), .close(2, 1013)])
         h.handle(.committed(batch: batch, .stored, duration: .zero))
-        let ticked = h.handle(.tick)
+        let ticked = h.handle(.timeout)
         #expect(ticked.contains { if case .admin(let call) = $0, case .delete("w") = call.work { true } else { false } })
         let done = Self.answer(&h, ticked)
         #expect(Self.response(done)?.status == 200)

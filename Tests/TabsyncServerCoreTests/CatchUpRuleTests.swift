@@ -74,9 +74,9 @@ struct CatchUpRuleTests {
     @Test func thePollFindsCommitsNoNotificationToldOf() {
         var h = Self.joined()
         h.advance(.seconds(1))
-        h.handle(.tick)  // schedules the first poll
+        h.handle(.timeout)  // schedules the first poll
         h.advance(.seconds(1))
-        let polled = h.handle(.tick)
+        let polled = h.handle(.timeout)
         #expect(polled.contains { if case .pollVersions(["w"]) = $0 { true } else { false } })
         let answer = h.handle(.polled(.success(["w": 3]), duration: .zero))
         #expect(answer.contains { if case .readChanges(["w": 0]) = $0 { true } else { false } })
@@ -103,7 +103,7 @@ struct HolderRuleTests {
             h.handle(.committed(batch: commit.commitId ?? 0, .stored, duration: .zero))
             #expect(Self.releases(h.handle(.disconnected(1))).isEmpty)  // idle, not yet unloaded
             h.advance(.seconds(6))
-            #expect(Self.releases(h.handle(.tick)) == (shared ? ["w"] : []), "shared: \(shared)")
+            #expect(Self.releases(h.handle(.timeout)) == (shared ? ["w"] : []), "shared: \(shared)")
             #expect(h.core.workspacesInMemory == 0)
         }
     }
@@ -190,28 +190,28 @@ struct HolderRuleTests {
         actions.filter { if case .heartbeat = $0 { true } else { false } }.count
     }
 
-    /// The heartbeat is a deadline of the core: the first tick beats, then one per interval, none
+    /// The heartbeat is a deadline of the core: the first timeout beats, then one per interval, none
     /// once the stop began.
     @Test func theHeartbeatGoesEveryIntervalWhileRunning() {
         var h = Self.registering()
-        #expect(Self.beats(h.handle(.tick)) == 1)
+        #expect(Self.beats(h.handle(.timeout)) == 1)
         var beats = 0
         for _ in 0..<49 {
             h.advance(.milliseconds(50))
-            beats += Self.beats(h.handle(.tick))
+            beats += Self.beats(h.handle(.timeout))
         }
         #expect(beats == 0)  // 2.45 s
         h.advance(.milliseconds(50))
-        #expect(Self.beats(h.handle(.tick)) == 1)  // 2.5 s
+        #expect(Self.beats(h.handle(.timeout)) == 1)  // 2.5 s
         h.handle(.shutdown)
         h.advance(.seconds(3))
-        #expect(Self.beats(h.handle(.tick)) == 0)
+        #expect(Self.beats(h.handle(.timeout)) == 0)
         var unregistered = CoreHarness { $0.sharedStorePollInterval = .seconds(1) }
-        #expect(Self.beats(unregistered.handle(.tick)) == 0)
+        #expect(Self.beats(unregistered.handle(.timeout)) == 0)
     }
 
     /// The check for a newer holder waits a pause drawn from the settings' seed, then goes at the
-    /// first tick past it.
+    /// first timeout past it.
     @Test func aHolderCheckWaitsItsSeededPause() {
         for seed: UInt64 in [1, 2, 3, 99] {
             var h = Self.registering { $0.jitterSeed = seed }
@@ -229,7 +229,7 @@ struct HolderRuleTests {
             var checkedAt: Duration?
             for _ in 0..<120 where checkedAt == nil {
                 h.advance(.milliseconds(10))
-                if h.handle(.tick).contains(where: { if case .checkHolders("w") = $0 { true } else { false } }) {
+                if h.handle(.timeout).contains(where: { if case .checkHolders("w") = $0 { true } else { false } }) {
                     checkedAt = h.elapsed
                 }
             }

@@ -17,7 +17,7 @@ struct CommitLingerRuleTests {
     }
 
     /// A second of 1,000 ops, 1 ms apart, each stored at once (none lingers: the rate is not known
-    /// before the second ends), then the tick that ends the second: now more than one record is
+    /// before the second ends), then the timeout that ends the second: now more than one record is
     /// expected within 5 ms, so the next small batch lingers.
     static func busy(_ h: inout CoreHarness, seq: inout UInt64) {
         for _ in 0..<1_000 {
@@ -27,7 +27,7 @@ struct CommitLingerRuleTests {
             if let id = actions.commitId { h.handle(.committed(batch: id, .stored, duration: .zero)) }
             h.advance(.milliseconds(1))
         }
-        h.handle(.tick)
+        h.handle(.timeout)
     }
 
     /// A busy core (``busy(_:seq:)``) with one more op lingering; returns it and the op's seq.
@@ -40,9 +40,6 @@ struct CommitLingerRuleTests {
         return (h, seq)
     }
 
-    static func wakes(_ actions: [ServerCore.Action]) -> [Duration] {
-        actions.compactMap { if case .wake(let after) = $0 { after } else { nil } }
-    }
 
     @Test func aQuietNodeNeverLingers() {
         var h = Self.joined()
@@ -50,7 +47,7 @@ struct CommitLingerRuleTests {
         #expect(h.submit(1, seq: 1, CoreHarness.add("a")).commitId == 1)
         h.handle(.committed(batch: 1, .stored, duration: .zero))
         h.advance(.seconds(1))
-        h.handle(.tick)
+        h.handle(.timeout)
         #expect(h.submit(1, seq: 2, CoreHarness.add("b")).commitId == 2)
     }
 
@@ -58,35 +55,35 @@ struct CommitLingerRuleTests {
         var h = Self.joined()
         var seq: UInt64 = 0
         Self.busy(&h, seq: &seq)
-        // Now the rate is about 1,000 records a second: one op waits, and a wake is asked for.
+        // Now the rate is about 1,000 records a second: one op waits, until its deadline.
         seq += 1
         let first = h.submit(1, seq: seq, CoreHarness.add("x"))
         #expect(first.commitId == nil)
-        #expect(Self.wakes(first) == [.milliseconds(5)])
-        // A second op 2 ms later joins it; no second wake (the first one's deadline holds).
+        #expect(h.core.nextDeadline == h.now + .milliseconds(5))
+        // A second op 2 ms later joins it; the first one's deadline holds.
         h.advance(.milliseconds(2))
         seq += 1
         let second = h.submit(1, seq: seq, CoreHarness.add("y"))
-        #expect(second.commitId == nil && Self.wakes(second).isEmpty)
-        // A wake that comes early does not send it; the one at the deadline does, with both ops.
+        #expect(second.commitId == nil && h.core.nextDeadline == h.now + .milliseconds(3))
+        // A timeout that comes early does not send it; the one at the deadline does, with both ops.
         h.advance(.milliseconds(1))
-        #expect(h.handle(.wake).commitId == nil)
+        #expect(h.handle(.timeout).commitId == nil)
         h.advance(.milliseconds(2))
-        let woken = h.handle(.wake)
+        let woken = h.handle(.timeout)
         #expect(Said.of(woken).contains(.commit(woken.commitId ?? 0, records: 2)))
     }
 
-    @Test func theTickSendsALingeringBatchWhoseWakeNeverCame() {
+    @Test func aLateTimeoutStillSendsALingeringBatch() {
         var (h, _) = Self.oneLingering()
         h.advance(.milliseconds(50))
-        #expect(h.handle(.tick).commitId != nil)
+        #expect(h.handle(.timeout).commitId != nil)
     }
 
     @Test func aBatchOfTheTargetSizeGoesAtOnce() {
         var (h, seq) = Self.oneLingering()
         // While batch N is in flight, 16 records gather; when it is stored they go at once.
         h.advance(.milliseconds(5))
-        let inFlight = h.handle(.wake).commitId
+        let inFlight = h.handle(.timeout).commitId
         #expect(inFlight != nil)
         for _ in 0..<16 {
             seq += 1

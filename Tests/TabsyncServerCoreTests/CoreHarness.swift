@@ -92,7 +92,6 @@ enum Said: Equatable, CustomStringConvertible {
             case .hold(let w): return .hold(w)
             case .load(let w): return .load(w)
             case .commit(let id, let batch): return .commit(id, records: batch.records.count)
-            case .setTimer: return nil
             default: return .other
             }
         }

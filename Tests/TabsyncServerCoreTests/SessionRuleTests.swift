@@ -45,9 +45,24 @@ struct SessionRuleTests {
 
     @Test func noHelloWithinTheTimeoutIsRefused() {
         var h = CoreHarness()
-        let opened = h.handle(.connected(1, format: .proto, echo: false))
-        #expect(opened.contains { if case .setTimer(1, .some) = $0 { true } else { false } })
-        #expect(Said.of(h.handle(.timer(1))) == [.error(to: 1, code: .protocolError), .close(1, 4400)])
+        h.handle(.connected(1, format: .proto, echo: false))
+        #expect(h.core.nextDeadline == h.now + h.core.settings.helloTimeout)
+        h.advance(h.core.settings.helloTimeout - .milliseconds(1))
+        #expect(Said.of(h.handle(.timeout)).isEmpty)  // early: nothing is due yet
+        h.advance(.milliseconds(1))
+        #expect(Said.of(h.handle(.timeout)) == [.error(to: 1, code: .protocolError), .close(1, 4400)])
+        #expect(h.core.nextDeadline == nil)
+    }
+
+    @Test func aHelloInTimeClearsItsDeadline() {
+        var h = CoreHarness()
+        h.hello(1, client: "c1")
+        h.handle(.loaded(workspaceId: "w", .success(nil)))
+        #expect(h.core.nextDeadline == h.now)  // its first presence list is due
+        h.handle(.timeout)
+        #expect(h.core.nextDeadline == nil)  // an idle core sleeps: nothing of its own is due
+        h.advance(h.core.settings.helloTimeout)
+        #expect(Said.of(h.handle(.timeout)).isEmpty)
     }
 
     @Test func aFrameOfTheOtherEncodingIsClosed1007() {
@@ -103,9 +118,9 @@ struct SessionRuleTests {
         h.submit(1, seq: 1, CoreHarness.add("a"))
         h.handle(.shutdown)
         h.advance(h.core.settings.shutdownTimeout * 0.75)
-        #expect(Said.of(h.handle(.tick)) == [.close(1, 1001)])
+        #expect(Said.of(h.handle(.timeout)) == [.close(1, 1001)])
         h.advance(h.core.settings.shutdownTimeout * 0.2)
-        let last = h.handle(.tick)
+        let last = h.handle(.timeout)
         #expect(last.contains { if case .stop = $0 { true } else { false } })
     }
 }

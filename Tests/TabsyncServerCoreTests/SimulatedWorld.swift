@@ -138,9 +138,6 @@ struct SimulatedWorld {
         var lastCheck: [String: Duration] = [:]
         /// Store calls in the order they were asked (each node's store executor is serial).
         var storeCalls: [ServerCore.Action] = []
-        var timers: [ConnectionID: Duration] = [:]
-        /// When the core asked to be woken (``ServerCore/Action/wake(after:)``).
-        var wakeAt: Duration?
     }
 
     struct SimClient {
@@ -206,6 +203,8 @@ struct SimulatedWorld {
         var lateDelivered = 0
         /// Wakes a lingering batch asked for and got.
         var lingerWakes = 0
+        /// Timeouts handled: a core's deadline came (``ServerCore/nextDeadline``).
+        var timeouts = 0
         /// From the cores' metrics, over every life: Submits re-sequenced after `behind`, loads
         /// that found the workspace held by another live node (splits), workspaces handed to
         /// their newer holder (moves), checks for a newer holder.
@@ -226,6 +225,7 @@ struct SimulatedWorld {
             disconnects += other.disconnects
             lateDelivered += other.lateDelivered
             lingerWakes += other.lingerWakes
+            timeouts += other.timeouts
             resequenced += other.resequenced
             splits += other.splits
             moves += other.moves
@@ -520,7 +520,6 @@ struct SimulatedWorld {
     private mutating func serverHearsClose(_ id: ConnectionID) {
         guard let link = links.removeValue(forKey: id) else { return }
         note("link \(id) c\(link.client) node \(link.node): the server hears of the drop")
-        nodes[link.node].timers[id] = nil
         handle(link.node, .disconnected(id))
     }
 
@@ -534,7 +533,6 @@ struct SimulatedWorld {
             if case .stop = next, ending.code != 1001 { fail("c\(c) stopped for good after \(ending)") }
             pumpClient(c)
         }
-        nodes[link.node].timers[id] = nil
         handle(link.node, .disconnected(id))
     }
 
@@ -544,15 +542,14 @@ struct SimulatedWorld {
         elapsed += Self.tickLength
         holders.advance(to: elapsed)
         for n in nodes.indices {
-            if let at = nodes[n].wakeAt, at <= elapsed {
-                nodes[n].wakeAt = nil
-                stats.lingerWakes += 1
-                handle(n, .wake)
-            }
-            handle(n, .tick)
-            for (id, at) in nodes[n].timers.sorted(by: { $0.key < $1.key }) where at <= elapsed {
-                nodes[n].timers[id] = nil
-                handle(n, .timer(id))
+            // Time reaches a core only at its own deadline: nothing is due in between.
+            if let deadline = nodes[n].core.nextDeadline, deadline <= now {
+                stats.timeouts += 1
+                handle(n, .timeout)
+                if let next = nodes[n].core.nextDeadline, next <= now {
+                    fail("node \(n) (\(nodes[n].name)) names \(next - start) as its next deadline after a timeout at \(elapsed): "
+                        + "what was due was not done")
+                }
             }
             if nodes[n].core.settings.holderRegistry != nil, !nodes[n].core.isDraining,
                elapsed - nodes[n].lastBeat > Self.heartbeatInterval + Self.tickLength {
@@ -694,14 +691,13 @@ struct SimulatedWorld {
             guard let link = links[id], !link.clientGone else { return }
             if !reason.flushesQueue { links[id]!.down.removeAll() }
             links[id]!.down.append(.close(reason.code))
-        case .setTimer(let id, let after):
-            nodes[n].timers[id] = after.map { elapsed + $0 }
-        case .wake(let after):
-            nodes[n].wakeAt = min(nodes[n].wakeAt ?? .seconds(1_000_000), elapsed + after)
         case .release(let id):
             nodes[n].lastCheck[id] = nil  // unloaded: a later load is a new holder, checked afresh
             nodes[n].storeCalls.append(action)
-        case .load, .commit, .readChanges, .pollVersions, .hold, .admin:
+        case .commit:
+            if case .timeout? = handling { stats.lingerWakes += 1 }  // only a lingering batch waits for a deadline
+            nodes[n].storeCalls.append(action)
+        case .load, .readChanges, .pollVersions, .hold, .admin:
             nodes[n].storeCalls.append(action)
         case .heartbeat:
             nodes[n].lastBeat = elapsed
@@ -717,7 +713,7 @@ struct SimulatedWorld {
     // MARK: invariants
 
     /// A check for a newer holder goes at most once per ``Settings/moveCheckInterval`` per
-    /// workspace while it stays loaded, and only from a tick: after its random pause, never at
+    /// workspace while it stays loaded, and only from a timeout: after its random pause, never at
     /// the moment the other node's ops were taken.
     private mutating func checkHolderCheck(_ n: Int, _ id: String) {
         // Decided at most once per interval, each going after a pause of up to holderCheckPause.
@@ -725,9 +721,9 @@ struct SimulatedWorld {
             fail("node \(n) (\(nodes[n].name)) checks the holders of \(id) at \(elapsed), again since \(last)")
         }
         nodes[n].lastCheck[id] = elapsed
-        if case .tick? = handling {} else {
+        if case .timeout? = handling {} else {
             fail("node \(n) checks the holders of \(id) while handling \(handling.map { "\($0)".prefix(40) } ?? "nothing"), "
-                + "not after its pause at a tick")
+                + "not after its pause at a timeout")
         }
     }
 

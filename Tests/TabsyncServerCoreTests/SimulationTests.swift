@@ -91,6 +91,7 @@ struct SimulationTests {
         summary += "\(totals.disconnects) disconnects, \(totals.crashes) node crashes, "
         summary += "\(totals.lateDelivered) frames read after their connection dropped; "
         summary += "\(lingering) worlds with a commit linger, \(totals.lingerWakes) lingering batches woken; "
+        summary += "\(totals.timeouts) deadlines met; "
         summary += "busiest world seed \(busiest.seed): \(busiest.work) of its budget of \(busiest.budget) events "
         summary += "(most in one world \(mostWork)); \(failed.count) failing"
         print(summary)

@@ -79,13 +79,11 @@ struct ServerExecutableTests {
         let (b, _) = try TestClient.joined(port: child.port, workspace: "sig", clientId: "b", format: .proto)
         try a.submit(.add(tab: .named("x"), place: .end, activate: true))
         _ = try a.nextApplied()
-        let started = Date()
         child.process.terminate()  // SIGTERM
         #expect(try a.closeCode() == 1001)
         #expect(try b.closeCode() == 1001)
-        let status = child.waitForExit(timeout: 5)
+        let status = child.waitForExit(timeout: 5)  // a deadline: nil when it had not exited by then
         #expect(status == 0)
-        #expect(Date().timeIntervalSince(started) < 5)
         let log = String(decoding: child.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(log.contains("connection open"))
         #expect(log.contains("code=1001"))
@@ -115,10 +113,8 @@ struct ServerExecutableTests {
             return line.contains("shutting down")
         }
         #expect(draining, "no 'shutting down' line: \(seen)")
-        let second = Date()
         child.process.terminate()
-        #expect(child.waitForExit(timeout: 3) == 1)
-        #expect(Date().timeIntervalSince(second) < 2, "the second signal did not end the stop at once")
+        #expect(child.waitForExit(timeout: 2) == 1, "the second signal did not end the stop at once")
         let log = String(decoding: child.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(log.contains("exiting without finishing the stop: a second signal"), "\(log.suffix(400))")
     }
