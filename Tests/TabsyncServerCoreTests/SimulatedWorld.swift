@@ -148,6 +148,9 @@ struct SimulatedWorld {
         var acked: [UInt64: UInt64] = [:]
         var refused: Set<UInt64> = []
         var madeTabs = 0
+        /// An operator kicked it (4408): it stopped for good, as a real client does, and takes no
+        /// further part; what it had acknowledged must still be stored.
+        var kicked = false
     }
 
     let seed: UInt64
@@ -160,6 +163,8 @@ struct SimulatedWorld {
     /// The workspace's home node (where clients connect unless the options split it).
     var home = 0
     var clients: [SimClient] = []
+    /// Admin-log entries made so far (their numbers count up).
+    var adminEntries: Int64 = 0
     var links: [ConnectionID: Link] = [:]
     var nextId = 1
     let start = ContinuousClock.now
@@ -205,6 +210,8 @@ struct SimulatedWorld {
         var lingerWakes = 0
         /// Timeouts handled: a core's deadline came (``ServerCore/nextDeadline``).
         var timeouts = 0
+        /// Sessions an operator kicked (the admin log's entry read by the node holding them).
+        var kicks = 0
         /// From the cores' metrics, over every life: Submits re-sequenced after `behind`, loads
         /// that found the workspace held by another live node (splits), workspaces handed to
         /// their newer holder (moves), checks for a newer holder.
@@ -226,6 +233,7 @@ struct SimulatedWorld {
             lateDelivered += other.lateDelivered
             lingerWakes += other.lingerWakes
             timeouts += other.timeouts
+            kicks += other.kicks
             resequenced += other.resequenced
             splits += other.splits
             moves += other.moves
@@ -355,6 +363,7 @@ struct SimulatedWorld {
             1_000,  // a disconnected client connects
             1_000,  // the commit feed tells a node of another's commit
             options.split ? 150 : 0,  // the proxy moves the workspace's home to another node
+            40,  // an operator kicks a client's session
         ]
         switch rng.weighted(weights) {
         case 0: clientOp(rng.int(0...(clients.count - 1)))
@@ -366,7 +375,8 @@ struct SimulatedWorld {
         case 6: crash(rng.int(0...(nodes.count - 1)))
         case 7: connectSomeone()
         case 8: tellFeed()
-        default: moveHome()
+        case 9: moveHome()
+        default: kickSomeone()
         }
     }
 
@@ -422,6 +432,31 @@ struct SimulatedWorld {
         guard !idle.isEmpty else { return }
         let c = rng.pick(idle)
         connect(c, to: options.split && rng.chance(0.5) ? rng.int(0...(nodes.count - 1)) : home)
+    }
+
+    /// An operator kicks one client's session (docs/operating.md, "The admin API"): the node holding
+    /// it reads a `kickSession` entry from the admin log, as it would one another node appended.
+    /// The session must be closed 4408 at once; the client stops for good, and everything it had
+    /// acknowledged stays stored (checked at the end).
+    private mutating func kickSomeone() {
+        let clients = self.clients
+        guard clients.filter({ !$0.kicked }).count > 1,
+              let id = pickLink({ !$0.clientGone && clients[$0.client].session.phase == .ready && !clients[$0.client].kicked })
+        else { return }
+        let n = links[id]!.node
+        let c = links[id]!.client
+        // A session the node is closing already (for another reason) is not kicked again.
+        guard let session = nodes[n].core.sessions[id], session.closing == nil else { return }
+        adminEntries += 1
+        let entry = AdminEntry(
+            number: adminEntries, at: nodes[n].core.wallNow,
+            command: .kickSession(id: nodes[n].core.adminSessionId(id)))
+        note("an operator kicks link \(id) (c\(c)) on node \(n)")
+        handle(n, .adminAnswered(ServerCore.AdminCall(request: nil, work: .readLog(after: 0)), .success(.entries([entry]))))
+        guard links[id] == nil || links[id]!.down.last == .close(CloseReason.kicked.code) else {
+            return fail("link \(id) was kicked on node \(n) and not closed 4408")
+        }
+        stats.kicks += 1
     }
 
     /// The proxy sends the workspace's new sessions to another node from now on (a node came back
@@ -530,7 +565,12 @@ struct SimulatedWorld {
         if clients[c].link == id {
             clients[c].link = nil
             let next = clients[c].session.closed(ending)
-            if case .stop = next, ending.code != 1001 { fail("c\(c) stopped for good after \(ending)") }
+            if ending.code == CloseReason.kicked.code {
+                guard case .stop = next else { return fail("c\(c) was kicked and did not stop") }
+                clients[c].kicked = true
+            } else if case .stop = next, ending.code != 1001 {
+                fail("c\(c) stopped for good after \(ending)")
+            }
             pumpClient(c)
         }
         handle(link.node, .disconnected(id))
@@ -796,7 +836,7 @@ struct SimulatedWorld {
 
     private func settled() -> Bool {
         clients.allSatisfy { c in
-            c.session.phase == .ready && c.session.state.pending.isEmpty && c.session.state.unsequenced == 0
+            c.kicked || (c.session.phase == .ready && c.session.state.pending.isEmpty && c.session.state.unsequenced == 0)
         } && links.values.allSatisfy { $0.up.isEmpty && $0.down.isEmpty }
             && nodes.allSatisfy { $0.storeCalls.allSatisfy(Self.isPeriodic) }
     }
@@ -844,7 +884,7 @@ struct SimulatedWorld {
                 fail("c\(c) seq \(seq) acknowledged at v\(version) is not stored there")
             }
             let confirmed = client.session.state.confirmed
-            if confirmed != final {
+            if !client.kicked && confirmed != final {
                 fail("c\(c) holds v\(confirmed.version) \(confirmed.tabs.map(\.id)), the store v\(final.version) \(final.tabs.map(\.id))")
             }
         }

@@ -91,7 +91,7 @@ struct SimulationTests {
         summary += "\(totals.disconnects) disconnects, \(totals.crashes) node crashes, "
         summary += "\(totals.lateDelivered) frames read after their connection dropped; "
         summary += "\(lingering) worlds with a commit linger, \(totals.lingerWakes) lingering batches woken; "
-        summary += "\(totals.timeouts) deadlines met; "
+        summary += "\(totals.timeouts) deadlines met, \(totals.kicks) sessions kicked; "
         summary += "busiest world seed \(busiest.seed): \(busiest.work) of its budget of \(busiest.budget) events "
         summary += "(most in one world \(mostWork)); \(failed.count) failing"
         print(summary)
@@ -112,6 +112,7 @@ struct SimulationTests {
         #expect(totals.resequenced > 0, "no op was re-sequenced after behind")
         #expect(totals.splits > 0, "no load found the workspace held by another node")
         #expect(totals.moves > 0, "no split workspace was handed to its newer holder")
+        #expect(totals.kicks > 0, "no session was kicked: the admin log's kick went untested")
         for code in [ErrorCode.invalidArgument, .tabGone, .notEditable, .locked, .tabExists, .limitExceeded] {
             #expect(rules.rejected[code, default: 0] > 0, "no \(code.wireName) in the mix")
         }
