@@ -92,6 +92,17 @@ final class LoopDriver {
     private var deadlineTimer: DispatchSourceTimer?
     /// The deadline ``deadlineTimer`` is armed for (nil: none).
     private var armedDeadline: ContinuousClock.Instant?
+    /// lws' own deadlines (each connection's ping and hangup, docs/design.md "Close codes": the
+    /// idle timeout) run only when lws' libev timer fires, and lws 4.1.6 does not move that timer
+    /// earlier while it waits (``TabsyncLoop/LoopTimer``): a deadline added while the loop waits for
+    /// a later one, or for none, would wait with it. This lws timer, re-armed every
+    /// ``lwsServiceInterval``, bounds how late they run; the core's deadlines do not depend on it.
+    private var lwsServiceTimer: LoopTimer?
+    /// A quarter of the idle timeout, at most a second: a silent connection is closed at most
+    /// that much after its idle timeout.
+    private var lwsServiceInterval: Duration {
+        min(.seconds(1), max(.milliseconds(100), configuration.idleTimeout / 4))
+    }
     /// Messages taken from the inbox, being handled (kept to reuse its storage).
     private var inboxMessages: [Server.Inbound] = []
 
@@ -188,6 +199,11 @@ final class LoopDriver {
         timer.activate()
         deadlineTimer = timer
         armDeadline()
+        let service = LoopTimer(on: eventLoop) { [unowned self] in
+            self.lwsServiceTimer?.schedule(after: self.lwsServiceInterval)
+        }
+        service.schedule(after: lwsServiceInterval)
+        lwsServiceTimer = service
         return .success(port)
     }
 
@@ -197,6 +213,8 @@ final class LoopDriver {
         server.inbox.close()
         deadlineTimer?.cancel()
         deadlineTimer = nil
+        lwsServiceTimer?.cancel()
+        lwsServiceTimer = nil
         eventLoop?.destroy()
         eventLoop = nil
         connections.removeAll()
