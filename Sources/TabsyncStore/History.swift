@@ -18,6 +18,27 @@ public struct HistoryEntry: Sendable, Equatable {
     }
 }
 
+extension HistoryEntry {
+    /// One stored op as a store reads it: version, client id, seq, active tab, the op's bytes,
+    /// author, commit time in Unix milliseconds (nil: stored before history was kept).
+    typealias Row = (version: Int64, clientId: String, seq: Int64, activeTabId: String, op: [UInt8], author: String, committedMs: Int64?)
+
+    /// The entries of stored rows, in their order; `context` prefixes a decoding error's message.
+    static func decode(_ rows: [Row], workspaceId: String, context: String) throws(StoreError) -> [HistoryEntry] {
+        var entries: [HistoryEntry] = []
+        entries.reserveCapacity(rows.count)
+        for row in rows {
+            let op = try StoreEncoding.decodeOp(row.op, context: "\(context)op \(row.version) of \(workspaceId)")
+            entries.append(HistoryEntry(
+                op: AppliedOp(
+                    version: UInt64(bitPattern: row.version), op: op, clientId: row.clientId,
+                    seq: UInt64(bitPattern: row.seq), activeTabId: row.activeTabId),
+                author: row.author, committedAt: row.committedMs.map { Date(timeIntervalSince1970: Double($0) / 1000) }))
+        }
+        return entries
+    }
+}
+
 /// A store that keeps who made each op and when (``HistoryEntry``), and reads it back newest first.
 ///
 /// Guarantee asked of a conformer: ``history(workspaceId:before:limit:)`` returns stored ops only

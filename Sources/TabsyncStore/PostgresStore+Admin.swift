@@ -91,14 +91,14 @@ extension PostgresStore: AdminStore {
 /// Who and when, read back (``HistoryStore``).
 extension PostgresStore: HistoryStore {
     public func history(workspaceId: String, before: UInt64?, limit: Int) throws(StoreError) -> [HistoryEntry] {
-        let rows = try withConnection(failure: StoreError.readFailed) { db throws(PGError) -> [(Int64, String, Int64, String, [UInt8], String, Int64?)] in
+        let rows = try withConnection(failure: StoreError.readFailed) { db throws(PGError) -> [HistoryEntry.Row] in
             let result = try db.execute(
                 """
                 SELECT version, client_id, seq, active_tab_id, op, author, (extract(epoch FROM committed_at) * 1000)::int8
                 FROM tabsync_ops WHERE workspace = $1 AND version < $2 ORDER BY version DESC LIMIT $3
                 """,
                 [.text(workspaceId), .int64(before.map { Int64(bitPattern: $0) } ?? Int64.max), .int64(Int64(max(0, limit)))])
-            var rows: [(Int64, String, Int64, String, [UInt8], String, Int64?)] = []
+            var rows: [HistoryEntry.Row] = []
             for row in 0..<result.rowCount {
                 rows.append((
                     try result.int64(row, 0) ?? 0, result.text(row, 1), try result.int64(row, 2) ?? 0, result.text(row, 3),
@@ -106,14 +106,6 @@ extension PostgresStore: HistoryStore {
             }
             return rows
         }
-        var entries: [HistoryEntry] = []
-        for (version, client, seq, active, blob, author, ms) in rows {
-            let op = try StoreEncoding.decodeOp(blob, context: "op \(version) of \(workspaceId)")
-            entries.append(HistoryEntry(
-                op: AppliedOp(
-                    version: UInt64(bitPattern: version), op: op, clientId: client, seq: UInt64(bitPattern: seq), activeTabId: active),
-                author: author, committedAt: ms.map { Date(timeIntervalSince1970: Double($0) / 1000) }))
-        }
-        return entries
+        return try HistoryEntry.decode(rows, workspaceId: workspaceId, context: "")
     }
 }

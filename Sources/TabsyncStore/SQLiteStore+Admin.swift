@@ -95,7 +95,7 @@ extension SQLiteStore: AdminStore {
 /// Who and when, read back (``HistoryStore``).
 extension SQLiteStore: HistoryStore {
     public func history(workspaceId: String, before: UInt64?, limit: Int) throws(StoreError) -> [HistoryEntry] {
-        let rows = try withAdminConnection(write: false) { db throws(SQLiteError) -> [(Int64, String, Int64, String, [UInt8], String, Int64?)] in
+        let rows = try withAdminConnection(write: false) { db throws(SQLiteError) -> [HistoryEntry.Row] in
             let query = try db.prepare(
                 """
                 SELECT version, client_id, seq, active_tab_id, op, author, committed_ms FROM ops
@@ -103,7 +103,7 @@ extension SQLiteStore: HistoryStore {
                 """)
             try query.bind(
                 .text(workspaceId), .integer(before.map { Int64(bitPattern: $0) } ?? Int64.max), .integer(Int64(max(0, limit))))
-            var rows: [(Int64, String, Int64, String, [UInt8], String, Int64?)] = []
+            var rows: [HistoryEntry.Row] = []
             while try query.step() {
                 rows.append((
                     query.int64(0), query.text(1), query.int64(2), query.text(3), query.blob(4), query.text(5),
@@ -111,14 +111,6 @@ extension SQLiteStore: HistoryStore {
             }
             return rows
         }
-        var entries: [HistoryEntry] = []
-        for (version, client, seq, active, blob, author, ms) in rows {
-            let op = try StoreEncoding.decodeOp(blob, context: "\(path): op \(version) of \(workspaceId)")
-            entries.append(HistoryEntry(
-                op: AppliedOp(
-                    version: UInt64(bitPattern: version), op: op, clientId: client, seq: UInt64(bitPattern: seq), activeTabId: active),
-                author: author, committedAt: ms.map { Date(timeIntervalSince1970: Double($0) / 1000) }))
-        }
-        return entries
+        return try HistoryEntry.decode(rows, workspaceId: workspaceId, context: "\(path): ")
     }
 }
