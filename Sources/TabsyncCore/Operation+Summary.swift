@@ -22,6 +22,9 @@ extension Operation {
         case .setEditable(let editable): return editable ? "made the workspace editable" : "made the workspace read-only"
         case .replace(let tabs): return "replaced every tab (\(tabs.count) now)"
         case .rekey(let keys): return "re-keyed \(keys.count) tabs"
+        case .restore(let version, let state):
+            return "restored version \(version)" + (state.map { " (\($0.tabs.count) tabs)" } ?? "")
+        case .reopen(let tabId): return "reopened \(tabId)"
         }
     }
 }

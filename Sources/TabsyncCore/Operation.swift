@@ -59,6 +59,13 @@ public enum Operation: Sendable, Hashable {
     case replace(tabs: [Tab])
     /// Server-made only: new keys for all tabs, same order.
     case rekey(keys: [TabKey])
+    /// Puts the workspace back as it was at `version` (docs/design.md, "History"). A client sends
+    /// `state` nil; the server reads the state at `version` from the store and applies the op with
+    /// it (the canonical form), so every client applies it without reading history.
+    case restore(version: UInt64, state: RestoredState?)
+    /// Brings back a closed tab. Only ever submitted: the server resolves it from history into the
+    /// `add` it becomes (the canonical form), so it never appears in `Applied`.
+    case reopen(tabId: String)
 
     /// The op's kind, for metrics, logs and the load generator's mix.
     public var kind: Kind {
@@ -72,10 +79,40 @@ public enum Operation: Sendable, Hashable {
         case .setEditable: .setEditable
         case .replace: .replace
         case .rekey: .rekey
+        case .restore: .restore
+        case .reopen: .reopen
+        }
+    }
+
+    /// True for the ops whose outcome depends on history the server must read first (``restore``
+    /// without its state, ``reopen``): the sequencer refuses them until resolved.
+    public var needsHistory: Bool {
+        switch self {
+        case .restore(_, nil), .reopen: true
+        default: false
         }
     }
 
     public enum Kind: String, Sendable, CaseIterable {
-        case add, open, move, remove, activate, update, setEditable, replace, rekey
+        case add, open, move, remove, activate, update, setEditable, replace, rekey, restore, reopen
+    }
+}
+
+/// The state a canonical `restore` puts back: the tabs with the keys they had, the active tab and
+/// whether the workspace was editable, at the restored version.
+public struct RestoredState: Sendable, Hashable {
+    public var tabs: [Tab]
+    public var activeTabId: String
+    public var editable: Bool
+
+    public init(tabs: [Tab], activeTabId: String, editable: Bool) {
+        self.tabs = tabs
+        self.activeTabId = activeTabId
+        self.editable = editable
+    }
+
+    /// The state of a workspace, to restore.
+    public init(_ workspace: Workspace) {
+        self.init(tabs: workspace.tabs, activeTabId: workspace.activeTabId, editable: workspace.editable)
     }
 }

@@ -292,6 +292,7 @@ public struct Sequencer: Sendable {
         case .add(let tab, _, _): [tab.key]
         case .move(_, .key(let k)): [k]
         case .replace(let tabs): tabs.map(\.key)
+        case .restore(_, let state?): state.tabs.map(\.key)
         default: []
         }
     }

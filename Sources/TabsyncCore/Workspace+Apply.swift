@@ -130,7 +130,41 @@ extension Workspace {
         case .rekey(let keys):
             try checkRekey(keys)
             return Resolution(op: op, activeTabId: activeTabId)
+
+        case .restore(let target, nil):
+            throw .invalidArgument("restore of version \(target) needs the workspace's history: a server resolves it")
+        case .reopen(let tabId):
+            try Validation.checkTabId(tabId)
+            throw .invalidArgument("reopen of \(tabId) needs the workspace's history: a server resolves it")
+
+        case .restore(let target, let state?):
+            // docs/design.md, "History": the state at `target` as a new version. Refusals in the
+            // usual precedence; a locked tab of today must be in the restored state.
+            guard target <= version else {
+                throw .invalidArgument("version \(target) is after the workspace's version \(version)")
+            }
+            var seen = Set<String>()
+            for tab in state.tabs {
+                try Validation.checkTab(tab)
+                guard seen.insert(tab.id).inserted else { throw .invalidArgument("tab \(tab.id) appears twice") }
+            }
+            try checkOrderedKeys(state.tabs)
+            guard state.tabs.isEmpty == state.activeTabId.isEmpty, state.activeTabId.isEmpty || seen.contains(state.activeTabId)
+            else { throw .invalidArgument("restored active tab \(state.activeTabId) is not one of its tabs") }
+            guard editable else { throw .notEditable }
+            if let locked = tabs.first(where: { $0.locked && !seen.contains($0.id) }) { throw .locked(locked.id) }
+            guard state.tabs.count <= limits.maxTabs else {
+                throw .limitExceeded("\(state.tabs.count) tabs is over the limit of \(limits.maxTabs)")
+            }
+            return Resolution(op: op, activeTabId: state.activeTabId)
         }
+    }
+
+    /// Keys of a list stated whole (a restore): each valid, ascending bytewise.
+    func checkOrderedKeys(_ list: [Tab]) throws(OpError) {
+        guard list.allSatisfy({ PositionKey.isValid($0.key) }),
+            zip(list, list.dropFirst()).allSatisfy({ PositionKey.less($0.key, $1.key) })
+        else { throw .invalidArgument("restored tabs carry keys out of order") }
     }
 
     /// A rekey op giving every tab a new short key in the current order (``PositionKey/keys(count:)``).
@@ -222,6 +256,11 @@ extension Workspace {
             editable = value
         case .replace(let newTabs):
             tabs = newTabs
+        case .restore(_, let state?):
+            tabs = state.tabs
+            editable = state.editable
+        case .restore(_, nil), .reopen:
+            preconditionFailure("restore and reopen are resolved before they are committed")
         case .rekey(let keys):
             var byId: [String: String] = [:]
             for k in keys { byId[k.tabId] = k.key }
@@ -257,6 +296,11 @@ extension Workspace {
             else { throw .invalidArgument("replace carries keys out of order") }
         case .rekey(let keys):
             try checkRekey(keys)
+        case .restore(_, let state?):
+            try checkOrderedKeys(state.tabs)
+            guard state.activeTabId == active else { throw .invalidArgument("restore's active tab differs from Applied's") }
+        case .restore(_, nil), .reopen:
+            throw .invalidArgument("not a canonical op")
         }
         // The active tab after the op must exist afterwards; checked cheaply by id sets.
         if active.isEmpty { return }
@@ -264,6 +308,8 @@ extension Workspace {
         case .add(let tab, _, _) where tab.id == active: return
         case .replace(let newTabs):
             guard newTabs.contains(where: { $0.id == active }) else { throw .tabGone(active) }
+        case .restore(_, let state?):
+            guard state.tabs.contains(where: { $0.id == active }) else { throw .tabGone(active) }
         case .remove(let tabId):
             guard tabId != active else { throw .tabGone(active) }
             try need(active)

@@ -45,6 +45,21 @@ extension Tabsync_V1_Op {
             var rekey = Tabsync_V1_Rekey()
             rekey.keys = keys.map(Tabsync_V1_TabKey.init)
             kind = .rekey(rekey)
+        case let .restore(version, state):
+            var restore = Tabsync_V1_Restore()
+            restore.version = version
+            if let state {
+                var wire = Tabsync_V1_RestoredState()
+                wire.tabs = state.tabs.map(Tabsync_V1_Tab.init)
+                wire.editable = state.editable
+                wire.activeTabID = state.activeTabId
+                restore.state = wire
+            }
+            kind = .restore(restore)
+        case let .reopen(tabId):
+            var reopen = Tabsync_V1_Reopen()
+            reopen.tabID = tabId
+            kind = .reopen(reopen)
         }
     }
 }
@@ -79,6 +94,16 @@ extension Operation {
             self = .replace(tabs: replace.tabs.map(Tab.init))
         case let .rekey(rekey)?:
             self = .rekey(keys: rekey.keys.map(TabKey.init))
+        case let .restore(restore)?:
+            self = .restore(
+                version: restore.version,
+                state: restore.hasState
+                    ? RestoredState(
+                        tabs: restore.state.tabs.map(Tab.init), activeTabId: restore.state.activeTabID,
+                        editable: restore.state.editable)
+                    : nil)
+        case let .reopen(reopen)?:
+            self = .reopen(tabId: reopen.tabID)
         }
     }
 }

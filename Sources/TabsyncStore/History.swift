@@ -48,4 +48,10 @@ public protocol HistoryStore: WorkspaceStore {
     /// The stored ops of a workspace with versions below `before` (nil: from the newest), newest
     /// first, at most `limit`; empty for a workspace never stored.
     func history(workspaceId: String, before: UInt64?, limit: Int) throws(StoreError) -> [HistoryEntry]
+    /// The newest milestone (the workspace's state as stored at a commit) at or before `version`;
+    /// nil when none is kept.
+    func milestone(workspaceId: String, atOrBefore version: UInt64) throws(StoreError) -> Workspace?
+    /// The newest version committed at or before `date`, from the kept ops and milestones; nil when
+    /// nothing kept is that old.
+    func version(workspaceId: String, at date: Date) throws(StoreError) -> UInt64?
 }

@@ -14,12 +14,26 @@ public final class MemoryStore: WorkspaceStore {
     private let failure = Lock<StoreError?>(nil)
     /// The admin log (``AdminStore``).
     private let adminLog = Lock<[AdminEntry]>([])
-    /// Who made each op in the log and when it was committed (``HistoryStore``), parallel to each
-    /// workspace's log and trimmed with it.
-    private let authors = Lock<[String: [(author: String, at: Date)]]>([:])
+    /// History (``HistoryStore``): each workspace's ops with who and when, and its milestones.
+    /// Without ``history`` retention it is the log's window, trimmed with it.
+    private let kept = Lock<[String: Kept]>([:])
+    /// How long history is kept (``HistoryRetention/off``: the resume window only).
+    public let history: HistoryRetention
+    /// Ops between milestones (with history on).
+    let milestoneInterval: Int
+    /// The commit clock (tests of retention turn it).
+    let clock: @Sendable () -> Date
 
-    public init() {
+    struct Kept {
+        var entries: [HistoryEntry] = []
+        var milestones: [(at: Date, workspace: Workspace)] = []
+    }
+
+    public init(history: HistoryRetention = .off, milestoneInterval: Int = 256, clock: @escaping @Sendable () -> Date = { Date() }) {
         epoch = StoreEpoch.random()
+        self.history = history
+        self.milestoneInterval = max(1, milestoneInterval)
+        self.clock = clock
     }
 
     /// Makes every later commit fail with `error` (nil: commits succeed again).
@@ -33,7 +47,7 @@ public final class MemoryStore: WorkspaceStore {
 
     public func commit(_ batch: CommitBatch) throws(StoreError) {
         if let error = failure.withLock({ $0 }) { throw error }
-        let now = Date()
+        let now = clock()
         try state.withLock { (stored: inout [String: StoredWorkspace]) throws(StoreError) in
             let stale = try batch.staleWorkspaces(
                 stored: { stored[$0]?.workspace.version ?? 0 }, lastSeq: { stored[$0]?.lastSeqs[$1] ?? 0 })
@@ -71,36 +85,76 @@ public final class MemoryStore: WorkspaceStore {
             for (id, workspace) in batch.workspaces {
                 stored[id, default: StoredWorkspace(workspace: workspace)].workspace = workspace
             }
-            // Still under the state lock: the authors stay parallel to the logs.
-            authors.withLock { authors in
+            // Still under the state lock: history stays in step with the logs.
+            kept.withLock { kept in
                 for record in batch.records {
                     guard case .applied(let ops) = record.outcome else { continue }
-                    for _ in ops { authors[record.workspaceId, default: []].append((record.author, now)) }
+                    for op in ops {
+                        kept[record.workspaceId, default: Kept()].entries.append(
+                            HistoryEntry(op: op, author: record.author, committedAt: now))
+                    }
                 }
-                for id in Set(batch.records.map(\.workspaceId)) {
-                    let excess = (authors[id]?.count ?? 0) - (stored[id]?.log.count ?? 0)
-                    if excess > 0 { authors[id]?.removeFirst(excess) }
-                }
+                for id in Set(batch.records.map(\.workspaceId)) { keep(&kept[id, default: Kept()], stored[id], now: now) }
             }
         }
+    }
+
+    /// Trims one workspace's history after a commit: to the log's window without history, else as
+    /// ``HistoryRetention`` plans (a milestone every `milestoneInterval` ops and one per day).
+    private func keep(_ k: inout Kept, _ stored: StoredWorkspace?, now: Date) {
+        guard let stored else { return }
+        guard history.isOn else {
+            let excess = k.entries.count - stored.log.count
+            if excess > 0 { k.entries.removeFirst(excess) }
+            return
+        }
+        let workspace = stored.workspace
+        let lastVersion = k.milestones.last?.workspace.version ?? 0
+        let nowMs = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
+        let plan = history.plan(
+            nowMs: nowMs, lastMilestoneMs: k.milestones.last.map { Int64(($0.at.timeIntervalSince1970 * 1000).rounded(.down)) },
+            writesSnapshot: workspace.version - lastVersion >= UInt64(milestoneInterval))
+        if plan.writesMilestone, workspace.version > lastVersion { k.milestones.append((now, workspace)) }
+        guard plan.trims else { return }
+        let opsBefore = Date(timeIntervalSince1970: Double(plan.opsBeforeMs) / 1000)
+        let milestonesBefore = Date(timeIntervalSince1970: Double(plan.milestonesBeforeMs) / 1000)
+        // Ops: a prefix committed before the cut-off, never into the resume window.
+        let windowStart = stored.log.first?.version ?? workspace.version + 1
+        let drop = k.entries.prefix { ($0.committedAt ?? .distantPast) < opsBefore && $0.op.version < windowStart }.count
+        k.entries.removeFirst(drop)
+        // Milestones: the last of each day before the ops cut-off, none before the milestones one.
+        var lastOfDay: [Int64: Int] = [:]
+        for (i, m) in k.milestones.enumerated() { lastOfDay[Int64((m.at.timeIntervalSince1970 / 86_400).rounded(.down))] = i }
+        let keepers = Set(lastOfDay.values)
+        k.milestones = k.milestones.enumerated().filter { i, m in
+            m.at >= milestonesBefore && (m.at >= opsBefore || keepers.contains(i))
+        }.map(\.element)
     }
 }
 
 extension MemoryStore: HistoryStore {
     public func history(workspaceId: String, before: UInt64?, limit: Int) throws(StoreError) -> [HistoryEntry] {
-        state.withLock { stored in
-            authors.withLock { authors in
-                guard let log = stored[workspaceId]?.log else { return [] }
-                let meta = authors[workspaceId] ?? []
-                var entries: [HistoryEntry] = []
-                for (index, op) in log.enumerated().reversed() where op.version < (before ?? .max) {
-                    guard entries.count < limit else { break }
-                    let m = index - (log.count - meta.count)
-                    entries.append(HistoryEntry(
-                        op: op, author: m >= 0 ? meta[m].author : "", committedAt: m >= 0 ? meta[m].at : nil))
-                }
-                return entries
+        kept.withLock { kept in
+            guard let entries = kept[workspaceId]?.entries else { return [] }
+            var result: [HistoryEntry] = []
+            for entry in entries.reversed() where entry.op.version < (before ?? .max) {
+                guard result.count < limit else { break }
+                result.append(entry)
             }
+            return result
+        }
+    }
+
+    public func milestone(workspaceId: String, atOrBefore version: UInt64) throws(StoreError) -> Workspace? {
+        kept.withLock { $0[workspaceId]?.milestones.last { $0.workspace.version <= version }?.workspace }
+    }
+
+    public func version(workspaceId: String, at date: Date) throws(StoreError) -> UInt64? {
+        kept.withLock { kept in
+            guard let k = kept[workspaceId] else { return nil }
+            let op = k.entries.last { ($0.committedAt ?? .distantPast) <= date }?.op.version
+            let milestone = k.milestones.last { $0.at <= date }?.workspace.version
+            return [op, milestone].compactMap { $0 }.max()
         }
     }
 }
@@ -117,7 +171,7 @@ extension MemoryStore: AdminStore {
         state.withLock { stored in
             guard (stored[id]?.workspace.version ?? 0) > 0 else { return false }  // a tombstone stays as it is
             stored[id] = StoredWorkspace(workspace: Workspace(id: id, epoch: StoreEpoch.random()))
-            authors.withLock { $0[id] = nil }
+            kept.withLock { $0[id] = nil }
             return true
         }
     }

@@ -113,4 +113,29 @@ extension SQLiteStore: HistoryStore {
         }
         return try HistoryEntry.decode(rows, workspaceId: workspaceId, context: "\(path): ")
     }
+
+    public func milestone(workspaceId: String, atOrBefore version: UInt64) throws(StoreError) -> Workspace? {
+        let blob = try withAdminConnection(write: false) { db throws(SQLiteError) -> [UInt8]? in
+            let query = try db.prepare(
+                "SELECT snapshot FROM milestones WHERE workspace = ? AND version <= ? ORDER BY version DESC LIMIT 1")
+            try query.bind(.text(workspaceId), .integer(Int64(bitPattern: min(version, UInt64(Int64.max)))))
+            return try query.step() ? query.blob(0) : nil
+        }
+        return try blob.map { (b: [UInt8]) throws(StoreError) -> Workspace in
+            try StoreEncoding.decodeSnapshot(b, context: "\(path): milestone of \(workspaceId)")
+        }
+    }
+
+    public func version(workspaceId: String, at date: Date) throws(StoreError) -> UInt64? {
+        let ms = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let version = try withAdminConnection(write: false) { db throws(SQLiteError) -> Int64? in
+            try db.scalar(
+                """
+                SELECT max(v) FROM (
+                    SELECT max(version) AS v FROM ops WHERE workspace = ?1 AND committed_ms <= ?2
+                    UNION ALL SELECT max(version) FROM milestones WHERE workspace = ?1 AND committed_ms <= ?2)
+                """, .text(workspaceId), .integer(ms))
+        }
+        return version.map { UInt64(bitPattern: $0) }
+    }
 }

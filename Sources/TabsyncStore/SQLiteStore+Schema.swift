@@ -32,6 +32,10 @@ extension SQLiteStore {
     /// Version 4 (docs/design.md, "History"): each op's `author` (the token's `sub`, or the name the
     /// client gave) and `committed_ms`, when its batch was committed (Unix milliseconds; NULL for
     /// ops stored before).
+    ///
+    /// Version 5 (docs/design.md, "History"): `milestones`, the workspace's state (a
+    /// `tabsync.v1.Snapshot`) at some versions with the commit time, kept by ``HistoryRetention``:
+    /// past states are replayed from the nearest one.
     static let migrations: [String] = [
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -90,6 +94,15 @@ extension SQLiteStore {
         """
         ALTER TABLE ops ADD COLUMN author TEXT NOT NULL DEFAULT '';
         ALTER TABLE ops ADD COLUMN committed_ms INTEGER;
+        """,
+        """
+        CREATE TABLE milestones (
+            workspace TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            committed_ms INTEGER NOT NULL,
+            snapshot BLOB NOT NULL,
+            PRIMARY KEY (workspace, version)
+        ) WITHOUT ROWID;
         """,
     ]
 

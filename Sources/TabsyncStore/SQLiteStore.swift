@@ -55,6 +55,13 @@ public final class SQLiteStore: WorkspaceStore {
         var verifyAtOpen = true
         /// A registered SQLite VFS to open the file with (tests); nil: the default.
         var vfs: String?
+        /// How long history is kept (``HistoryRetention``; off: the resume window only).
+        public var history: HistoryRetention = .off
+        /// Ops a load reads before the snapshot at most (the server's log retention): with history
+        /// on the stored log reaches much further back than a sequencer keeps.
+        public var loadWindow = 10_000
+        /// The clock commit times are read from (tests of retention turn it).
+        public var clock = CommitClock()
 
         public init(
             sync: Sync = .normal, checkpoint: Checkpoint = .background, walLimitBytes: Int64 = SQLiteStore.Options.defaultWALLimitBytes,
@@ -328,7 +335,7 @@ public final class SQLiteStore: WorkspaceStore {
             var lastSeqs: [String: UInt64] = [:]
             while try seqQuery.step() { lastSeqs[seqQuery.text(0)] = UInt64(bitPattern: seqQuery.int64(1)) }
 
-            let log = try ops(workspaceId, after: 0, db)
+            let log = try ops(workspaceId, after: try loadStart(workspaceId, db), db)
             if StoredWorkspace.neverStored(snapshot: workspace, lastSeqs: lastSeqs, log: log) { return nil }
 
             let rejectionQuery = try db.prepare(
@@ -363,6 +370,14 @@ public final class SQLiteStore: WorkspaceStore {
         } catch {
             throw Self.readFailure(error)
         }
+    }
+
+    /// The version a load reads the log after: everything after the snapshot, and at most
+    /// ``Options/loadWindow`` ops in all when the log reaches further (history).
+    private func loadStart(_ workspaceId: String, _ db: SQLiteConnection) throws -> UInt64 {
+        let snapshot = try db.scalar("SELECT version FROM snapshots WHERE workspace = ?", .text(workspaceId)) ?? 0
+        let newest = try db.scalar("SELECT max(version) FROM ops WHERE workspace = ?", .text(workspaceId)) ?? 0
+        return UInt64(max(0, min(snapshot, newest - Int64(max(1, options.loadWindow)))))
     }
 
     /// The stored ops after `version`, oldest first; throws when they are not contiguous.
@@ -421,11 +436,11 @@ public final class SQLiteStore: WorkspaceStore {
                     }
                 })
             if !stale.isEmpty { throw StoreError.behind(storedVersions: stale) }
-            let committedMs = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+            let committedMs = options.clock.milliseconds()
             for record in batch.records { try write(record, committedMs: committedMs, db) }
             let retention = max(batch.logRetention, 1)
             for (workspaceId, workspace) in batch.workspaces where workspace.version > 0 {
-                try compact(workspaceId, workspace, retention: retention, interval: options.snapshotInterval, db)
+                try compact(workspaceId, workspace, retention: retention, interval: options.snapshotInterval, nowMs: committedMs, db)
             }
             var refusing = Set<String>()
             for record in batch.records {
@@ -497,21 +512,59 @@ public final class SQLiteStore: WorkspaceStore {
         }
     }
 
-    /// Writes a snapshot and trims the log as ``RetentionPlan`` says.
-    private func compact(_ workspaceId: String, _ workspace: Workspace, retention: Int, interval: Int, _ db: SQLiteConnection) throws {
+    /// Writes a snapshot and trims the log as ``RetentionPlan`` says; with history on, keeps
+    /// milestones and trims by time as ``HistoryRetention`` says instead.
+    private func compact(
+        _ workspaceId: String, _ workspace: Workspace, retention: Int, interval: Int, nowMs: Int64, _ db: SQLiteConnection
+    ) throws {
         let version = Int64(bitPattern: workspace.version)
         let snapshotVersion = try db.scalar("SELECT version FROM snapshots WHERE workspace = ?", .text(workspaceId))
         let plan = RetentionPlan(version: version, lastSnapshot: snapshotVersion, retention: retention, snapshotInterval: interval)
+        var encoded: [UInt8]?
         if plan.writesSnapshot {
             let upsert = try db.prepare(
                 """
                 INSERT INTO snapshots (workspace, version, snapshot) VALUES (?, ?, ?)
                 ON CONFLICT (workspace) DO UPDATE SET version = excluded.version, snapshot = excluded.snapshot
                 """)
-            try upsert.bind(.text(workspaceId), .integer(version), .blob(try StoreEncoding.encode(workspace)))
+            encoded = try StoreEncoding.encode(workspace)
+            try upsert.bind(.text(workspaceId), .integer(version), .blob(encoded!))
             try upsert.run()
         }
-        let horizon = plan.horizon
+        var horizon = plan.horizon
+        if options.history.isOn {
+            let last = try db.prepare("SELECT version, committed_ms FROM milestones WHERE workspace = ? ORDER BY version DESC LIMIT 1")
+            try last.bind(.text(workspaceId))
+            let lastMs: Int64? = try last.step() ? last.int64(1) : nil
+            let lastVersion: Int64 = lastMs == nil ? 0 : last.int64(0)
+            last.reset()
+            let history = options.history.plan(
+                nowMs: nowMs, lastMilestoneMs: lastMs, writesSnapshot: version - lastVersion >= Int64(max(1, interval)))
+            if history.writesMilestone, version > lastVersion {
+                let insert = try db.prepare("INSERT INTO milestones (workspace, version, committed_ms, snapshot) VALUES (?, ?, ?, ?)")
+                try insert.bind(.text(workspaceId), .integer(version), .integer(nowMs), .blob(try encoded ?? StoreEncoding.encode(workspace)))
+                try insert.run()
+            }
+            // Ops go only with the day's trim: a prefix committed before the cut-off, never into
+            // the resume window (the horizon).
+            horizon = 0
+            if history.trims {
+                let old = try db.scalar(
+                    "SELECT max(version) FROM ops WHERE workspace = ? AND version <= ? AND coalesce(committed_ms, 0) < ?",
+                    .text(workspaceId), .integer(plan.horizon), .integer(history.opsBeforeMs)) ?? 0
+                let newer = try db.scalar(
+                    "SELECT min(version) FROM ops WHERE workspace = ? AND version <= ? AND coalesce(committed_ms, 0) >= ?",
+                    .text(workspaceId), .integer(old), .integer(history.opsBeforeMs))
+                horizon = newer.map { $0 - 1 } ?? old
+                let thin = try db.prepare(
+                    """
+                    DELETE FROM milestones WHERE workspace = ?1 AND committed_ms < ?2 AND (committed_ms < ?3 OR version <> (
+                        SELECT max(m.version) FROM milestones m WHERE m.workspace = ?1 AND m.committed_ms / 86400000 = milestones.committed_ms / 86400000))
+                    """)
+                try thin.bind(.text(workspaceId), .integer(history.opsBeforeMs), .integer(history.milestonesBeforeMs))
+                try thin.run()
+            }
+        }
         if horizon > 0 {
             let delete = try db.prepare("DELETE FROM ops WHERE workspace = ? AND version <= ?")
             try delete.bind(.text(workspaceId), .integer(horizon))

@@ -263,6 +263,10 @@ public struct BarModel: Sendable {
             return "replaced all tabs (\(tabs.count))"
         case .rekey:
             return "rekeyed positions"
+        case .restore(let version, _):
+            return "restored version \(version)"
+        case .reopen(let tabId):
+            return "reopened \(tabId)"
         }
     }
 

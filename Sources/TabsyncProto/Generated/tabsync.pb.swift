@@ -133,12 +133,21 @@ public nonisolated struct Tabsync_V1_ClientMessage: Sendable {
     set {message = .focus(newValue)}
   }
 
+  public var history: Tabsync_V1_HistoryQuery {
+    get {
+      if case .history(let v)? = message {return v}
+      return Tabsync_V1_HistoryQuery()
+    }
+    set {message = .history(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Message: Equatable, Sendable {
     case hello(Tabsync_V1_Hello)
     case submit(Tabsync_V1_Submit)
     case focus(Tabsync_V1_Focus)
+    case history(Tabsync_V1_HistoryQuery)
 
   }
 
@@ -192,6 +201,14 @@ public nonisolated struct Tabsync_V1_ServerMessage: Sendable {
     set {message = .error(newValue)}
   }
 
+  public var history: Tabsync_V1_HistoryAnswer {
+    get {
+      if case .history(let v)? = message {return v}
+      return Tabsync_V1_HistoryAnswer()
+    }
+    set {message = .history(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Message: Equatable, Sendable {
@@ -200,6 +217,7 @@ public nonisolated struct Tabsync_V1_ServerMessage: Sendable {
     case rejected(Tabsync_V1_Rejected)
     case presence(Tabsync_V1_Presence)
     case error(Tabsync_V1_Error)
+    case history(Tabsync_V1_HistoryAnswer)
 
   }
 
@@ -272,6 +290,88 @@ public nonisolated struct Tabsync_V1_Focus: Sendable {
   // methods supported on all messages.
 
   public var tabID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A read of the workspace's history over the open session (proto/README.md#history), by any
+/// role that may read the workspace. Answered by one HistoryAnswer with the same id; it shows only
+/// what is durable, so it may lag the Applied stream by the ops being stored.
+public nonisolated struct Tabsync_V1_HistoryQuery: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// echoed in the answer
+  public var id: UInt32 = 0
+
+  public var what: Tabsync_V1_HistoryQuery.OneOf_What? = nil
+
+  /// stored ops before a version, newest first
+  public var ops: Tabsync_V1_HistoryPage {
+    get {
+      if case .ops(let v)? = what {return v}
+      return Tabsync_V1_HistoryPage()
+    }
+    set {what = .ops(newValue)}
+  }
+
+  /// the state at this version
+  public var version: UInt64 {
+    get {
+      if case .version(let v)? = what {return v}
+      return 0
+    }
+    set {what = .version(newValue)}
+  }
+
+  /// the state at this time (RFC 3339)
+  public var at: String {
+    get {
+      if case .at(let v)? = what {return v}
+      return String()
+    }
+    set {what = .at(newValue)}
+  }
+
+  /// tabs closed recently and not back, newest first, at most this many (0: 20)
+  public var closed: UInt32 {
+    get {
+      if case .closed(let v)? = what {return v}
+      return 0
+    }
+    set {what = .closed(newValue)}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum OneOf_What: Equatable, Sendable {
+    /// stored ops before a version, newest first
+    case ops(Tabsync_V1_HistoryPage)
+    /// the state at this version
+    case version(UInt64)
+    /// the state at this time (RFC 3339)
+    case at(String)
+    /// tabs closed recently and not back, newest first, at most this many (0: 20)
+    case closed(UInt32)
+
+  }
+
+  public init() {}
+}
+
+public nonisolated struct Tabsync_V1_HistoryPage: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// 0: from the newest
+  public var before: UInt64 = 0
+
+  /// 1-1000; 0: 50
+  public var limit: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -356,6 +456,119 @@ public nonisolated struct Tabsync_V1_Applied: Sendable {
   public init() {}
 
   fileprivate var _op: Tabsync_V1_Op? = nil
+}
+
+public nonisolated struct Tabsync_V1_HistoryAnswer: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var id: UInt32 = 0
+
+  /// for `ops`: newest first
+  public var ops: [Tabsync_V1_HistoryEntry] = []
+
+  /// for `ops`: the `before` of the next page; 0 at the oldest kept op
+  public var next: UInt64 = 0
+
+  /// for `version` and `at`
+  public var state: Tabsync_V1_Snapshot {
+    get {_state ?? Tabsync_V1_Snapshot()}
+    set {_state = newValue}
+  }
+  /// Returns true if `state` has been explicitly set.
+  public var hasState: Bool {self._state != nil}
+  /// Clears the value of `state`. Subsequent reads from it will return its default value.
+  public mutating func clearState() {self._state = nil}
+
+  /// for `closed`
+  public var closed: [Tabsync_V1_ClosedTab] = []
+
+  /// set when the query could not be answered (nothing else is)
+  public var error: Tabsync_V1_Error {
+    get {_error ?? Tabsync_V1_Error()}
+    set {_error = newValue}
+  }
+  /// Returns true if `error` has been explicitly set.
+  public var hasError: Bool {self._error != nil}
+  /// Clears the value of `error`. Subsequent reads from it will return its default value.
+  public mutating func clearError() {self._error = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _state: Tabsync_V1_Snapshot? = nil
+  fileprivate var _error: Tabsync_V1_Error? = nil
+}
+
+/// One stored op with who made it and when.
+public nonisolated struct Tabsync_V1_HistoryEntry: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var version: UInt64 = 0
+
+  /// canonical, as applied
+  public var op: Tabsync_V1_Op {
+    get {_op ?? Tabsync_V1_Op()}
+    set {_op = newValue}
+  }
+  /// Returns true if `op` has been explicitly set.
+  public var hasOp: Bool {self._op != nil}
+  /// Clears the value of `op`. Subsequent reads from it will return its default value.
+  public mutating func clearOp() {self._op = nil}
+
+  public var clientID: String = String()
+
+  public var seq: UInt64 = 0
+
+  public var activeTabID: String = String()
+
+  /// the token's sub, else the Hello's client_name; "" for server-made ops
+  public var author: String = String()
+
+  /// commit time, RFC 3339 with milliseconds; "" when not kept
+  public var at: String = String()
+
+  /// one line for people
+  public var summary: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _op: Tabsync_V1_Op? = nil
+}
+
+/// A tab that was closed and is not in the workspace now: its fields as they were just before.
+public nonisolated struct Tabsync_V1_ClosedTab: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var tab: Tabsync_V1_Tab {
+    get {_tab ?? Tabsync_V1_Tab()}
+    set {_tab = newValue}
+  }
+  /// Returns true if `tab` has been explicitly set.
+  public var hasTab: Bool {self._tab != nil}
+  /// Clears the value of `tab`. Subsequent reads from it will return its default value.
+  public mutating func clearTab() {self._tab = nil}
+
+  /// the version of the op that closed it
+  public var version: UInt64 = 0
+
+  public var at: String = String()
+
+  public var author: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _tab: Tabsync_V1_Tab? = nil
 }
 
 public nonisolated struct Tabsync_V1_Rejected: Sendable {
@@ -509,6 +722,22 @@ public nonisolated struct Tabsync_V1_Op: Sendable {
     set {kind = .rekey(newValue)}
   }
 
+  public var restore: Tabsync_V1_Restore {
+    get {
+      if case .restore(let v)? = kind {return v}
+      return Tabsync_V1_Restore()
+    }
+    set {kind = .restore(newValue)}
+  }
+
+  public var reopen: Tabsync_V1_Reopen {
+    get {
+      if case .reopen(let v)? = kind {return v}
+      return Tabsync_V1_Reopen()
+    }
+    set {kind = .reopen(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -521,6 +750,8 @@ public nonisolated struct Tabsync_V1_Op: Sendable {
     case setEditable(Tabsync_V1_SetEditable)
     case replace(Tabsync_V1_Replace)
     case rekey(Tabsync_V1_Rekey)
+    case restore(Tabsync_V1_Restore)
+    case reopen(Tabsync_V1_Reopen)
 
   }
 
@@ -762,6 +993,63 @@ public nonisolated struct Tabsync_V1_Rekey: Sendable {
   public init() {}
 }
 
+/// Puts the workspace back as it was at `version` (its tabs, order, active tab and editable), as a
+/// new version: history is never rewritten. Clients send only `version`; the server fills `state`
+/// in the Applied it sends (proto/README.md#restore).
+public nonisolated struct Tabsync_V1_Restore: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var version: UInt64 = 0
+
+  public var state: Tabsync_V1_RestoredState {
+    get {_state ?? Tabsync_V1_RestoredState()}
+    set {_state = newValue}
+  }
+  /// Returns true if `state` has been explicitly set.
+  public var hasState: Bool {self._state != nil}
+  /// Clears the value of `state`. Subsequent reads from it will return its default value.
+  public mutating func clearState() {self._state = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _state: Tabsync_V1_RestoredState? = nil
+}
+
+public nonisolated struct Tabsync_V1_RestoredState: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// display order, keys as they were
+  public var tabs: [Tabsync_V1_Tab] = []
+
+  public var editable: Bool = false
+
+  public var activeTabID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Brings back a closed tab with its last fields, between its old neighbours where they still
+/// are, and activates it. Applied as the `add` it becomes.
+public nonisolated struct Tabsync_V1_Reopen: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var tabID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Tabsync_V1_TabKey: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -890,7 +1178,7 @@ nonisolated extension Tabsync_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension Tabsync_V1_ClientMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ClientMessage"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hello\0\u{1}submit\0\u{1}focus\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hello\0\u{1}submit\0\u{1}focus\0\u{1}history\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -937,6 +1225,19 @@ nonisolated extension Tabsync_V1_ClientMessage: SwiftProtobuf.Message, SwiftProt
           self.message = .focus(v)
         }
       }()
+      case 4: try {
+        var v: Tabsync_V1_HistoryQuery?
+        var hadOneofValue = false
+        if let current = self.message {
+          hadOneofValue = true
+          if case .history(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.message = .history(v)
+        }
+      }()
       default: break
       }
     }
@@ -960,6 +1261,10 @@ nonisolated extension Tabsync_V1_ClientMessage: SwiftProtobuf.Message, SwiftProt
       guard case .focus(let v)? = self.message else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
     }()
+    case .history?: try {
+      guard case .history(let v)? = self.message else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    }()
     case nil: break
     }
     try unknownFields.traverse(visitor: &visitor)
@@ -974,7 +1279,7 @@ nonisolated extension Tabsync_V1_ClientMessage: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Tabsync_V1_ServerMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ServerMessage"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}welcome\0\u{1}applied\0\u{1}rejected\0\u{1}presence\0\u{1}error\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}welcome\0\u{1}applied\0\u{1}rejected\0\u{1}presence\0\u{1}error\0\u{1}history\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1047,6 +1352,19 @@ nonisolated extension Tabsync_V1_ServerMessage: SwiftProtobuf.Message, SwiftProt
           self.message = .error(v)
         }
       }()
+      case 6: try {
+        var v: Tabsync_V1_HistoryAnswer?
+        var hadOneofValue = false
+        if let current = self.message {
+          hadOneofValue = true
+          if case .history(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.message = .history(v)
+        }
+      }()
       default: break
       }
     }
@@ -1077,6 +1395,10 @@ nonisolated extension Tabsync_V1_ServerMessage: SwiftProtobuf.Message, SwiftProt
     case .error?: try {
       guard case .error(let v)? = self.message else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    }()
+    case .history?: try {
+      guard case .history(let v)? = self.message else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
     }()
     case nil: break
     }
@@ -1224,6 +1546,132 @@ nonisolated extension Tabsync_V1_Focus: SwiftProtobuf.Message, SwiftProtobuf._Me
   }
 }
 
+nonisolated extension Tabsync_V1_HistoryQuery: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".HistoryQuery"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}ops\0\u{1}version\0\u{1}at\0\u{1}closed\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.id) }()
+      case 2: try {
+        var v: Tabsync_V1_HistoryPage?
+        var hadOneofValue = false
+        if let current = self.what {
+          hadOneofValue = true
+          if case .ops(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.what = .ops(v)
+        }
+      }()
+      case 3: try {
+        var v: UInt64?
+        try decoder.decodeSingularUInt64Field(value: &v)
+        if let v = v {
+          if self.what != nil {try decoder.handleConflictingOneOf()}
+          self.what = .version(v)
+        }
+      }()
+      case 4: try {
+        var v: String?
+        try decoder.decodeSingularStringField(value: &v)
+        if let v = v {
+          if self.what != nil {try decoder.handleConflictingOneOf()}
+          self.what = .at(v)
+        }
+      }()
+      case 5: try {
+        var v: UInt32?
+        try decoder.decodeSingularUInt32Field(value: &v)
+        if let v = v {
+          if self.what != nil {try decoder.handleConflictingOneOf()}
+          self.what = .closed(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.id != 0 {
+      try visitor.visitSingularUInt32Field(value: self.id, fieldNumber: 1)
+    }
+    switch self.what {
+    case .ops?: try {
+      guard case .ops(let v)? = self.what else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .version?: try {
+      guard case .version(let v)? = self.what else { preconditionFailure() }
+      try visitor.visitSingularUInt64Field(value: v, fieldNumber: 3)
+    }()
+    case .at?: try {
+      guard case .at(let v)? = self.what else { preconditionFailure() }
+      try visitor.visitSingularStringField(value: v, fieldNumber: 4)
+    }()
+    case .closed?: try {
+      guard case .closed(let v)? = self.what else { preconditionFailure() }
+      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 5)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Tabsync_V1_HistoryQuery, rhs: Tabsync_V1_HistoryQuery) -> Bool {
+    if lhs.id != rhs.id {return false}
+    if lhs.what != rhs.what {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Tabsync_V1_HistoryPage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".HistoryPage"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}before\0\u{1}limit\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.before) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.before != 0 {
+      try visitor.visitSingularUInt64Field(value: self.before, fieldNumber: 1)
+    }
+    if self.limit != 0 {
+      try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Tabsync_V1_HistoryPage, rhs: Tabsync_V1_HistoryPage) -> Bool {
+    if lhs.before != rhs.before {return false}
+    if lhs.limit != rhs.limit {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Tabsync_V1_Welcome: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Welcome"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}session_id\0\u{3}client_id\0\u{1}epoch\0\u{1}recovered\0\u{1}snapshot\0\u{1}missed\0\u{3}last_seq\0\u{1}limits\0")
@@ -1342,6 +1790,183 @@ nonisolated extension Tabsync_V1_Applied: SwiftProtobuf.Message, SwiftProtobuf._
     if lhs.clientID != rhs.clientID {return false}
     if lhs.seq != rhs.seq {return false}
     if lhs.activeTabID != rhs.activeTabID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Tabsync_V1_HistoryAnswer: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".HistoryAnswer"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}ops\0\u{1}next\0\u{1}state\0\u{1}closed\0\u{1}error\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.id) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.ops) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.next) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._state) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.closed) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._error) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.id != 0 {
+      try visitor.visitSingularUInt32Field(value: self.id, fieldNumber: 1)
+    }
+    if !self.ops.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.ops, fieldNumber: 2)
+    }
+    if self.next != 0 {
+      try visitor.visitSingularUInt64Field(value: self.next, fieldNumber: 3)
+    }
+    try { if let v = self._state {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    if !self.closed.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.closed, fieldNumber: 5)
+    }
+    try { if let v = self._error {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Tabsync_V1_HistoryAnswer, rhs: Tabsync_V1_HistoryAnswer) -> Bool {
+    if lhs.id != rhs.id {return false}
+    if lhs.ops != rhs.ops {return false}
+    if lhs.next != rhs.next {return false}
+    if lhs._state != rhs._state {return false}
+    if lhs.closed != rhs.closed {return false}
+    if lhs._error != rhs._error {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Tabsync_V1_HistoryEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".HistoryEntry"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}op\0\u{3}client_id\0\u{1}seq\0\u{3}active_tab_id\0\u{1}author\0\u{1}at\0\u{1}summary\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._op) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.clientID) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.activeTabID) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.author) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.at) }()
+      case 8: try { try decoder.decodeSingularStringField(value: &self.summary) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.version != 0 {
+      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 1)
+    }
+    try { if let v = self._op {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if !self.clientID.isEmpty {
+      try visitor.visitSingularStringField(value: self.clientID, fieldNumber: 3)
+    }
+    if self.seq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 4)
+    }
+    if !self.activeTabID.isEmpty {
+      try visitor.visitSingularStringField(value: self.activeTabID, fieldNumber: 5)
+    }
+    if !self.author.isEmpty {
+      try visitor.visitSingularStringField(value: self.author, fieldNumber: 6)
+    }
+    if !self.at.isEmpty {
+      try visitor.visitSingularStringField(value: self.at, fieldNumber: 7)
+    }
+    if !self.summary.isEmpty {
+      try visitor.visitSingularStringField(value: self.summary, fieldNumber: 8)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Tabsync_V1_HistoryEntry, rhs: Tabsync_V1_HistoryEntry) -> Bool {
+    if lhs.version != rhs.version {return false}
+    if lhs._op != rhs._op {return false}
+    if lhs.clientID != rhs.clientID {return false}
+    if lhs.seq != rhs.seq {return false}
+    if lhs.activeTabID != rhs.activeTabID {return false}
+    if lhs.author != rhs.author {return false}
+    if lhs.at != rhs.at {return false}
+    if lhs.summary != rhs.summary {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Tabsync_V1_ClosedTab: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ClosedTab"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}tab\0\u{1}version\0\u{1}at\0\u{1}author\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._tab) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.at) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.author) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._tab {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.version != 0 {
+      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 2)
+    }
+    if !self.at.isEmpty {
+      try visitor.visitSingularStringField(value: self.at, fieldNumber: 3)
+    }
+    if !self.author.isEmpty {
+      try visitor.visitSingularStringField(value: self.author, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Tabsync_V1_ClosedTab, rhs: Tabsync_V1_ClosedTab) -> Bool {
+    if lhs._tab != rhs._tab {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.at != rhs.at {return false}
+    if lhs.author != rhs.author {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1514,7 +2139,7 @@ nonisolated extension Tabsync_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Tabsync_V1_Op: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Op"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}add\0\u{1}open\0\u{1}move\0\u{1}remove\0\u{1}activate\0\u{1}update\0\u{3}set_editable\0\u{1}replace\0\u{1}rekey\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}add\0\u{1}open\0\u{1}move\0\u{1}remove\0\u{1}activate\0\u{1}update\0\u{3}set_editable\0\u{1}replace\0\u{1}rekey\0\u{1}restore\0\u{1}reopen\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1639,6 +2264,32 @@ nonisolated extension Tabsync_V1_Op: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.kind = .rekey(v)
         }
       }()
+      case 10: try {
+        var v: Tabsync_V1_Restore?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .restore(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .restore(v)
+        }
+      }()
+      case 11: try {
+        var v: Tabsync_V1_Reopen?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .reopen(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .reopen(v)
+        }
+      }()
       default: break
       }
     }
@@ -1685,6 +2336,14 @@ nonisolated extension Tabsync_V1_Op: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .rekey?: try {
       guard case .rekey(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+    }()
+    case .restore?: try {
+      guard case .restore(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+    }()
+    case .reopen?: try {
+      guard case .reopen(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
     }()
     case nil: break
     }
@@ -2051,6 +2710,115 @@ nonisolated extension Tabsync_V1_Rekey: SwiftProtobuf.Message, SwiftProtobuf._Me
 
   public static func ==(lhs: Tabsync_V1_Rekey, rhs: Tabsync_V1_Rekey) -> Bool {
     if lhs.keys != rhs.keys {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Tabsync_V1_Restore: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Restore"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}state\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._state) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.version != 0 {
+      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 1)
+    }
+    try { if let v = self._state {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Tabsync_V1_Restore, rhs: Tabsync_V1_Restore) -> Bool {
+    if lhs.version != rhs.version {return false}
+    if lhs._state != rhs._state {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Tabsync_V1_RestoredState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RestoredState"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}tabs\0\u{1}editable\0\u{3}active_tab_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.tabs) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.editable) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.activeTabID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.tabs.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.tabs, fieldNumber: 1)
+    }
+    if self.editable != false {
+      try visitor.visitSingularBoolField(value: self.editable, fieldNumber: 2)
+    }
+    if !self.activeTabID.isEmpty {
+      try visitor.visitSingularStringField(value: self.activeTabID, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Tabsync_V1_RestoredState, rhs: Tabsync_V1_RestoredState) -> Bool {
+    if lhs.tabs != rhs.tabs {return false}
+    if lhs.editable != rhs.editable {return false}
+    if lhs.activeTabID != rhs.activeTabID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Tabsync_V1_Reopen: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Reopen"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}tab_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.tabID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.tabID.isEmpty {
+      try visitor.visitSingularStringField(value: self.tabID, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Tabsync_V1_Reopen, rhs: Tabsync_V1_Reopen) -> Bool {
+    if lhs.tabID != rhs.tabID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
