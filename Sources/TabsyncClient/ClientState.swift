@@ -1,4 +1,5 @@
 import TabsyncCore
+import TabsyncProto
 
 /// Where a client's connection stands.
 public enum ConnectionState: Sendable, Equatable, CustomStringConvertible {
@@ -72,6 +73,8 @@ public enum ClientEvent: Sendable, Equatable {
     case othersCount(Int)
     /// The server sent an `Error` (it closes the connection after it).
     case serverError(code: ErrorCode?, message: String)
+    /// The answer to a history query this client sent (`HistoryQuery`, matched by its id).
+    case history(Tabsync_V1_HistoryAnswer)
     /// The stream broke (a version gap, an epoch change, an op that does not fit): the client
     /// reconnects and catches up.
     case resync(reason: String)

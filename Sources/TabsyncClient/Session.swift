@@ -259,6 +259,9 @@ struct Session {
                 state.refusal = .refused(code, error.message)
             }
             return nil
+        case .history(let answer):
+            emit(.history(answer))
+            return nil
         case nil:
             return protocolTrouble("a server message with no field set")
         }

@@ -135,4 +135,9 @@ extension Tabsync_V1_ServerMessage {
         self.init()
         message = .presence(presence)
     }
+
+    public init(history: Tabsync_V1_HistoryAnswer) {
+        self.init()
+        message = .history(history)
+    }
 }

@@ -2,7 +2,7 @@ import TabsyncCore
 
 extension Tabsync_V1_Tab {
     /// The wire form of a tab; every field is copied (empty text is simply not sent).
-    init(_ tab: Tab) {
+    public init(_ tab: Tab) {
         self.init()
         id = tab.id
         title = tab.title

@@ -92,9 +92,15 @@ extension LoopDriver {
         routing = requestId
         let rest = String(path.dropFirst(prefix.count))
         let token = configuration.accessTokens != nil ? Self.bearerToken(wsi) : nil
+        let query = Self.queryString(wsi)
         if rest.hasSuffix("/history") {
             dispatch(.historyRequested(
-                requestId, workspaceId: String(rest.dropLast("/history".count)), query: Self.queryString(wsi), bearerToken: token))
+                requestId, workspaceId: String(rest.dropLast("/history".count)), resource: .ops, query: query, bearerToken: token))
+        } else if rest.hasSuffix("/closed") {
+            dispatch(.historyRequested(
+                requestId, workspaceId: String(rest.dropLast("/closed".count)), resource: .closed, query: query, bearerToken: token))
+        } else if query.split(separator: "&").contains(where: { $0.hasPrefix("version=") || $0.hasPrefix("at=") }) {
+            dispatch(.historyRequested(requestId, workspaceId: rest, resource: .state, query: query, bearerToken: token))
         } else {
             dispatch(.snapshotRequested(requestId, workspaceId: rest, bearerToken: token))
         }

@@ -293,7 +293,7 @@ final class LoopDriver {
                 ])
             }
             close(connection, code: reason.code, reason: reason.text, flush: reason.flushesQueue, grace: grace)
-        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat, .admin:
+        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat, .admin, .readHistory:
             // One store turn on the store executor (serial: store calls never overlap); its answer
             // comes back to the loop as an event through the inbox.
             let (turn, inbox) = (storeTurn, server.inbox)

@@ -103,6 +103,8 @@ extension ServerCore {
         case .setEditable?: "setEditable"
         case .replace?: "replace"
         case .rekey?: "rekey"
+        case .restore?: "restore"
+        case .reopen?: "reopen"
         case nil: "an empty op"
         }
     }

@@ -28,8 +28,6 @@ extension ServerCore {
             case readLog(after: Int64)
             case listWorkspaces(after: String?, limit: Int)
             case delete(String)
-            /// A workspace's stored ops before a version, newest first (``HistoryStore``).
-            case history(workspace: String, before: UInt64?, limit: Int)
         }
     }
 
@@ -39,7 +37,6 @@ extension ServerCore {
         case entries([AdminEntry])
         case workspaces([WorkspaceSummary])
         case deleted(Bool)
-        case history([HistoryEntry])
     }
 
     /// The id the admin API gives a session: this node's name and the connection's number.
@@ -190,8 +187,6 @@ extension ServerCore {
             let waiting = admin.deleting.removeValue(forKey: workspace)?.requests ?? []
             logger.warning("could not delete a workspace", metadata: ["workspace": "\(workspace)", "error": "\(error)"])
             for requestId in waiting { emit(.respond(requestId, AdminJSON.error(503, "store unavailable: \(error)"))) }
-        case (.history(let workspace, _, _), .success(.history(let entries))):
-            if let requestId = call.request { emit(.respond(requestId, historyResponse(workspace, entries))) }
         case (_, .failure(let error)):
             if let requestId = call.request {
                 admin.listing[requestId] = nil

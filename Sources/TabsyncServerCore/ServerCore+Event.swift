@@ -56,9 +56,11 @@ extension ServerCore {
         case tokenVerified(AuthRequest, Result<AccessGrant, AuthError>)
         /// `GET /v1/workspaces/{id}`: the id as it came in the path, and the bearer token if any.
         case snapshotRequested(RequestID, workspaceId: String, bearerToken: String?)
-        /// `GET /v1/workspaces/{id}/history`: the id as it came in the path, its query string, and
-        /// the bearer token if any.
-        case historyRequested(RequestID, workspaceId: String, query: String, bearerToken: String?)
+        /// `GET /v1/workspaces/{id}/history`, `/closed`, or the snapshot with `?version=` or
+        /// `?at=`: the id as it came in the path, which, its query string, and the bearer token if any.
+        case historyRequested(RequestID, workspaceId: String, resource: HistoryResource, query: String, bearerToken: String?)
+        /// A history read finished (``Action/readHistory(_:)``).
+        case historyRead(HistoryCall, Result<HistoryResult, HistoryFailure>)
         /// A call of the admin API (``AdminRequest``) and the bearer token if any.
         case adminRequested(RequestID, AdminRequest, bearerToken: String?)
         /// The store answered an admin call (``Action/admin(_:)``).
@@ -108,10 +110,22 @@ extension ServerCore {
         case verifyToken(AuthRequest, String)
         /// Carry out an admin call on the store (``AdminStore``); answered by ``Event/adminAnswered(_:_:)``.
         case admin(AdminCall)
+        /// Read history from the store (``HistoryReader``); answered by ``Event/historyRead(_:_:)``.
+        case readHistory(HistoryCall)
         /// Answer an HTTP request.
         case respond(RequestID, HTTPResponse)
         /// The stop is over: leave the event loop.
         case stop
+    }
+
+    /// Which history an HTTP request reads.
+    package enum HistoryResource: Sendable, Equatable {
+        /// `/history`: ops, newest first.
+        case ops
+        /// `/closed`: recently closed tabs.
+        case closed
+        /// The snapshot path with `?version=` or `?at=`: a past state.
+        case state
     }
 
     /// Who waits for a token check: a session's Hello, or an HTTP request.

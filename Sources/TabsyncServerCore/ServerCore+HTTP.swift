@@ -38,9 +38,7 @@ extension ServerCore {
         switch result {
         case .success(let grant) where grant.admits(id) && !grant.isExpired(at: wallNow) && !admin.revocations.revokes(grant):
             guard Validation.isValidWorkspaceId(id) else { return emit(.respond(requestId, .notFound)) }
-            if let history = pending.history {
-                return emit(.admin(AdminCall(request: requestId, work: .history(workspace: id, before: history.before, limit: history.limit))))
-            }
+            if let history = pending.history { return readHistory(history, of: id, for: .http(requestId)) }
             snapshotOrLoad(requestId, id)
         case .success:
             logger.info("http unauthorized", metadata: ["reason": "\(AuthError.wrongWorkspace)"])
@@ -75,39 +73,74 @@ extension ServerCore {
 
     // MARK: history
 
-    /// `GET /v1/workspaces/{id}/history?before=V&limit=N` (docs/design.md, "History"): the
-    /// stored ops before version V (default: from the newest), newest first, N of them (default 50,
-    /// at most 1,000), each with its time, author and a one-line summary. Read from the store, so
-    /// it shows only what is durable; the same tokens as the snapshot.
-    mutating func historyRequested(_ requestId: RequestID, workspaceId id: String, query: String, bearerToken: String?) {
-        var before: UInt64?
-        var limit = 50
-        for pair in query.split(separator: "&") {
-            let kv = pair.split(separator: "=", maxSplits: 1).map(String.init)
-            guard kv.count == 2 else { continue }
-            switch kv[0] {
-            case "before":
-                guard let value = UInt64(kv[1]), value > 0 else {
-                    return emit(.respond(requestId, HTTPResponse(status: 400, body: "before must be a version of 1 or more\n")))
-                }
-                before = value
-            case "limit":
-                guard let value = Int(kv[1]), (1...1_000).contains(value) else {
-                    return emit(.respond(requestId, HTTPResponse(status: 400, body: "limit must be a whole number from 1 to 1000\n")))
-                }
-                limit = value
-            default:
-                break
-            }
+    /// `GET /v1/workspaces/{id}/history?before=V&limit=N` (docs/design.md, "History"): the stored
+    /// ops before version V (default: from the newest), newest first, N of them (default 50, at
+    /// most 1,000), each with its time, author and a one-line summary. `GET /v1/workspaces/{id}/closed?limit=N`:
+    /// the tabs closed recently and not back (default 20, at most 100). `GET /v1/workspaces/{id}?version=V`
+    /// or `?at=RFC3339`: the state then, as a snapshot. Read from the store, so they show only what is
+    /// durable; the same tokens as the snapshot.
+    mutating func historyRequested(
+        _ requestId: RequestID, workspaceId id: String, resource: HistoryResource, query: String, bearerToken: String?
+    ) {
+        let read: HistoryRead
+        switch Self.historyRead(resource, query: query) {
+        case .success(let r): read = r
+        case .failure(let message): return emit(.respond(requestId, HTTPResponse(status: 400, body: message.text + "\n")))
         }
         if settings.accessControl {
             guard let token = bearerToken else { return emit(.respond(requestId, .unauthorized)) }
-            pendingHTTP[requestId] = PendingHTTP(workspaceId: id, authorizing: true, history: (before, limit))
+            pendingHTTP[requestId] = PendingHTTP(workspaceId: id, authorizing: true, history: read)
             emit(.verifyToken(.http(requestId), token))
             return
         }
         guard Validation.isValidWorkspaceId(id) else { return emit(.respond(requestId, .notFound)) }
-        emit(.admin(AdminCall(request: requestId, work: .history(workspace: id, before: before, limit: limit))))
+        readHistory(read, of: id, for: .http(requestId))
+    }
+
+    struct QueryProblem: Error { var text: String }
+
+    /// The read an HTTP query asks for, or what is wrong with it.
+    static func historyRead(_ resource: HistoryResource, query: String) -> Result<HistoryRead, QueryProblem> {
+        var fields: [String: String] = [:]
+        for pair in query.split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            guard kv.count == 2 else { continue }
+            fields[kv[0]] = kv[1].removingPercentEncoding ?? kv[1]
+        }
+        switch resource {
+        case .ops:
+            var before: UInt64?
+            if let text = fields["before"] {
+                guard let value = UInt64(text), value > 0 else { return .failure(QueryProblem(text: "before must be a version of 1 or more")) }
+                before = value
+            }
+            var limit = 50
+            if let text = fields["limit"] {
+                guard let value = Int(text), (1...1_000).contains(value) else {
+                    return .failure(QueryProblem(text: "limit must be a whole number from 1 to 1000"))
+                }
+                limit = value
+            }
+            return .success(.ops(before: before, limit: limit))
+        case .closed:
+            var limit = 20
+            if let text = fields["limit"] {
+                guard let value = Int(text), (1...100).contains(value) else {
+                    return .failure(QueryProblem(text: "limit must be a whole number from 1 to 100"))
+                }
+                limit = value
+            }
+            return .success(.closed(limit: limit))
+        case .state:
+            if let text = fields["version"] {
+                guard let value = UInt64(text) else { return .failure(QueryProblem(text: "version must be a whole number")) }
+                return .success(.version(value))
+            }
+            guard let text = fields["at"], let date = parseTime(text) else {
+                return .failure(QueryProblem(text: "at must be an RFC 3339 time, e.g. 2026-11-27T10:00:00Z"))
+            }
+            return .success(.time(date))
+        }
     }
 
     /// The history answer: `{"workspace", "ops": [{version, at, author, clientId, seq, summary, op}], "next"}`

@@ -78,6 +78,8 @@ extension ServerCore {
             break
         case .submit(let submit, let hello):
             self.submit(submit, from: id, hello: hello)
+        case .history(let query, let hello):
+            historyQuery(query, from: id, workspaceId: hello.workspaceId)
         case .refocused:
             guard let workspaceId = sessions[id]?.workspaceId,
                   workspaces.withHub(workspaceId, { $0.presence.refocused(id) }) != nil else { return }
@@ -237,6 +239,7 @@ extension ServerCore {
         var input = SubmitInput(
             clientId: hello.clientId, seq: submit.seq, baseVersion: submit.baseVersion, request: request, receivedAt: now)
         input.author = sessions[id]?.access?.subject ?? hello.clientName
+        if case .op(let op) = request, op.needsHistory, awaitHistory(input, op, from: id, workspaceId: hello.workspaceId) { return }
         sequence(input, from: id, workspaceId: hello.workspaceId)
         startCommitIfIdle()
     }

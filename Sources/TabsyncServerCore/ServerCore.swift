@@ -52,6 +52,9 @@ package struct ServerCore {
     var admin = AdminState()
     /// Counts for the operators' quotas.
     var quotas = QuotaState()
+    /// History reads out at the store, and who waits for each (ServerCore+History.swift).
+    var historyCalls: [UInt64: HistoryAsker] = [:]
+    var nextHistoryCall: UInt64 = 0
 
     /// The instant of the event being handled, and the wall clock at one instant.
     private var clock: Clock
@@ -96,9 +99,8 @@ package struct ServerCore {
     struct PendingHTTP {
         var workspaceId: String
         var authorizing: Bool
-        /// A history read (`/v1/workspaces/{id}/history`): before which version, how many; nil: the
-        /// snapshot.
-        var history: (before: UInt64?, limit: Int)? = nil
+        /// A history read (`/history`, `/closed`, `?version=`, `?at=`); nil: the snapshot.
+        var history: HistoryRead? = nil
     }
 
     /// `now`: the instant the core starts at; `wallClock`: the wall-clock time at that instant.
@@ -167,14 +169,17 @@ package struct ServerCore {
             tokenVerified(request, result)
         case .snapshotRequested(let id, let workspaceId, let token):
             snapshotRequested(id, workspaceId: workspaceId, bearerToken: token)
-        case .historyRequested(let id, let workspaceId, let query, let token):
-            historyRequested(id, workspaceId: workspaceId, query: query, bearerToken: token)
+        case .historyRequested(let id, let workspaceId, let resource, let query, let token):
+            historyRequested(id, workspaceId: workspaceId, resource: resource, query: query, bearerToken: token)
+        case .historyRead(let call, let result):
+            historyRead(call, result)
         case .adminRequested(let id, let request, let token):
             adminRequested(id, request, bearerToken: token)
         case .adminAnswered(let call, let result):
             adminAnswered(call, result)
         case .requestGone(let id):
             pendingHTTP[id] = nil
+            for (call, asker) in historyCalls { if case .http(id) = asker { historyCalls[call] = nil } }
             admin.authorizing[id] = nil
             admin.listing[id] = nil
         case .shutdown:

@@ -26,8 +26,12 @@ struct SessionMachine {
     let pathWorkspace: String?
     let openedAt: ServerCore.Instant
     var phase: Phase = .awaitingHello
-    /// Messages that arrived before the `Welcome`, handled after it.
+    /// Messages that arrived before the `Welcome`, handled after it; and Submits that came while
+    /// a restore or reopen waited for its history read (``historyHold``), handled after it.
     var deferred: [Tabsync_V1_ClientMessage] = []
+    /// A restore or reopen of this session waits for its history read: later Submits wait too, so
+    /// seqs are consumed in order (ServerCore+History.swift).
+    var historyHold = false
     /// Set once the core closed the session.
     var closing: CloseReason?
     /// The op token bucket: `tokens` refill at `maxOpsPerSecond`, up to that many.
@@ -98,6 +102,8 @@ struct SessionMachine {
         case refocused(String)
         /// Nothing to do (a repeated focus, an invalid focus id, a closing session).
         case nothing
+        /// A history read over the session.
+        case history(Tabsync_V1_HistoryQuery, Hello)
     }
 
     /// Matches a message against the phase (see the type's guarantees).
@@ -118,8 +124,16 @@ struct SessionMachine {
             }
             deferred.append(message)
             return .deferred
+        case (.submit, .joined) where historyHold:
+            guard deferred.count < Self.maxDeferredMessages else {
+                return .violation(.protocolError, "too many messages while a restore or reopen was read")
+            }
+            deferred.append(message)
+            return .deferred
         case (.submit(let submit), .joined(let hello)):
             return .submit(submit, hello)
+        case (.history(let query), .joined(let hello)):
+            return .history(query, hello)
         case (.focus(let focus), .joined(var hello)):
             guard focus.tabID.isEmpty || Validation.isValidTabId(focus.tabID), focus.tabID != hello.focusTabId else {
                 return .nothing

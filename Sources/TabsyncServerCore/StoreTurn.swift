@@ -34,7 +34,7 @@ package struct StoreTurn: Sendable {
     /// True for the actions a store turn carries out.
     package static func handles(_ action: ServerCore.Action) -> Bool {
         switch action {
-        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat, .admin: true
+        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat, .admin, .readHistory: true
         default: false
         }
     }
@@ -104,6 +104,15 @@ package struct StoreTurn: Sendable {
             }
         case .admin(let call):
             return .adminAnswered(call, adminAnswer(call.work))
+        case .readHistory(let call):
+            guard let history = store as? any HistoryStore else {
+                return .historyRead(call, .failure(.store(.readFailed("this store keeps no history"))))
+            }
+            do throws(HistoryFailure) {
+                return .historyRead(call, .success(try HistoryReader(store: history).answer(call.read, workspaceId: call.workspaceId)))
+            } catch {
+                return .historyRead(call, .failure(error))
+            }
         case .send, .broadcast, .echo, .close, .verifyToken, .respond, .stop:
             return nil
         }
@@ -121,9 +130,6 @@ package struct StoreTurn: Sendable {
             case .listWorkspaces(let after, let limit):
                 return .success(.workspaces(try admin.workspaceSummaries(after: after, limit: limit)))
             case .delete(let id): return .success(.deleted(try admin.deleteWorkspace(id)))
-            case .history(let workspace, let before, let limit):
-                guard let history = store as? any HistoryStore else { return .failure(.readFailed("this store keeps no history")) }
-                return .success(.history(try history.history(workspaceId: workspace, before: before, limit: limit)))
             }
         } catch {
             return .failure(error)

@@ -47,6 +47,7 @@ public struct ServerOptions: ParsableArguments {
     @Option(SettingTable.checkpoint) public var checkpoint: String?
     @Option(SettingTable.walLimit) public var walLimit: String?
     @Option(SettingTable.storeTrace) public var storeTrace: String?
+    @Option(SettingTable.historyRetention) public var historyRetention: String?
 
     // MARK: several nodes on one PostgreSQL
 

@@ -48,6 +48,8 @@ public struct ServerSettings: Sendable {
     public var checkpoint: SQLiteStore.Options.Checkpoint
     public var walLimitBytes: Int64
     public var storeTrace: String?
+    /// How long every store keeps history (docs/design.md, "History").
+    public var historyRetention: HistoryRetention
     /// A PostgreSQL store shared with other nodes (`postgres://…` or `postgresql://…`); nil: the
     /// embedded store (`dataDir`, or memory). It wins over `dataDir`; with `memory` it is refused.
     public var storeURL: String?
@@ -141,11 +143,23 @@ public struct ServerSettings: Sendable {
         checkpoint = try T.checkpoint.resolve(flag: flags.checkpoint, environment: env)
         walLimitBytes = try T.walLimit.resolve(flag: flags.walLimit, environment: env)
         storeTrace = try T.storeTrace.resolve(flag: flags.storeTrace, environment: env)
+        historyRetention = try T.historyRetention.resolve(flag: flags.historyRetention, environment: env)
     }
 
     /// The SQLite store's options these settings give.
     public var sqliteOptions: SQLiteStore.Options {
-        SQLiteStore.Options(sync: sync, checkpoint: checkpoint, walLimitBytes: walLimitBytes, tracePath: storeTrace)
+        var options = SQLiteStore.Options(sync: sync, checkpoint: checkpoint, walLimitBytes: walLimitBytes, tracePath: storeTrace)
+        options.history = historyRetention
+        options.loadWindow = limits.logRetention
+        return options
+    }
+
+    /// The PostgreSQL store's options these settings give.
+    public var postgresOptions: PostgresStore.Options {
+        var options = PostgresStore.Options()
+        options.history = historyRetention
+        options.loadWindow = limits.logRetention
+        return options
     }
 
     /// The server configuration these settings give.

@@ -181,6 +181,13 @@ public enum SettingTable {
         valueName: "size", expected: "bytes, or a size such as 64M, 512K, 1G; at least 1M"
     ) { SettingValue.size($0).flatMap { $0 >= 1 << 20 ? $0 : nil } }
 
+    public static let historyRetention = Setting<HistoryRetention>(
+        "history-retention", default: .standard, show: { $0.description },
+        doc: "How long history is kept: every op for the first duration, then one state per day with activity "
+            + "for the second (30d,365d); units s, m, h, d. 0 turns history off (only the resume window is kept).",
+        valueName: "ops[,days]", expected: "0, or durations such as 30d or 30d,365d (the second not shorter)"
+    ) { HistoryRetention(parsing: $0) }
+
     public static let storeTrace = Setting<String?>(
         "store-trace", shownDefault: "none",
         doc: "Append one line per SQLite commit and per checkpoint to this file (durations, batch sizes, WAL "
@@ -252,7 +259,7 @@ public enum SettingTable {
         maxConnections.row, helloTimeout.row, idleTimeout.row, eventLoop.row, noWeb.row, tlsCert.row, tlsKey.row,
         allowOrigin.row, insecureNoAuth.row, maxConnectionsPerIP.row, maxHandshakesPerSecondPerIP.row,
         maxConnectionsPerSub.row, maxOpsPerSecondPerSub.row, maxConnectionsPerWorkspace.row,
-        authKeyFile.row, checkpoint.row, walLimit.row, storeTrace.row, store.row, storePollInterval.row, storeCommitLinger.row,
+        authKeyFile.row, checkpoint.row, walLimit.row, historyRetention.row, storeTrace.row, store.row, storePollInterval.row, storeCommitLinger.row,
         slowCloseGrace.row, shutdownTimeout.row, diagnosticsEcho.row, maxPresencePeers.row,
     ]
 

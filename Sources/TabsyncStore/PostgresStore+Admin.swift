@@ -108,4 +108,29 @@ extension PostgresStore: HistoryStore {
         }
         return try HistoryEntry.decode(rows, workspaceId: workspaceId, context: "")
     }
+
+    public func milestone(workspaceId: String, atOrBefore version: UInt64) throws(StoreError) -> Workspace? {
+        let blob = try withConnection(failure: StoreError.readFailed) { db throws(PGError) -> [UInt8]? in
+            let result = try db.execute(
+                "SELECT snapshot FROM tabsync_milestones WHERE workspace = $1 AND version <= $2 ORDER BY version DESC LIMIT 1",
+                [.text(workspaceId), .int64(Int64(bitPattern: min(version, UInt64(Int64.max))))])
+            return result.rowCount > 0 ? result.bytes(0, 0) : nil
+        }
+        return try blob.map { (b: [UInt8]) throws(StoreError) -> Workspace in
+            try StoreEncoding.decodeSnapshot(b, context: "milestone of \(workspaceId)")
+        }
+    }
+
+    public func version(workspaceId: String, at date: Date) throws(StoreError) -> UInt64? {
+        let ms = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let version = try withConnection(failure: StoreError.readFailed) { db throws(PGError) -> Int64? in
+            try db.execute(
+                """
+                SELECT greatest(
+                    (SELECT max(version) FROM tabsync_ops WHERE workspace = $1 AND committed_at <= to_timestamp($2 / 1000.0)),
+                    (SELECT max(version) FROM tabsync_milestones WHERE workspace = $1 AND committed_at <= to_timestamp($2 / 1000.0)))
+                """, [.text(workspaceId), .int64(ms)]).int64(0, 0)
+        }
+        return version.map { UInt64(bitPattern: $0) }
+    }
 }

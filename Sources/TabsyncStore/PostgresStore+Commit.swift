@@ -32,7 +32,9 @@ extension PostgresStore {
             }
             var rows = PostgresCommitRows()
             for id in touched {
-                try rows.add(id, byWorkspace[id] ?? [], batch, locked.rows[id], snapshotInterval: options.snapshotInterval)
+                try rows.add(
+                    id, byWorkspace[id] ?? [], batch, locked.rows[id], snapshotInterval: options.snapshotInterval,
+                    history: options.history, nowMs: options.clock.milliseconds())
             }
             let writes = rows.statements(channel: options.channel, node: node, holderTimeoutMillis: holderTimeoutMillis)
             do throws(PGError) {
@@ -58,6 +60,8 @@ extension PostgresStore {
         var version: UInt64
         var snapshotVersion: Int64
         var seqTaken: Bool
+        /// The newest milestone's version and commit time (Unix ms), nil when none.
+        var lastMilestone: (version: Int64, ms: Int64)? = nil
     }
 
     /// Opens the transaction, creates the version rows of workspaces that may be new (no base
@@ -87,7 +91,10 @@ extension PostgresStore {
             """
             SELECT w.workspace, w.version,
                    coalesce((SELECT s.version FROM tabsync_snapshots s WHERE s.workspace = w.workspace), -1),
-                   pg_current_xact_id()::text
+                   pg_current_xact_id()::text,
+                   coalesce((SELECT m.version FROM tabsync_milestones m WHERE m.workspace = w.workspace ORDER BY m.version DESC LIMIT 1), -1),
+                   (SELECT (extract(epoch FROM m.committed_at) * 1000)::int8 FROM tabsync_milestones m
+                    WHERE m.workspace = w.workspace ORDER BY m.version DESC LIMIT 1)
             FROM tabsync_workspaces w WHERE w.workspace = ANY($1::text[]) ORDER BY w.workspace FOR UPDATE
             """, [.array(.text, touched.map(PGValue.text))]))
         var fence: [[PGValue]] = [[], [], []]
@@ -113,9 +120,11 @@ extension PostgresStore {
         var rows: [String: LockedRow] = [:]
         for row in 0..<result.rowCount {
             let id = result.text(row, 0)
+            let milestone = try result.int64(row, 4) ?? -1
             rows[id] = LockedRow(
                 version: UInt64(bitPattern: try result.int64(row, 1) ?? 0), snapshotVersion: try result.int64(row, 2) ?? -1,
-                seqTaken: taken.contains(id))
+                seqTaken: taken.contains(id),
+                lastMilestone: milestone < 0 ? nil : (milestone, try result.int64(row, 5) ?? 0))
         }
         let transaction = result.rowCount > 0
             ? result.text(0, 3) : try db.execute("SELECT pg_current_xact_id()::text", prepared: true).text(0, 0)
@@ -136,6 +145,8 @@ struct PostgresCommitRows {
     private var refusalRows: [[PGValue]] = [[], [], [], [], [], [], []]
     private var snapshotRows: [[PGValue]] = [[], [], []]
     private var horizonRows: [[PGValue]] = [[], []]
+    private var milestoneRows: [[PGValue]] = [[], [], []]
+    private var historyTrimRows: [[PGValue]] = [[], [], [], []]
     /// Workspaces with a refusal in the batch (their old refusals are trimmed).
     private var refused: Set<String> = []
     /// How many refusals per workspace stay answerable (the batch's log retention).
@@ -144,7 +155,8 @@ struct PostgresCommitRows {
     /// Adds workspace `id`'s rows: `records`, its records in the batch, in order; `locked`, its
     /// locked version row (nil: none yet).
     mutating func add(
-        _ id: String, _ records: [CommitRecord], _ batch: CommitBatch, _ locked: PostgresStore.LockedRow?, snapshotInterval: Int
+        _ id: String, _ records: [CommitRecord], _ batch: CommitBatch, _ locked: PostgresStore.LockedRow?, snapshotInterval: Int,
+        history: HistoryRetention = .off, nowMs: Int64 = 0
     ) throws(PGError) {
         let retention = max(batch.logRetention, 1)
         refusalRetention = retention
@@ -173,12 +185,31 @@ struct PostgresCommitRows {
         let plan = RetentionPlan(
             version: stateVersion, lastSnapshot: lastSnapshot < 0 ? nil : lastSnapshot, retention: retention,
             snapshotInterval: snapshotInterval)
+        var bytes: [UInt8]?
         if plan.writesSnapshot {
-            let bytes = try encoded { () throws(StoreError) in try StoreEncoding.encode(state) }
-            Self.append(&snapshotRows, [workspace, .int64(stateVersion), .bytes(bytes)])
+            bytes = try encoded { () throws(StoreError) in try StoreEncoding.encode(state) }
+            Self.append(&snapshotRows, [workspace, .int64(stateVersion), .bytes(bytes!)])
         }
-        // A rekey leaves with the log window it translates keys of.
-        if plan.horizon > 0 { Self.append(&horizonRows, [workspace, .int64(plan.horizon)]) }
+        guard history.isOn else {
+            // A rekey leaves with the log window it translates keys of.
+            if plan.horizon > 0 { Self.append(&horizonRows, [workspace, .int64(plan.horizon)]) }
+            return
+        }
+        // History (HistoryRetention): milestones, and ops go only with the day's trim.
+        let lastMilestone = locked?.lastMilestone
+        let historyPlan = history.plan(
+            nowMs: nowMs, lastMilestoneMs: lastMilestone?.ms,
+            writesSnapshot: stateVersion - (lastMilestone?.version ?? 0) >= Int64(max(1, snapshotInterval)))
+        if historyPlan.writesMilestone, stateVersion > (lastMilestone?.version ?? 0) {
+            let milestone: [UInt8]
+            if let bytes { milestone = bytes } else { milestone = try encoded { () throws(StoreError) in try StoreEncoding.encode(state) } }
+            Self.append(&milestoneRows, [workspace, .int64(stateVersion), .bytes(milestone)])
+        }
+        if historyPlan.trims {
+            Self.append(&historyTrimRows, [
+                workspace, .int64(plan.horizon), .int64(historyPlan.opsBeforeMs), .int64(historyPlan.milestonesBeforeMs),
+            ])
+        }
     }
 
     /// The dedup rows: one per client (its highest seq in the batch), never moved backwards.
@@ -311,6 +342,36 @@ struct PostgresCommitRows {
                 SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[])
                 ON CONFLICT (workspace) DO UPDATE SET version = excluded.version, snapshot = excluded.snapshot
                 """, Self.arrays(snapshotRows, [.text, .int64, .bytes])))
+        }
+        if !milestoneRows[0].isEmpty {
+            statements.append(PGStatement(
+                """
+                INSERT INTO tabsync_milestones (workspace, version, snapshot)
+                SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[]) ON CONFLICT DO NOTHING
+                """, Self.arrays(milestoneRows, [.text, .int64, .bytes])))
+        }
+        if !historyTrimRows[0].isEmpty {
+            // Once a day per workspace: ops committed before the cut-off go (a prefix, never into
+            // the resume window), milestones before it but the last of each UTC day, and every
+            // milestone before the milestones' cut-off.
+            statements.append(PGStatement(
+                """
+                WITH h AS (SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) AS h(workspace, horizon, ops_ms, m_ms)),
+                     cut AS (
+                         SELECT h.workspace, to_timestamp(h.ops_ms / 1000.0) AS ops_before, to_timestamp(h.m_ms / 1000.0) AS m_before,
+                                least(h.horizon, coalesce((SELECT min(o.version) - 1 FROM tabsync_ops o
+                                                           WHERE o.workspace = h.workspace AND o.committed_at >= to_timestamp(h.ops_ms / 1000.0)),
+                                                          h.horizon)) AS upto
+                         FROM h),
+                     thin AS (
+                         DELETE FROM tabsync_milestones m USING cut
+                         WHERE m.workspace = cut.workspace AND m.committed_at < cut.ops_before
+                           AND (m.committed_at < cut.m_before OR m.version <> (
+                               SELECT max(n.version) FROM tabsync_milestones n WHERE n.workspace = m.workspace
+                                 AND date_trunc('day', n.committed_at AT TIME ZONE 'UTC') = date_trunc('day', m.committed_at AT TIME ZONE 'UTC')))),
+                     gone AS (DELETE FROM tabsync_rekeys r USING cut WHERE r.workspace = cut.workspace AND r.version <= cut.upto)
+                DELETE FROM tabsync_ops o USING cut WHERE o.workspace = cut.workspace AND o.version <= cut.upto
+                """, Self.arrays(historyTrimRows, [.text, .int64, .int64, .int64])))
         }
         if !horizonRows[0].isEmpty {
             statements.append(PGStatement(

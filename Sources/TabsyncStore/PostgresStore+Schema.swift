@@ -106,6 +106,17 @@ extension PostgresStore {
         ALTER TABLE tabsync_ops ADD COLUMN committed_at timestamptz;
         ALTER TABLE tabsync_ops ALTER COLUMN committed_at SET DEFAULT now();
         """,
+        // Version 6: milestones, the workspace's state at some versions with the commit time,
+        // kept by HistoryRetention: past states are replayed from the nearest one.
+        """
+        CREATE TABLE tabsync_milestones (
+            workspace text NOT NULL,
+            version int8 NOT NULL,
+            committed_at timestamptz NOT NULL DEFAULT now(),
+            snapshot bytea NOT NULL,
+            PRIMARY KEY (workspace, version)
+        );
+        """,
     ]
 
     /// Creates or migrates the schema to ``schemaVersion`` in one transaction under a transaction

@@ -53,6 +53,12 @@ public final class PostgresStore: WorkspaceStore {
         /// nodes' commits to them go on; the node's own commit then fails (its `COMMIT` finds the
         /// connection gone, and it learns the transaction rolled back).
         public var idleInTransactionSeconds: Double
+        /// How long history is kept (``HistoryRetention``; off: the resume window only).
+        public var history: HistoryRetention = .off
+        /// Ops a load reads before the snapshot at most (the server's log retention).
+        public var loadWindow = 10_000
+        /// The node's clock, for when a commit writes a milestone (commit times are PostgreSQL's).
+        public var clock = CommitClock()
 
         public init(
             snapshotInterval: Int = 256, connectTimeoutSeconds: Int = 3, schema: String? = nil,
@@ -379,7 +385,14 @@ public final class PostgresStore: WorkspaceStore {
             }
         }
         let lastSeqs = try self.lastSeqs(workspaceId, db)
-        let log = try ops(workspaceId, after: 0, limit: .max, db)
+        let bounds = try db.execute(
+            """
+            SELECT coalesce((SELECT version FROM tabsync_snapshots WHERE workspace = $1), 0),
+                   coalesce((SELECT max(version) FROM tabsync_ops WHERE workspace = $1), 0)
+            """, [id])
+        // Everything after the snapshot, and at most loadWindow ops in all (history keeps more).
+        let start = max(0, min(try bounds.int64(0, 0) ?? 0, (try bounds.int64(0, 1) ?? 0) - Int64(max(1, options.loadWindow))))
+        let log = try ops(workspaceId, after: UInt64(start), limit: .max, db)
         if StoredWorkspace.neverStored(snapshot: workspace, lastSeqs: lastSeqs, log: log) { return nil }
         let rejections = try self.rejections(workspaceId, db)
         let rekeys = try self.rekeys(workspaceId, from: StoredWorkspace.rekeyWindowStart(of: log), db)

@@ -95,7 +95,7 @@ struct TabsyncServerCommand: ParsableCommand {
     ) throws -> (any WorkspaceStore, SQLiteStore?, (any CommitFeed)?, (any HolderRegistry)?) {
         if let url = settings.storeURL {
             do throws(PostgresStore.OpenError) {
-                let store = try PostgresStore(url: url)
+                let store = try PostgresStore(url: url, options: settings.postgresOptions)
                 logger.info("store: postgresql, shared with other nodes", metadata: [
                     "url": "\(SettingValue.redacted(url))", "epoch": "\(store.epoch)",
                     "poll": "\(settings.storePollInterval)",
@@ -113,7 +113,7 @@ struct TabsyncServerCommand: ParsableCommand {
         }
         if settings.memory {
             logger.info("store: memory (nothing survives a restart)")
-            return (MemoryStore(), nil, nil, nil)
+            return (MemoryStore(history: settings.historyRetention), nil, nil, nil)
         }
         let mode = settings.sync
         do throws(SQLiteStore.OpenError) {

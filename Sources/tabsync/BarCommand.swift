@@ -138,6 +138,8 @@ struct BarCommand: AsyncParsableCommand {
             return [.notice("server error: " + (code.map { $0.wireName + ": " } ?? "") + message)]
         case .resync(let reason):
             return [.notice("resyncing: \(reason)")]
+        case .history:
+            return []
         case .disconnected(let ending):
             return [.notice("connection ended: \(ending)")]
         case .welcomed:

@@ -51,7 +51,6 @@ import TabsyncStore
             case .delete: return h.handle(.adminAnswered(call, .success(.deleted(true))))
             case .readLog: return h.handle(.adminAnswered(call, .success(.entries([]))))
             case .listWorkspaces: return h.handle(.adminAnswered(call, .success(.workspaces([]))))
-            case .history: return h.handle(.adminAnswered(call, .success(.history([]))))
             }
         }
         Issue.record("no admin store call among \(actions)")

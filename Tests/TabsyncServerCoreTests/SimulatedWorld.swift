@@ -737,7 +737,7 @@ struct SimulatedWorld {
         case .commit:
             if case .timeout? = handling { stats.lingerWakes += 1 }  // only a lingering batch waits for a deadline
             nodes[n].storeCalls.append(action)
-        case .load, .readChanges, .pollVersions, .hold, .admin:
+        case .load, .readChanges, .pollVersions, .hold, .admin, .readHistory:
             nodes[n].storeCalls.append(action)
         case .heartbeat:
             nodes[n].lastBeat = elapsed

@@ -1,0 +1,237 @@
+import Foundation
+import SwiftProtobuf
+import TabsyncCore
+import TabsyncProto
+import TabsyncStore
+
+/// History (docs/design.md, "History"): reads of past ops, states and closed tabs over HTTP and
+/// over an open session, and the two ops that need one first (`restore`, `reopen`).
+///
+/// Guarantees:
+/// - Every history read goes to the store off the loop (``Action/readHistory(_:)``) and shows only
+///   what is durable.
+/// - A `restore` or `reopen` is sequenced with its client's other ops in seq order: while its read
+///   is out, the session's later Submits wait (``SessionMachine/historyHold``); it is then
+///   sequenced as the op it resolved to (a restore with the state at its version, an `add` of the
+///   closed tab), or refused for good with the read's refusal, or refused `UNAVAILABLE` (nothing
+///   consumed) when the store could not be read, so the client's outbox sends it again.
+extension ServerCore {
+    /// One history read for the store, and who waits for it (kept in ``historyCalls``).
+    package struct HistoryCall: Sendable, Equatable {
+        package var id: UInt64
+        package var workspaceId: String
+        package var read: HistoryRead
+    }
+
+    /// Who waits for a history read.
+    enum HistoryAsker {
+        /// An HTTP request.
+        case http(RequestID)
+        /// A session's `HistoryQuery`, answered with this id.
+        case query(ConnectionID, queryId: UInt32)
+        /// A session's restore or reopen, sequenced once resolved.
+        case submit(ConnectionID, SubmitInput)
+    }
+
+    /// Asks the store for a history read.
+    mutating func readHistory(_ read: HistoryRead, of workspaceId: String, for asker: HistoryAsker) {
+        nextHistoryCall += 1
+        historyCalls[nextHistoryCall] = asker
+        emit(.readHistory(HistoryCall(id: nextHistoryCall, workspaceId: workspaceId, read: read)))
+    }
+
+    /// The store answered a history read.
+    mutating func historyRead(_ call: HistoryCall, _ result: Result<HistoryResult, HistoryFailure>) {
+        guard let asker = historyCalls.removeValue(forKey: call.id) else { return }
+        switch asker {
+        case .http(let requestId):
+            emit(.respond(requestId, httpHistoryResponse(call, result)))
+        case .query(let id, let queryId):
+            var answer = historyAnswer(call, result)
+            answer.id = queryId
+            send(Tabsync_V1_ServerMessage(history: answer), to: id)
+        case .submit(let id, let input):
+            resolved(input, from: id, call: call, result)
+        }
+    }
+
+    // MARK: ops that need history
+
+    /// A `restore` or `reopen` with a new seq: its read goes out and the session's later Submits
+    /// wait for it. False when the op is to be sequenced as it is (a seq already consumed gets its
+    /// answer again; an invalid one is refused by the sequencer).
+    mutating func awaitHistory(_ input: SubmitInput, _ op: TabsyncCore.Operation, from id: ConnectionID, workspaceId: String) -> Bool {
+        guard input.seq > 0, let live = workspaces.hub(workspaceId)?.live, input.seq > live.lastSeq(of: input.clientId) else {
+            return false
+        }
+        let read: HistoryRead
+        switch op {
+        case .restore(let version, nil): read = .version(version)
+        case .reopen(let tabId) where Validation.isValidTabId(tabId): read = .closedTab(tabId)
+        default: return false
+        }
+        sessions[id]!.historyHold = true
+        readHistory(read, of: workspaceId, for: .submit(id, input))
+        return true
+    }
+
+    /// The read a restore or reopen waited for came back: sequence what it resolved to, then the
+    /// session's Submits that waited behind it.
+    private mutating func resolved(
+        _ input: SubmitInput, from id: ConnectionID, call: HistoryCall, _ result: Result<HistoryResult, HistoryFailure>
+    ) {
+        guard sessions[id] != nil else { return }  // gone: its seq was not consumed; it comes again
+        sessions[id]!.historyHold = false
+        followUp(.deferredMessages(id))
+        guard sessions[id]!.closing == nil, case .joined = sessions[id]!.phase,
+              workspaces.phase(call.workspaceId) == .loaded, let live = workspaces.hub(call.workspaceId)?.live
+        else {
+            return reject(id, seq: input.seq, code: .unavailable, message: "the workspace is reloading; try again")
+        }
+        var input = input
+        switch (call.read, result) {
+        case (.version(let version), .success(.state(let state))):
+            var restored = RestoredState(state)
+            // Only a role that may set editable restores it (docs/security.md); others keep today's.
+            if let access = sessions[id]!.access, !access.role.permits(.setEditable(Tabsync_V1_SetEditable())) {
+                restored.editable = live.workspace.editable
+            }
+            input.request = .op(.restore(version: version, state: restored))
+        case (.closedTab, .success(.closed(let tabs))) where !tabs.isEmpty:
+            let closed = tabs[0]
+            var tab = closed.tab
+            tab.key = ""
+            input.request = .op(.add(tab: tab, place: Self.reopenPlace(closed, in: live.workspace), activate: true))
+        case (_, .failure(.refused(let error))):
+            input.request = .refuse(error)
+        case (_, .failure(.store(let error))):
+            logger.warning("history read failed", metadata: ["workspace": "\(call.workspaceId)", "error": "\(error)"])
+            return reject(id, seq: input.seq, code: .unavailable, message: "the store could not read history; try again")
+        default:
+            input.request = .refuse(.invalidArgument("history gave no answer to this op"))
+        }
+        sequence(input, from: id, workspaceId: call.workspaceId)
+        startCommitIfIdle()
+    }
+
+    /// Where a reopened tab goes: just after its old left neighbour if that is still there, else
+    /// just before its old right one, else at its old index.
+    static func reopenPlace(_ closed: ClosedTab, in workspace: Workspace) -> Place {
+        if let left = closed.leftId, let i = workspace.index(of: left) { return .index(UInt32(i + 1)) }
+        if let right = closed.rightId, let i = workspace.index(of: right) { return .index(UInt32(i)) }
+        return .index(UInt32(closed.index))
+    }
+
+    // MARK: queries over a session
+
+    /// A `HistoryQuery` from a joined session: any role that may read the workspace may ask.
+    mutating func historyQuery(_ query: Tabsync_V1_HistoryQuery, from id: ConnectionID, workspaceId: String) {
+        func refuse(_ message: String) {
+            var answer = Tabsync_V1_HistoryAnswer()
+            answer.id = query.id
+            answer.error.code = .invalidArgument
+            answer.error.message = message
+            send(Tabsync_V1_ServerMessage(history: answer), to: id)
+        }
+        let read: HistoryRead
+        switch query.what {
+        case .ops(let page)?:
+            guard page.limit <= 1_000 else { return refuse("limit must be from 1 to 1000 (0: 50)") }
+            read = .ops(before: page.before == 0 ? nil : page.before, limit: page.limit == 0 ? 50 : Int(page.limit))
+        case .version(let version)?:
+            read = .version(version)
+        case .at(let text)?:
+            guard let date = Self.parseTime(text) else { return refuse("at must be an RFC 3339 time, e.g. 2026-11-27T10:00:00Z") }
+            read = .time(date)
+        case .closed(let limit)?:
+            read = .closed(limit: limit == 0 ? 20 : Int(min(limit, 100)))
+        case nil:
+            return refuse("a HistoryQuery with nothing asked")
+        }
+        readHistory(read, of: workspaceId, for: .query(id, queryId: query.id))
+    }
+
+    /// The wire answer to a read.
+    func historyAnswer(_ call: HistoryCall, _ result: Result<HistoryResult, HistoryFailure>) -> Tabsync_V1_HistoryAnswer {
+        var answer = Tabsync_V1_HistoryAnswer()
+        switch result {
+        case .success(.ops(let entries)):
+            answer.ops = entries.map(Self.wireEntry)
+            if let oldest = entries.last?.op.version, oldest > 1 { answer.next = oldest }
+        case .success(.state(let state)):
+            answer.state = Tabsync_V1_Snapshot(stateWithEpoch(state, call.workspaceId))
+        case .success(.closed(let tabs)):
+            answer.closed = tabs.map(Self.wireClosed)
+        case .failure(.refused(let error)):
+            answer.error = Tabsync_V1_Error(code: error.code, message: error.message)
+        case .failure(.store(let error)):
+            answer.error = Tabsync_V1_Error(code: ErrorCode.unavailable, message: "the store could not read history: \(error)")
+        }
+        return answer
+    }
+
+    /// A replayed state carries the workspace's epoch (a replay from version 0 has none).
+    private func stateWithEpoch(_ state: Workspace, _ workspaceId: String) -> Workspace {
+        guard state.epoch.isEmpty, let epoch = workspaces.hub(workspaceId)?.live.workspace.epoch else { return state }
+        var copy = state
+        copy.epoch = epoch
+        return copy
+    }
+
+    static func wireEntry(_ entry: HistoryEntry) -> Tabsync_V1_HistoryEntry {
+        var wire = Tabsync_V1_HistoryEntry()
+        wire.version = entry.op.version
+        wire.op = Tabsync_V1_Op(entry.op.op)
+        wire.clientID = entry.op.clientId
+        wire.seq = entry.op.seq
+        wire.activeTabID = entry.op.activeTabId
+        wire.author = entry.author
+        wire.at = entry.committedAt.map(AdminRequest.formatTime) ?? ""
+        wire.summary = entry.op.op.summary
+        return wire
+    }
+
+    static func wireClosed(_ closed: ClosedTab) -> Tabsync_V1_ClosedTab {
+        var wire = Tabsync_V1_ClosedTab()
+        wire.tab = Tabsync_V1_Tab(closed.tab)
+        wire.version = closed.version
+        wire.at = closed.committedAt.map(AdminRequest.formatTime) ?? ""
+        wire.author = closed.author
+        return wire
+    }
+
+    /// An RFC 3339 time, with or without fractional seconds.
+    static func parseTime(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
+    }
+
+    // MARK: HTTP
+
+    /// The HTTP answer to a read: the history page, a state as a snapshot, or the closed tabs; a
+    /// refusal is 400 with its message (404 when the workspace has no history), a store failure 503.
+    func httpHistoryResponse(_ call: HistoryCall, _ result: Result<HistoryResult, HistoryFailure>) -> HTTPResponse {
+        switch result {
+        case .success(.ops(let entries)):
+            return historyResponse(call.workspaceId, entries)
+        case .success(.state(let state)):
+            guard let json: [UInt8] = try? Tabsync_V1_Snapshot(stateWithEpoch(state, call.workspaceId)).jsonUTF8Bytes() else {
+                return HTTPResponse(status: 500, body: "cannot encode snapshot\n")
+            }
+            return HTTPResponse(status: 200, contentType: "application/json", bytes: json + [0x0A])
+        case .success(.closed(let tabs)):
+            let closed = tabs.compactMap { tab -> Any? in
+                guard let bytes: [UInt8] = try? Self.wireClosed(tab).jsonUTF8Bytes() else { return nil }
+                return try? JSONSerialization.jsonObject(with: Data(bytes))
+            }
+            return AdminJSON.response(["workspace": call.workspaceId, "closed": closed])
+        case .failure(.refused(let error)):
+            return AdminJSON.error(error.message.hasSuffix("has no history") ? 404 : 400, error.message)
+        case .failure(.store(let error)):
+            return AdminJSON.error(503, "store unavailable: \(error)")
+        }
+    }
+}
