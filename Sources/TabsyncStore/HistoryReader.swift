@@ -114,6 +114,7 @@ public struct HistoryReader: Sendable {
         }
         if let milestone, milestone.version == version { return milestone }
         let base = milestone ?? Workspace(id: workspaceId)
+        if version == base.version { return base }  // version 0: the empty workspace
         let entries = try store.history(workspaceId: workspaceId, before: version + 1, limit: Int(version - base.version))
         guard entries.count == Int(version - base.version), entries.last?.op.version == base.version + 1 else {
             throw HistoryFailure.refused(.invalidArgument(

@@ -26,7 +26,7 @@ struct WireScanTests {
         switch message.message {
         case .applied(let applied)?: .applied(client: benchClient(applied.clientID), seq: applied.seq)
         case .presence?: .presence
-        case .welcome?, .rejected?, .error?, nil: .other
+        case .welcome?, .rejected?, .error?, .history?, nil: .other
         }
     }
 

@@ -47,6 +47,8 @@ struct RuleOracle {
         /// Key places whose baseVersion fell where the server may or may not still hold the log
         /// (either answer accepted; see ``checkKeyPlace(before:submitted:applied:refusal:message:)``).
         var ambiguousKeyPlaces = 0
+        /// Restores and reopens by outcome.
+        var historyOps: [String: Int] = [:]
 
         mutating func add(_ other: Stats) {
             records += other.records
@@ -56,6 +58,7 @@ struct RuleOracle {
             translatedKeyPlaces += other.translatedKeyPlaces
             staleKeyRefusals += other.staleKeyRefusals
             ambiguousKeyPlaces += other.ambiguousKeyPlaces
+            for (what, n) in other.historyOps { historyOps[what, default: 0] += n }
         }
     }
 
@@ -200,12 +203,13 @@ struct RuleOracle {
         }
 
         checkKeyPlace(before: before, submitted: op, baseVersion: baseVersion, applied: applied, refusal: refusal)
+        checkHistoryOp(before: before, submitted: op, applied: applied, refusal: refusal)
         guard let applied else { return }
 
         // Not editable: nothing that changes the list.
         if !before.editable {
             switch applied.op {
-            case .add, .move, .remove, .replace: fail("\(applied.op) applied while the workspace was not editable")
+            case .add, .move, .remove, .replace, .restore: fail("\(applied.op) applied while the workspace was not editable")
             default: break
             }
         }
@@ -233,6 +237,49 @@ struct RuleOracle {
             default: fail("open \(tab.id) (url \(tab.url)) on \(before.tabs.map { "\($0.id)|\($0.url)" }) became \(applied.op)")
             }
         }
+    }
+
+    /// History (docs/design.md, "History"): a restore puts back exactly the state at its version (a
+    /// version after today's or outside history refused `INVALID_ARGUMENT`); a reopen adds the
+    /// tab as it was just before its last close, activated, and is refused when the tab is open.
+    private mutating func checkHistoryOp(before: Workspace, submitted op: TabsyncCore.Operation, applied: AppliedOp?, refusal: OpError?) {
+        switch op {
+        case .restore(let version, nil):
+            stats.historyOps["restore " + (applied == nil ? refusal!.code.wireName : "applied"), default: 0] += 1
+            guard let applied else {
+                // A version not stored yet when the read ran may be refused as after the newest; one
+                // outside history never is here (history keeps every op).
+                if refusal?.code == .invalidArgument && refusal!.message.contains("outside the history") {
+                    fail("restore of v\(version) refused INVALID_ARGUMENT (\(refusal!.message)), but history keeps every op")
+                }
+                return
+            }
+            guard case .restore(version, let state?) = applied.op else { return fail("restore of v\(version) became \(applied.op)") }
+            let then = history[Int(version)]
+            if state.tabs != then.tabs || applied.activeTabId != then.activeTabId || state.editable != then.editable {
+                fail("restore of v\(version) put back \(state.tabs.map(\.id)) active \(applied.activeTabId), "
+                    + "not v\(version)'s \(then.tabs.map(\.id)) active \(then.activeTabId)")
+            }
+        case .reopen(let id):
+            stats.historyOps["reopen " + (applied == nil ? refusal!.code.wireName : "applied"), default: 0] += 1
+            // A refusal is not checked: the read sees only what was stored when it ran (a close
+            // still being stored reads as open).
+            guard let applied else { return }
+            guard case .add(let tab, _, true) = applied.op, tab.id == id else { return fail("reopen of \(id) became \(applied.op)") }
+            if before.tab(id) != nil { fail("reopen of \(id) applied while it was open") }
+            guard let last = lastSeen(id), var was = history[Int(last)].tab(id) else {
+                return fail("reopen of \(id) applied, but it was never in the workspace")
+            }
+            was.key = tab.key
+            if tab != was { fail("reopen of \(id) brought back \(tab), not its last fields \(was)") }
+        default:
+            break
+        }
+    }
+
+    /// The last version at which the tab was in the workspace, if ever.
+    private func lastSeen(_ id: String) -> UInt64? {
+        history.lastIndex { $0.tab(id) != nil }.map { UInt64($0) }
     }
 
     /// Rules 7 and 1 (see ``RuleSevenOracle``) for an op with a key place, or its refusal

@@ -1,3 +1,4 @@
+import Foundation
 import TabsyncCore
 import TabsyncStore
 import TabsyncTestSupport
@@ -11,7 +12,8 @@ import TabsyncTestSupport
 /// `@unchecked Sendable`: the protocol asks for it, and the simulation is one thread; nothing here
 /// is touched from another.
 final class SimulatedStore: WorkspaceStore, @unchecked Sendable {
-    let base = MemoryStore()
+    /// History on, with a milestone every 16 ops, so restores and reopens replay from milestones.
+    let base = MemoryStore(history: .standard, milestoneInterval: 16)
     private var rng: SplitMix64
     let options: SimulatedWorld.Options
     /// Faults are drawn (off while the world settles at the end).
@@ -100,4 +102,21 @@ struct SimulatedRegistry: HolderRegistry {
     func leave() { base.leave() }
     var heartbeatInterval: Duration { base.heartbeatInterval }
     var notificationsSent: UInt64 { 0 }
+}
+
+/// History reads fail as often as loads (the restore or reopen waiting on one is refused
+/// `UNAVAILABLE` and sent again); what they find is what is stored.
+extension SimulatedStore: HistoryStore {
+    func history(workspaceId: String, before: UInt64?, limit: Int) throws(StoreError) -> [HistoryEntry] {
+        if faults && rng.chance(options.loadFailure) { throw .readFailed("simulated history read failure") }
+        return try base.history(workspaceId: workspaceId, before: before, limit: limit)
+    }
+
+    func milestone(workspaceId: String, atOrBefore version: UInt64) throws(StoreError) -> Workspace? {
+        try base.milestone(workspaceId: workspaceId, atOrBefore: version)
+    }
+
+    func version(workspaceId: String, at date: Date) throws(StoreError) -> UInt64? {
+        try base.version(workspaceId: workspaceId, at: date)
+    }
 }

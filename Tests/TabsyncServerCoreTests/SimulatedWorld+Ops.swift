@@ -30,7 +30,7 @@ extension SimulatedWorld {
         if !view.editable && rng.chance(0.25) { return .setEditable(true) }
         let kinds: [(Int, TabsyncCore.Operation.Kind)] = [
             (24, .add), (8, .open), (18, .move), (12, .remove), (9, .activate), (12, .update),
-            (3, .setEditable), (4, .replace), (1, .rekey),
+            (3, .setEditable), (4, .replace), (1, .rekey), (2, .restore), (3, .reopen),
         ]
         switch kinds[rng.weighted(kinds.map(\.0))].1 {
         case .add:
@@ -67,6 +67,11 @@ extension SimulatedWorld {
             return .replace(tabs: replacement(of: view, for: c))
         case .rekey:
             return view.makeRekey()
+        case .restore:
+            // Mostly a version the client has seen; sometimes one not there yet.
+            return .restore(version: UInt64(rng.int(0...Int(view.version) + 1)), state: nil)
+        case .reopen:
+            return .reopen(tabId: rng.chance(0.9) && !knownTabIds.isEmpty ? rng.pick(knownTabIds) : "nobody")
         }
     }
 

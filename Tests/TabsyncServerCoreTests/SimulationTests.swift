@@ -100,7 +100,8 @@ struct SimulationTests {
             + "\(rules.applied) applied (\(rules.serverRekeys) server rekeys, \(rules.translatedKeyPlaces) key places "
             + "translated through a rekey), rejected [\(rejected.joined(separator: ", "))], \(rules.staleKeyRefusals) "
             + "refused as computed before a rekey that left the log, \(rules.ambiguousKeyPlaces) where the log window "
-            + "may or may not have held it")
+            + "may or may not have held it; history ops: "
+            + rules.historyOps.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         for line in failed { Issue.record(Comment(rawValue: line)) }
         // Over many worlds the mix must reach the awkward paths, or the runs prove little.
         guard failed.isEmpty, Self.seeds >= 1_000 else { return }
@@ -113,6 +114,8 @@ struct SimulationTests {
         #expect(totals.splits > 0, "no load found the workspace held by another node")
         #expect(totals.moves > 0, "no split workspace was handed to its newer holder")
         #expect(totals.kicks > 0, "no session was kicked: the admin log's kick went untested")
+        #expect(rules.historyOps["restore applied", default: 0] > 0 && rules.historyOps["reopen applied", default: 0] > 0,
+                "no restore or reopen applied: history's ops went untested")
         for code in [ErrorCode.invalidArgument, .tabGone, .notEditable, .locked, .tabExists, .limitExceeded] {
             #expect(rules.rejected[code, default: 0] > 0, "no \(code.wireName) in the mix")
         }
