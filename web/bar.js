@@ -496,6 +496,49 @@ function when(at) {
   return el;
 }
 
+/**
+ * The summaries of `entries` (newest first) with tab ids shown as titles: each entry names a tab by
+ * its title just before that entry, as the loaded entries (oldest first) tell it; a tab they do not
+ * name yet is named by its title now, or as it was closed.
+ */
+function readableSummaries(entries) {
+  const fallback = new Map();
+  const known = (tab) => (tab?.id && (tab.title || tab.url) ? [tab.id, tab.title || tab.url] : null);
+  for (const tab of [...client.state.tabs, ...hist.closed.map((c) => c.tab)]) {
+    const kv = known(tab);
+    if (kv && !fallback.has(kv[0])) fallback.set(...kv);
+  }
+  const running = new Map();
+  const titles = { get: (id) => running.get(id) ?? fallback.get(id) };
+  const out = new Array(entries.length);
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const e = entries[i];
+    out[i] = readableSummary(e.summary ?? "", titles);
+    const op = e.op ?? {};
+    for (const tab of [op.add?.tab, op.open?.tab, ...(op.replace?.tabs ?? []), ...(op.restore?.state?.tabs ?? [])]) {
+      const kv = known(tab);
+      if (kv) running.set(...kv);
+    }
+    if (op.update?.tabId && op.update.title) running.set(op.update.tabId, op.update.title);
+  }
+  return out;
+}
+
+/**
+ * The server's one-line summary with the tab ids it names shown as their titles where the drawer
+ * knows them ("closed t-x1" → "closed “Docs”"): only whole words after the verb, so a title or a
+ * quoted text is never rewritten.
+ */
+export function readableSummary(summary, titles) {
+  const words = String(summary).split(" ");
+  return words.map((word, i) => {
+    if (i === 0) return word;
+    const m = /^(.+?)([:,;]?)$/.exec(word);
+    const title = m && titles.get(m[1]);
+    return title ? `“${title}”${m[2]}` : word;
+  }).join(" ");
+}
+
 function renderHistory() {
   if (!hist.open) return;
   const drawer = $("history");
@@ -538,13 +581,16 @@ function renderHistory() {
 
   const timeline = $("timeline");
   timeline.replaceChildren();
-  for (const e of hist.entries) {
+  const summaries = readableSummaries(hist.entries);
+  hist.entries.forEach((e, index) => {
     const version = Number(e.version);
     const li = document.createElement("li");
     li.dataset.version = String(version);
     const text = document.createElement("div");
     text.className = "entry-text";
-    text.append(span("entry-title summary", cleanText(e.summary) || Object.keys(e.op ?? {})[0] || "change"));
+    const summary = span("entry-title summary", cleanText(summaries[index]) || Object.keys(e.op ?? {})[0] || "change");
+    summary.title = cleanText(e.summary);
+    text.append(summary);
     const meta = document.createElement("div");
     meta.className = "entry-meta muted";
     meta.append(`${cleanText(e.author) || "the server"} · `, when(e.at), ` · v${version}`);
@@ -571,7 +617,7 @@ function renderHistory() {
       li.append(restore);
     }
     timeline.append(li);
-  }
+  });
   if (!hist.entries.length) timeline.append(span("muted empty", "No history yet."));
   $("history-older").hidden = !hist.next;
 

@@ -55,6 +55,7 @@ def test_restore_to_here_puts_the_workspace_back_as_it_was(server, browser):
     assert not same_state(current(server, ws), target)
 
     page = browser("history", width=1200, height=760).open(f"{server.page_url}/w/{ws}?name=alice")
+    page.element_screenshot("bar-shell", "bar-with-history-button")
     open_drawer(page)
     page.wait(lambda d: len(timeline_versions(page)) == 8, "eight entries")
     assert timeline_versions(page) == list(range(8, 0, -1))  # newest first
@@ -97,12 +98,15 @@ def test_reopen_brings_a_closed_tab_back_with_its_title_and_url(server, browser)
     gone = server.cli(ws, "add", "--title", "Manual 🚀", "--url", "https://docs.example/manual?x=1")
     server.cli(ws, "add", "--title", "After")
     server.cli(ws, "rm", gone)
-    page = browser("reopen", width=1200, height=760).open(f"{server.page_url}/w/{ws}?name=bob")
+    page = browser("reopen", width=1200, height=760, dark=True).open(f"{server.page_url}/w/{ws}?name=bob")
     assert gone not in page.bar()["ids"]
     open_drawer(page)
     item = page.wait(lambda d: d.find_element(By.CSS_SELECTOR, f'#closed-list li[data-id="{gone}"]'), "closed tab listed")
     assert "Manual 🚀" in item.text and "https://docs.example/manual?x=1" in item.text and "cli" in item.text
-    page.element_screenshot("history", "history-drawer-closed")
+    # The timeline names the closed tab by its title, not its id (the server's summary is kept as a tooltip).
+    summary = page.wait(lambda d: d.find_element(By.CSS_SELECTOR, '#timeline li[data-version="4"] .summary'), "entry")
+    assert summary.text == "closed “Manual 🚀”" and gone in summary.get_attribute("title")
+    page.element_screenshot("history", "history-drawer-closed-dark")
     item.find_element(By.CSS_SELECTOR, '[data-action="reopen"]').click()
 
     def back():
@@ -131,6 +135,9 @@ def test_refusals_show_the_servers_message_and_older_pages_load(server, browser)
     page.wait(lambda d: timeline_versions(page) == list(range(55, 0, -1)), "all 55, newest first")
     assert not older.is_displayed()
     assert "carol" in page.driver.find_element(By.CSS_SELECTOR, '#timeline li[data-version="1"]').text
+    # Each rename names the tab by its title just before it.
+    assert page.driver.find_element(By.CSS_SELECTOR, '#timeline li[data-version="10"] .summary').text \
+        == 'updated “T8”: title "T9"'
 
     # Read-only: the server refuses the restore and the drawer says why, in its words.
     page.driver.find_element(By.ID, "readonly").click()
