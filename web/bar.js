@@ -572,8 +572,8 @@ function renderHistory() {
     text.append(meta);
     const reopen = button("Reopen", "reopen", { id: tab.id ?? "" });
     const busy = hist.waiting?.kind === "reopen" && hist.waiting.target === tab.id;
-    reopen.disabled = busy;
-    if (busy) reopen.textContent = "Reopening…";
+    // aria-disabled, not disabled: a disabled button drops the focus.
+    if (busy) { reopen.setAttribute("aria-disabled", "true"); reopen.textContent = "Reopening…"; }
     li.append(text, reopen);
     closedList.append(li);
   }
@@ -613,7 +613,7 @@ function renderHistory() {
       li.append(ask);
     } else {
       const restore = button("Restore to here", "restore", { version: String(version) });
-      restore.disabled = hist.waiting?.kind === "restore";
+      if (hist.waiting?.kind === "restore") restore.setAttribute("aria-disabled", "true");
       li.append(restore);
     }
     timeline.append(li);
@@ -635,7 +635,7 @@ $("history-refresh").addEventListener("click", () => { setNote(""); loadHistory(
 $("history-older").addEventListener("click", loadOlder);
 $("history").addEventListener("click", (e) => {
   const el = e.target.closest("button[data-action]");
-  if (!el || el.disabled) return;
+  if (!el || el.getAttribute("aria-disabled") === "true") return;
   const version = Number(el.dataset.version);
   switch (el.dataset.action) {
     case "restore":
@@ -792,6 +792,9 @@ document.addEventListener("keydown", (e) => {
   } else if (e.key === "Escape" && ui.menuOpen) {
     closeMenu();
     $("more").focus();
+  } else if (e.key === "Escape" && hist.open) {
+    closeHistory();
+    $("history-toggle").focus();
   }
 });
 

@@ -5,7 +5,7 @@ extension WebAssets {
     static let files: [String: WebAsset] = [
         "bar.css": WebAsset(
             contentType: "text/css; charset=utf-8",
-            etag: #""8d55d5442b9aaf1f8669ac813c608bee""#,
+            etag: #""e4a967a93c3f73a15c7e26318f30ceb5""#,
             text: #"""
 :root {
   --bg: #f4f5f7;
@@ -163,12 +163,12 @@ body.bar-bottom .history-toggle { margin: 6px 0 0; }
 button.danger { background: var(--danger); color: #fff; border-color: var(--danger); }
 .history .empty { display: block; padding: 6px 4px; font-size: 13px; }
 .history-older { margin: 10px 0 0; width: 100%; }
-button:disabled { opacity: .6; cursor: default; }
+button:disabled, button[aria-disabled="true"] { opacity: .6; cursor: default; }
 
 """#),
         "bar.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""ea82cb02f1312a5ac4243538587ab785""#,
+            etag: #""5524bfa9be3c58620212dfd508695998""#,
             text: #"""
 // The live tab bar: renders a TabsyncClient's optimistic state and turns clicks, keys and drags
 // into ops. All network text is set with textContent (never as HTML), after cleanText.
@@ -744,8 +744,8 @@ function renderHistory() {
     text.append(meta);
     const reopen = button("Reopen", "reopen", { id: tab.id ?? "" });
     const busy = hist.waiting?.kind === "reopen" && hist.waiting.target === tab.id;
-    reopen.disabled = busy;
-    if (busy) reopen.textContent = "Reopening…";
+    // aria-disabled, not disabled: a disabled button drops the focus.
+    if (busy) { reopen.setAttribute("aria-disabled", "true"); reopen.textContent = "Reopening…"; }
     li.append(text, reopen);
     closedList.append(li);
   }
@@ -785,7 +785,7 @@ function renderHistory() {
       li.append(ask);
     } else {
       const restore = button("Restore to here", "restore", { version: String(version) });
-      restore.disabled = hist.waiting?.kind === "restore";
+      if (hist.waiting?.kind === "restore") restore.setAttribute("aria-disabled", "true");
       li.append(restore);
     }
     timeline.append(li);
@@ -807,7 +807,7 @@ $("history-refresh").addEventListener("click", () => { setNote(""); loadHistory(
 $("history-older").addEventListener("click", loadOlder);
 $("history").addEventListener("click", (e) => {
   const el = e.target.closest("button[data-action]");
-  if (!el || el.disabled) return;
+  if (!el || el.getAttribute("aria-disabled") === "true") return;
   const version = Number(el.dataset.version);
   switch (el.dataset.action) {
     case "restore":
@@ -964,6 +964,9 @@ document.addEventListener("keydown", (e) => {
   } else if (e.key === "Escape" && ui.menuOpen) {
     closeMenu();
     $("more").focus();
+  } else if (e.key === "Escape" && hist.open) {
+    closeHistory();
+    $("history-toggle").focus();
   }
 });
 

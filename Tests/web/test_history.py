@@ -8,6 +8,7 @@ With a prebuilt server whose embedded page is older than web/, run with TABSYNC_
 import json
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from conftest import wait_for
 
@@ -119,11 +120,16 @@ def test_reopen_brings_a_closed_tab_back_with_its_title_and_url(server, browser)
     wait_for(lambda: page.bar()["active"] == gone and page.bar()["pending"] == 0, what="page shows it")
     page.wait(lambda d: "Reopened" in d.find_element(By.ID, "history-note").text, "note")
     page.wait(lambda d: not d.find_elements(By.CSS_SELECTOR, f'#closed-list li[data-id="{gone}"]'), "no longer listed")
+    # Escape closes the drawer and gives the focus back to its button.
+    page.driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+    page.wait(lambda d: not d.find_element(By.ID, "history").is_displayed(), "drawer closed")
+    assert page.driver.switch_to.active_element.get_attribute("id") == "history-toggle"
+    assert page.driver.find_element(By.ID, "history-toggle").get_attribute("aria-expanded") == "false"
 
 
 def test_refusals_show_the_servers_message_and_older_pages_load(server, browser):
     ws = "refused"
-    page = browser("refused", width=1200, height=760).open(f"{server.page_url}/w/{ws}?name=carol")
+    page = browser("refused", width=560, height=700).open(f"{server.page_url}/w/{ws}?name=carol")
     # 55 ops from the page itself: more than one page of the drawer (50).
     page.js("const id = window.tabsync.add({ title: 'T0' }); for (let i = 1; i < 55; i++) window.tabsync.update(id, { title: 'T' + i });")
     wait_for(lambda: int(current(server, ws)["version"]) == 55 and page.bar()["pending"] == 0, what="55 ops applied")
@@ -140,12 +146,15 @@ def test_refusals_show_the_servers_message_and_older_pages_load(server, browser)
         == 'updated “T8”: title "T9"'
 
     # Read-only: the server refuses the restore and the drawer says why, in its words.
+    # The drawer covers most of a narrow page: close it to reach the checkbox, then open it again.
+    page.driver.find_element(By.ID, "history-close").click()
     page.driver.find_element(By.ID, "readonly").click()
     wait_for(lambda: current(server, ws).get("editable", False) is False, what="read-only")
+    open_drawer(page)
     page.wait(lambda d: timeline_versions(page)[:1] == [56], "the read-only op listed")
     page.driver.find_element(By.CSS_SELECTOR, '#timeline li[data-version="3"] [data-action="restore"]').click()
     page.driver.find_element(By.CSS_SELECTOR, '[data-action="confirm-restore"]').click()
     note = page.wait(lambda d: d.find_element(By.CSS_SELECTOR, "#history-note.error"), "refusal shown")
     assert "not editable" in note.text, note.text
     assert int(current(server, ws)["version"]) == 56
-    page.element_screenshot("history", "history-drawer-refused")
+    page.screenshot("history-drawer-refused-narrow")
