@@ -369,6 +369,339 @@ client.addEventListener("error", (event) => {
 setInterval(() => { if (client.status !== "connected") renderStatus(); }, 500);
 new ResizeObserver(() => { if (!ui.drag?.started) layoutOverflow(); }).observe($("bar"));
 
+// ------------------------------------------------------------------ history drawer
+// Who did what when (HistoryQuery `ops`, newest first, paged with `next`), "Restore to here" with
+// an inline confirm, and the recently closed tabs (HistoryQuery `closed`) with Reopen. The server
+// decides what a restore or reopen becomes; the drawer only says what it answered.
+
+const PAGE = 50;
+const hist = {
+  open: false,
+  entries: [],        // HistoryEntry, newest first
+  next: 0,            // `before` of the next older page; 0: none
+  closed: [],         // ClosedTab, newest first
+  note: "",           // the last thing to say (a refusal, an error, what was done)
+  noteKind: "",       // "error" | "ok" | ""
+  confirming: null,   // the version whose restore waits for a confirm
+  waiting: null,      // { kind, target, entry }: our restore or reopen until its answer
+  generation: 0,      // answers of an older load are dropped
+  shownVersion: -1,   // confirmed version the drawer was drawn at
+  refreshTimer: null,
+};
+
+/** "just now", "5 s ago", "3 min ago", "2 h ago", "yesterday", "4 days ago" ("" when unknown). */
+export function relativeTime(at, now = Date.now()) {
+  const t = Date.parse(at ?? "");
+  if (!at || Number.isNaN(t)) return "";
+  const s = Math.round((now - t) / 1000);
+  if (s < 10) return "just now";
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  if (s < 172800) return "yesterday";
+  return `${Math.floor(s / 86400)} days ago`;
+}
+
+function setNote(text, kind = "") {
+  hist.note = text;
+  hist.noteKind = kind;
+}
+
+/** Reads the newest page (as many entries as are shown, so paging is kept) and the closed tabs. */
+async function loadHistory() {
+  if (!hist.open) return;
+  const generation = ++hist.generation;
+  const limit = Math.min(1000, Math.max(PAGE, hist.entries.length));
+  try {
+    const [ops, closed] = await Promise.all([client.history({ ops: { limit } }), client.history({ closed: 20 })]);
+    if (generation !== hist.generation) return;
+    const error = ops.error ?? closed.error;
+    if (error) {
+      setNote(`The server could not read the history: ${cleanText(error.message || error.code)}`, "error");
+    } else {
+      hist.entries = ops.ops ?? [];
+      hist.next = Number(ops.next ?? 0);
+      hist.closed = closed.closed ?? [];
+    }
+  } catch (error) {
+    if (generation !== hist.generation) return;
+    setNote(`History is not available now: ${error.message}`, "error");
+  }
+  renderHistory();
+}
+
+async function loadOlder() {
+  if (!hist.next) return;
+  const generation = hist.generation;
+  try {
+    const page = await client.history({ ops: { before: hist.next, limit: PAGE } });
+    if (generation !== hist.generation) return;
+    if (page.error) {
+      setNote(`The server could not read older history: ${cleanText(page.error.message || page.error.code)}`, "error");
+    } else {
+      const have = new Set(hist.entries.map((e) => String(e.version)));
+      hist.entries.push(...(page.ops ?? []).filter((e) => !have.has(String(e.version))));
+      hist.next = Number(page.next ?? 0);
+    }
+  } catch (error) {
+    setNote(`History is not available now: ${error.message}`, "error");
+  }
+  renderHistory();
+}
+
+/** The history shows only what is stored, so it may lag an Applied a little: read it soon after. */
+function scheduleHistoryRefresh(delay = 300) {
+  if (!hist.open) return;
+  clearTimeout(hist.refreshTimer);
+  hist.refreshTimer = setTimeout(loadHistory, delay);
+}
+
+function openHistory() {
+  hist.open = true;
+  $("history").hidden = false;
+  $("history-toggle").setAttribute("aria-expanded", "true");
+  document.body.dataset.history = "open";
+  renderHistory();
+  loadHistory();
+  $("history-close").focus();
+}
+
+function closeHistory() {
+  hist.open = false;
+  hist.confirming = null;
+  clearTimeout(hist.refreshTimer);
+  $("history").hidden = true;
+  $("history-toggle").setAttribute("aria-expanded", "false");
+  document.body.dataset.history = "closed";
+}
+
+function button(text, action, data = {}) {
+  const el = document.createElement("button");
+  el.type = "button";
+  el.textContent = text;
+  el.dataset.action = action;
+  for (const [k, v] of Object.entries(data)) el.dataset[k] = v;
+  return el;
+}
+
+function when(at) {
+  const el = document.createElement("time");
+  el.className = "when";
+  if (at) {
+    el.dateTime = at;
+    const t = new Date(at);
+    el.title = Number.isNaN(t.getTime()) ? cleanText(at) : t.toLocaleString();
+  }
+  el.textContent = relativeTime(at) || "time not kept";
+  return el;
+}
+
+/**
+ * The summaries of `entries` (newest first) with tab ids shown as titles: each entry names a tab by
+ * its title just before that entry, as the loaded entries (oldest first) tell it; a tab they do not
+ * name yet is named by its title now, or as it was closed.
+ */
+function readableSummaries(entries) {
+  const fallback = new Map();
+  const known = (tab) => (tab?.id && (tab.title || tab.url) ? [tab.id, tab.title || tab.url] : null);
+  for (const tab of [...client.state.tabs, ...hist.closed.map((c) => c.tab)]) {
+    const kv = known(tab);
+    if (kv && !fallback.has(kv[0])) fallback.set(...kv);
+  }
+  const running = new Map();
+  const titles = { get: (id) => running.get(id) ?? fallback.get(id) };
+  const out = new Array(entries.length);
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const e = entries[i];
+    out[i] = readableSummary(e.summary ?? "", titles);
+    const op = e.op ?? {};
+    for (const tab of [op.add?.tab, op.open?.tab, ...(op.replace?.tabs ?? []), ...(op.restore?.state?.tabs ?? [])]) {
+      const kv = known(tab);
+      if (kv) running.set(...kv);
+    }
+    if (op.update?.tabId && op.update.title) running.set(op.update.tabId, op.update.title);
+  }
+  return out;
+}
+
+/**
+ * The server's one-line summary with the tab ids it names shown as their titles where the drawer
+ * knows them ("closed t-x1" → "closed “Docs”"): only whole words after the verb, so a title or a
+ * quoted text is never rewritten.
+ */
+export function readableSummary(summary, titles) {
+  const words = String(summary).split(" ");
+  return words.map((word, i) => {
+    if (i === 0) return word;
+    const m = /^(.+?)([:,;]?)$/.exec(word);
+    const title = m && titles.get(m[1]);
+    return title ? `“${title}”${m[2]}` : word;
+  }).join(" ");
+}
+
+function renderHistory() {
+  if (!hist.open) return;
+  const drawer = $("history");
+  // The element with the focus is drawn again: give the focus back to its new copy.
+  const focused = drawer.contains(document.activeElement) ? document.activeElement.dataset : null;
+  const focusKey = focused?.action ? `${focused.action}|${focused.version ?? focused.id ?? ""}` : null;
+  hist.shownVersion = client.confirmed.version;
+
+  const note = $("history-note");
+  note.hidden = !hist.note;
+  note.textContent = hist.note;
+  note.className = "history-note" + (hist.noteKind ? " " + hist.noteKind : "");
+
+  const closedList = $("closed-list");
+  closedList.replaceChildren();
+  for (const c of hist.closed) {
+    const tab = c.tab ?? {};
+    const li = document.createElement("li");
+    li.dataset.id = tab.id ?? "";
+    const text = document.createElement("div");
+    text.className = "entry-text";
+    const title = document.createElement("div");
+    title.className = "entry-title";
+    if (tab.icon) title.append(span("icon", cleanText(tab.icon) + " "));
+    title.append(span("title", cleanText(tab.title) || cleanText(tab.url) || tab.id));
+    text.append(title);
+    if (tab.url) text.append(span("entry-url muted", cleanText(tab.url)));
+    const meta = document.createElement("div");
+    meta.className = "entry-meta muted";
+    meta.append(`closed by ${cleanText(c.author) || "the server"} · `, when(c.at));
+    text.append(meta);
+    const reopen = button("Reopen", "reopen", { id: tab.id ?? "" });
+    const busy = hist.waiting?.kind === "reopen" && hist.waiting.target === tab.id;
+    // aria-disabled, not disabled: a disabled button drops the focus.
+    if (busy) { reopen.setAttribute("aria-disabled", "true"); reopen.textContent = "Reopening…"; }
+    li.append(text, reopen);
+    closedList.append(li);
+  }
+  if (!hist.closed.length) closedList.append(span("muted empty", "No tab closed recently."));
+
+  const timeline = $("timeline");
+  timeline.replaceChildren();
+  const summaries = readableSummaries(hist.entries);
+  hist.entries.forEach((e, index) => {
+    const version = Number(e.version);
+    const li = document.createElement("li");
+    li.dataset.version = String(version);
+    const text = document.createElement("div");
+    text.className = "entry-text";
+    const summary = span("entry-title summary", cleanText(summaries[index]) || Object.keys(e.op ?? {})[0] || "change");
+    summary.title = cleanText(e.summary);
+    text.append(summary);
+    const meta = document.createElement("div");
+    meta.className = "entry-meta muted";
+    meta.append(`${cleanText(e.author) || "the server"} · `, when(e.at), ` · v${version}`);
+    text.append(meta);
+    li.append(text);
+    if (version === client.confirmed.version) {
+      li.classList.add("current");
+      li.append(span("current-mark", "now"));
+    } else if (hist.confirming === version) {
+      li.classList.add("confirming");
+      const ask = document.createElement("div");
+      ask.className = "confirm";
+      ask.setAttribute("role", "group");
+      ask.setAttribute("aria-label", `Restore to version ${version}?`);
+      ask.append(span("confirm-text", `Put every tab back as it was after this change (v${version})? ` +
+        "What came after stays in the history."),
+        button("Restore", "confirm-restore", { version: String(version) }),
+        button("Cancel", "cancel-restore", { version: String(version) }));
+      ask.querySelector('[data-action="confirm-restore"]').classList.add("danger");
+      li.append(ask);
+    } else {
+      const restore = button("Restore to here", "restore", { version: String(version) });
+      if (hist.waiting?.kind === "restore") restore.setAttribute("aria-disabled", "true");
+      li.append(restore);
+    }
+    timeline.append(li);
+  });
+  if (!hist.entries.length) timeline.append(span("muted empty", "No history yet."));
+  $("history-older").hidden = !hist.next;
+
+  if (focusKey) {
+    const [action, target] = focusKey.split("|");
+    const again = [...drawer.querySelectorAll(`[data-action="${action}"]`)]
+      .find((el) => (el.dataset.version ?? el.dataset.id ?? "") === target);
+    (again ?? $("history-close")).focus();
+  }
+}
+
+$("history-toggle").addEventListener("click", () => (hist.open ? closeHistory() : openHistory()));
+$("history-close").addEventListener("click", () => { closeHistory(); $("history-toggle").focus(); });
+$("history-refresh").addEventListener("click", () => { setNote(""); loadHistory(); });
+$("history-older").addEventListener("click", loadOlder);
+$("history").addEventListener("click", (e) => {
+  const el = e.target.closest("button[data-action]");
+  if (!el || el.getAttribute("aria-disabled") === "true") return;
+  const version = Number(el.dataset.version);
+  switch (el.dataset.action) {
+    case "restore":
+      hist.confirming = version;
+      renderHistory();
+      $("history").querySelector('[data-action="confirm-restore"]')?.focus();
+      break;
+    case "cancel-restore":
+      hist.confirming = null;
+      renderHistory();
+      $("history").querySelector(`[data-action="restore"][data-version="${version}"]`)?.focus();
+      break;
+    case "confirm-restore":
+      hist.confirming = null;
+      hist.waiting = { kind: "restore", target: version, entry: client.restore(version) };
+      setNote(`Restoring to v${version}…`);
+      renderHistory();
+      break;
+    case "reopen": {
+      const id = el.dataset.id;
+      hist.waiting = { kind: "reopen", target: id, entry: client.reopen(id) };
+      setNote("Reopening…");
+      renderHistory();
+      break;
+    }
+  }
+});
+$("history").addEventListener("keydown", (e) => {
+  if (e.key !== "Escape") return;
+  e.stopPropagation();
+  if (hist.confirming !== null) {
+    const version = hist.confirming;
+    hist.confirming = null;
+    renderHistory();
+    $("history").querySelector(`[data-action="restore"][data-version="${version}"]`)?.focus();
+  } else {
+    closeHistory();
+    $("history-toggle").focus();
+  }
+});
+
+client.addEventListener("applied", (event) => {
+  const { applied } = event.detail;
+  const w = hist.waiting;
+  if (w && applied.clientId === client.clientId && Number(applied.seq) === w.entry.seq) {
+    hist.waiting = null;
+    if (w.kind === "restore") setNote(`Restored to v${w.target} (now v${applied.version}).`, "ok");
+    else {
+      const tab = applied.op?.add?.tab;
+      setNote(`Reopened ${tab ? `“${cleanText(tab.title) || cleanText(tab.url) || tab.id}”` : w.target}.`, "ok");
+    }
+  }
+  scheduleHistoryRefresh();
+});
+client.addEventListener("rejected", (event) => {
+  const { code, message, op } = event.detail;
+  const kind = Object.keys(op ?? {})[0];
+  if (kind !== "restore" && kind !== "reopen") return;
+  if (hist.waiting?.kind === kind) hist.waiting = null;
+  setNote(`The server refused to ${kind}: ${cleanText(message) || code}`, "error");
+  renderHistory();
+});
+client.addEventListener("status", () => { if (client.status === "connected") scheduleHistoryRefresh(0); });
+client.addEventListener("change", () => { if (hist.open && hist.shownVersion !== client.confirmed.version) renderHistory(); });
+setInterval(() => { if (hist.open) renderHistory(); }, 30000);
+
 // ------------------------------------------------------------------ input
 
 const tabsEl = $("tabs");
@@ -459,6 +792,9 @@ document.addEventListener("keydown", (e) => {
   } else if (e.key === "Escape" && ui.menuOpen) {
     closeMenu();
     $("more").focus();
+  } else if (e.key === "Escape" && hist.open) {
+    closeHistory();
+    $("history-toggle").focus();
   }
 });
 

@@ -10,6 +10,8 @@
 //   client.addEventListener("change", () => render(client.state));
 //   client.connect();
 //   client.add({ id: "t1", title: "Docs" }, { activate: true });
+//   client.restore(12);                      // the server decides the state; shown when applied
+//   const page = await client.history({ ops: { limit: 50 } }); // a HistoryAnswer
 //
 // Events (EventTarget): "change" (state, pending ops or peers changed), "status" (detail:
 // "connecting" | "connected" | "disconnected" | "closed"), "rejected" (detail: { seq, code,
@@ -77,6 +79,12 @@ export function applyCanonical(state, applied) {
     }
     case "setEditable": state.editable = op.editable ?? false; break;
     case "replace": state.tabs = (op.tabs ?? []).map(normalTab); break;
+    // A restore as the server applied it: its `state` replaces tabs (keys as given) and editable;
+    // the active tab is the Applied's, as for every op.
+    case "restore":
+      state.tabs = (op.state?.tabs ?? []).map(normalTab);
+      state.editable = op.state?.editable ?? false;
+      break;
     case "rekey": for (const k of op.keys ?? []) { const t = find(k.tabId); if (t) t.key = k.key; } break;
     default: return false;
   }
@@ -166,6 +174,11 @@ export function applyPending(state, op) {
         }
         break;
       }
+      // The server decides what these become (the state at a version; the closed tab's last fields
+      // and place), so the optimistic view does not guess: they show when their Applied comes.
+      case "restore":
+      case "reopen":
+        return false;
       default: return false;
     }
   } catch {
@@ -278,6 +291,8 @@ export class TabsyncClient extends EventTarget {
     this.attempts = 0;
     this.welcomed = false;
     this.focusTabId = "";
+    this.queries = new Map(); // history query id -> { resolve, reject, timer }
+    this.nextQueryId = 1;
     this.ws = null;
     this.timer = null;
     this.stopped = false;
@@ -295,6 +310,7 @@ export class TabsyncClient extends EventTarget {
     clearTimeout(this.timer);
     clearTimeout(this.retryTimer);
     this.ws?.close(1000);
+    this.failQueries("closed");
     this.setStatus("closed");
   }
 
@@ -322,6 +338,58 @@ export class TabsyncClient extends EventTarget {
   activate(tabId) { return this.submit({ activate: { tabId } }); }
   update(tabId, fields) { return this.submit({ update: { tabId, ...fields } }); }
   setEditable(editable) { return this.submit({ setEditable: { editable } }); }
+  /** Puts the workspace back as it was at `version`, as a new version (the server fills the state). */
+  restore(version) { return this.submit({ restore: { version: String(version) } }); }
+  /** Brings back a recently closed tab (the server turns it into an `add` that activates it). */
+  reopen(tabId) { return this.submit({ reopen: { tabId } }); }
+
+  /**
+   * Asks the server for history over the open session: `query` is one of `{ ops: { before, limit } }`,
+   * `{ version }`, `{ at }` (RFC 3339) or `{ closed: n }` (proto HistoryQuery). Resolves with the
+   * HistoryAnswer of the same id (its `error` set when the server could not answer); rejects when
+   * not connected, when the connection closes first, or after `timeout` ms.
+   */
+  history(query, { timeout = 10000 } = {}) {
+    return new Promise((resolve, reject) => {
+      if (!this.welcomed || !this.ws || this.ws.readyState !== WebSocket.OPEN) {
+        reject(new Error("not connected"));
+        return;
+      }
+      const id = this.nextQueryId++;
+      if (this.nextQueryId > 0xffffffff) this.nextQueryId = 1;
+      const body = { id };
+      if (query.ops) {
+        body.ops = {};
+        if (query.ops.before) body.ops.before = String(query.ops.before);
+        if (query.ops.limit) body.ops.limit = Number(query.ops.limit);
+      } else if (query.version !== undefined) body.version = String(query.version);
+      else if (query.at !== undefined) body.at = String(query.at);
+      else if (query.closed !== undefined) body.closed = Number(query.closed);
+      else { reject(new Error("history: no query")); return; }
+      const timer = setTimeout(() => {
+        this.queries.delete(id);
+        reject(new Error("history: no answer in time"));
+      }, timeout);
+      this.queries.set(id, { resolve, reject, timer });
+      this.send({ history: body });
+    });
+  }
+
+  /** Rejects every history query still waiting (the connection they were asked on is gone). */
+  failQueries(reason) {
+    const waiting = [...this.queries.values()];
+    this.queries.clear();
+    for (const q of waiting) { clearTimeout(q.timer); q.reject(new Error(reason)); }
+  }
+
+  onHistory(answer) {
+    const id = Number(answer.id ?? 0);
+    const q = this.queries.get(id);
+    if (!q) return; // timed out, or not ours
+    this.queries.delete(id);
+    clearTimeout(q.timer);
+    q.resolve(answer);
+  }
 
   /** A position key between the keys of two tabs of `state` (null: an open end). */
   keyBetween(before, after) {
@@ -369,6 +437,7 @@ export class TabsyncClient extends EventTarget {
       if (ws !== this.ws) return;
       this.ws = null;
       this.welcomed = false;
+      this.failQueries("disconnected");
       if (this.stopped) return;
       // 4400/4401: this client or its token is wrong (or revoked); retrying the same would fail
       // the same way. 4408: an operator closed the session; 4410: the workspace was deleted.
@@ -391,6 +460,7 @@ export class TabsyncClient extends EventTarget {
     const ws = this.ws;
     this.ws = null;
     ws?.close(4000, "version gap");
+    this.failQueries("disconnected");
     this.open();
   }
 
@@ -409,6 +479,7 @@ export class TabsyncClient extends EventTarget {
     else if (message.applied) this.onApplied(message.applied);
     else if (message.rejected) this.onRejected(message.rejected);
     else if (message.presence) { this.peers = message.presence.peers ?? []; this.emit("change"); }
+    else if (message.history) this.onHistory(message.history);
     else if (message.error) this.dispatchEvent(new CustomEvent("error", { detail: message.error }));
   }
 

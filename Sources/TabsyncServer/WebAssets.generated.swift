@@ -5,7 +5,7 @@ extension WebAssets {
     static let files: [String: WebAsset] = [
         "bar.css": WebAsset(
             contentType: "text/css; charset=utf-8",
-            etag: #""f58f28d55844f9781ac676799ed2e235""#,
+            etag: #""e4a967a93c3f73a15c7e26318f30ceb5""#,
             text: #"""
 :root {
   --bg: #f4f5f7;
@@ -129,10 +129,46 @@ button.plain { font-size: 12px; }
 .check { font-size: 13px; display: flex; gap: 4px; align-items: center; }
 .keys { font-size: 12px; }
 
+/* History drawer: a panel over the right edge, below nothing, above the page and the bar. */
+.history-toggle { border: 1px solid var(--border); background: var(--tab); color: var(--text); border-radius: 6px; padding: 0 10px; margin: 0 0 6px; cursor: pointer; font-size: 13px; }
+body.bar-bottom .history-toggle { margin: 6px 0 0; }
+.history-toggle[aria-expanded="true"] { background: var(--tab-active); box-shadow: inset 0 -2px 0 var(--accent); }
+.history {
+  position: fixed; top: 0; right: 0; bottom: 0; z-index: 20; width: min(420px, 100vw); overflow-y: auto;
+  background: var(--panel); border-left: 1px solid var(--border); box-shadow: -8px 0 24px rgba(0,0,0,.18);
+  padding: 0 14px 14px;
+}
+/* The header and the note stay in view however far the timeline is scrolled. */
+.history-top { position: sticky; top: 0; z-index: 1; background: var(--panel); padding-bottom: 2px; border-bottom: 1px solid var(--border); }
+.history-head { display: flex; align-items: center; gap: 8px; padding: 12px 0 8px; }
+.history-head h2 { flex: 1; margin: 0; font-size: 16px; }
+.history-close { font-size: 18px; line-height: 1; padding: 2px 8px; }
+.history h3 { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); margin: 14px 0 6px; }
+.history-note { margin: 0 0 8px; padding: 6px 10px; border-radius: 6px; border: 1px solid var(--border); overflow-wrap: anywhere; }
+.history-note.error { background: var(--danger-bg); color: var(--danger); border-color: var(--danger); font-weight: 600; }
+.history-note.ok { border-color: #16a34a; color: #15803d; }
+@media (prefers-color-scheme: dark) { .history-note.ok { color: #4ade80; } }
+.timeline, .closed-list { list-style: none; margin: 0; padding: 0; }
+.timeline li, .closed-list li { display: flex; flex-wrap: wrap; align-items: center; gap: 4px 8px; padding: 7px 4px; border-bottom: 1px solid var(--border); }
+.timeline li.current { background: var(--tab); border-radius: 4px; }
+.entry-text { flex: 1 1 200px; min-width: 0; }
+.entry-title { overflow-wrap: anywhere; }
+.summary { display: block; }
+.entry-url { display: block; font-size: 12px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.entry-meta { font-size: 12px; }
+.timeline li > button, .closed-list li > button { flex: 0 0 auto; font-size: 12px; }
+.current-mark { font-size: 11px; font-weight: 700; color: var(--accent); text-transform: uppercase; }
+.confirm { flex: 1 1 100%; display: flex; flex-wrap: wrap; align-items: center; gap: 6px; padding: 6px 8px; border: 1px solid var(--danger); border-radius: 6px; background: var(--danger-bg); }
+.confirm-text { flex: 1 1 100%; font-size: 12px; }
+button.danger { background: var(--danger); color: #fff; border-color: var(--danger); }
+.history .empty { display: block; padding: 6px 4px; font-size: 13px; }
+.history-older { margin: 10px 0 0; width: 100%; }
+button:disabled, button[aria-disabled="true"] { opacity: .6; cursor: default; }
+
 """#),
         "bar.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""85fa0158b47a962a7a61fa507071b4a1""#,
+            etag: #""5524bfa9be3c58620212dfd508695998""#,
             text: #"""
 // The live tab bar: renders a TabsyncClient's optimistic state and turns clicks, keys and drags
 // into ops. All network text is set with textContent (never as HTML), after cleanText.
@@ -505,6 +541,339 @@ client.addEventListener("error", (event) => {
 setInterval(() => { if (client.status !== "connected") renderStatus(); }, 500);
 new ResizeObserver(() => { if (!ui.drag?.started) layoutOverflow(); }).observe($("bar"));
 
+// ------------------------------------------------------------------ history drawer
+// Who did what when (HistoryQuery `ops`, newest first, paged with `next`), "Restore to here" with
+// an inline confirm, and the recently closed tabs (HistoryQuery `closed`) with Reopen. The server
+// decides what a restore or reopen becomes; the drawer only says what it answered.
+
+const PAGE = 50;
+const hist = {
+  open: false,
+  entries: [],        // HistoryEntry, newest first
+  next: 0,            // `before` of the next older page; 0: none
+  closed: [],         // ClosedTab, newest first
+  note: "",           // the last thing to say (a refusal, an error, what was done)
+  noteKind: "",       // "error" | "ok" | ""
+  confirming: null,   // the version whose restore waits for a confirm
+  waiting: null,      // { kind, target, entry }: our restore or reopen until its answer
+  generation: 0,      // answers of an older load are dropped
+  shownVersion: -1,   // confirmed version the drawer was drawn at
+  refreshTimer: null,
+};
+
+/** "just now", "5 s ago", "3 min ago", "2 h ago", "yesterday", "4 days ago" ("" when unknown). */
+export function relativeTime(at, now = Date.now()) {
+  const t = Date.parse(at ?? "");
+  if (!at || Number.isNaN(t)) return "";
+  const s = Math.round((now - t) / 1000);
+  if (s < 10) return "just now";
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  if (s < 172800) return "yesterday";
+  return `${Math.floor(s / 86400)} days ago`;
+}
+
+function setNote(text, kind = "") {
+  hist.note = text;
+  hist.noteKind = kind;
+}
+
+/** Reads the newest page (as many entries as are shown, so paging is kept) and the closed tabs. */
+async function loadHistory() {
+  if (!hist.open) return;
+  const generation = ++hist.generation;
+  const limit = Math.min(1000, Math.max(PAGE, hist.entries.length));
+  try {
+    const [ops, closed] = await Promise.all([client.history({ ops: { limit } }), client.history({ closed: 20 })]);
+    if (generation !== hist.generation) return;
+    const error = ops.error ?? closed.error;
+    if (error) {
+      setNote(`The server could not read the history: ${cleanText(error.message || error.code)}`, "error");
+    } else {
+      hist.entries = ops.ops ?? [];
+      hist.next = Number(ops.next ?? 0);
+      hist.closed = closed.closed ?? [];
+    }
+  } catch (error) {
+    if (generation !== hist.generation) return;
+    setNote(`History is not available now: ${error.message}`, "error");
+  }
+  renderHistory();
+}
+
+async function loadOlder() {
+  if (!hist.next) return;
+  const generation = hist.generation;
+  try {
+    const page = await client.history({ ops: { before: hist.next, limit: PAGE } });
+    if (generation !== hist.generation) return;
+    if (page.error) {
+      setNote(`The server could not read older history: ${cleanText(page.error.message || page.error.code)}`, "error");
+    } else {
+      const have = new Set(hist.entries.map((e) => String(e.version)));
+      hist.entries.push(...(page.ops ?? []).filter((e) => !have.has(String(e.version))));
+      hist.next = Number(page.next ?? 0);
+    }
+  } catch (error) {
+    setNote(`History is not available now: ${error.message}`, "error");
+  }
+  renderHistory();
+}
+
+/** The history shows only what is stored, so it may lag an Applied a little: read it soon after. */
+function scheduleHistoryRefresh(delay = 300) {
+  if (!hist.open) return;
+  clearTimeout(hist.refreshTimer);
+  hist.refreshTimer = setTimeout(loadHistory, delay);
+}
+
+function openHistory() {
+  hist.open = true;
+  $("history").hidden = false;
+  $("history-toggle").setAttribute("aria-expanded", "true");
+  document.body.dataset.history = "open";
+  renderHistory();
+  loadHistory();
+  $("history-close").focus();
+}
+
+function closeHistory() {
+  hist.open = false;
+  hist.confirming = null;
+  clearTimeout(hist.refreshTimer);
+  $("history").hidden = true;
+  $("history-toggle").setAttribute("aria-expanded", "false");
+  document.body.dataset.history = "closed";
+}
+
+function button(text, action, data = {}) {
+  const el = document.createElement("button");
+  el.type = "button";
+  el.textContent = text;
+  el.dataset.action = action;
+  for (const [k, v] of Object.entries(data)) el.dataset[k] = v;
+  return el;
+}
+
+function when(at) {
+  const el = document.createElement("time");
+  el.className = "when";
+  if (at) {
+    el.dateTime = at;
+    const t = new Date(at);
+    el.title = Number.isNaN(t.getTime()) ? cleanText(at) : t.toLocaleString();
+  }
+  el.textContent = relativeTime(at) || "time not kept";
+  return el;
+}
+
+/**
+ * The summaries of `entries` (newest first) with tab ids shown as titles: each entry names a tab by
+ * its title just before that entry, as the loaded entries (oldest first) tell it; a tab they do not
+ * name yet is named by its title now, or as it was closed.
+ */
+function readableSummaries(entries) {
+  const fallback = new Map();
+  const known = (tab) => (tab?.id && (tab.title || tab.url) ? [tab.id, tab.title || tab.url] : null);
+  for (const tab of [...client.state.tabs, ...hist.closed.map((c) => c.tab)]) {
+    const kv = known(tab);
+    if (kv && !fallback.has(kv[0])) fallback.set(...kv);
+  }
+  const running = new Map();
+  const titles = { get: (id) => running.get(id) ?? fallback.get(id) };
+  const out = new Array(entries.length);
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const e = entries[i];
+    out[i] = readableSummary(e.summary ?? "", titles);
+    const op = e.op ?? {};
+    for (const tab of [op.add?.tab, op.open?.tab, ...(op.replace?.tabs ?? []), ...(op.restore?.state?.tabs ?? [])]) {
+      const kv = known(tab);
+      if (kv) running.set(...kv);
+    }
+    if (op.update?.tabId && op.update.title) running.set(op.update.tabId, op.update.title);
+  }
+  return out;
+}
+
+/**
+ * The server's one-line summary with the tab ids it names shown as their titles where the drawer
+ * knows them ("closed t-x1" → "closed “Docs”"): only whole words after the verb, so a title or a
+ * quoted text is never rewritten.
+ */
+export function readableSummary(summary, titles) {
+  const words = String(summary).split(" ");
+  return words.map((word, i) => {
+    if (i === 0) return word;
+    const m = /^(.+?)([:,;]?)$/.exec(word);
+    const title = m && titles.get(m[1]);
+    return title ? `“${title}”${m[2]}` : word;
+  }).join(" ");
+}
+
+function renderHistory() {
+  if (!hist.open) return;
+  const drawer = $("history");
+  // The element with the focus is drawn again: give the focus back to its new copy.
+  const focused = drawer.contains(document.activeElement) ? document.activeElement.dataset : null;
+  const focusKey = focused?.action ? `${focused.action}|${focused.version ?? focused.id ?? ""}` : null;
+  hist.shownVersion = client.confirmed.version;
+
+  const note = $("history-note");
+  note.hidden = !hist.note;
+  note.textContent = hist.note;
+  note.className = "history-note" + (hist.noteKind ? " " + hist.noteKind : "");
+
+  const closedList = $("closed-list");
+  closedList.replaceChildren();
+  for (const c of hist.closed) {
+    const tab = c.tab ?? {};
+    const li = document.createElement("li");
+    li.dataset.id = tab.id ?? "";
+    const text = document.createElement("div");
+    text.className = "entry-text";
+    const title = document.createElement("div");
+    title.className = "entry-title";
+    if (tab.icon) title.append(span("icon", cleanText(tab.icon) + " "));
+    title.append(span("title", cleanText(tab.title) || cleanText(tab.url) || tab.id));
+    text.append(title);
+    if (tab.url) text.append(span("entry-url muted", cleanText(tab.url)));
+    const meta = document.createElement("div");
+    meta.className = "entry-meta muted";
+    meta.append(`closed by ${cleanText(c.author) || "the server"} · `, when(c.at));
+    text.append(meta);
+    const reopen = button("Reopen", "reopen", { id: tab.id ?? "" });
+    const busy = hist.waiting?.kind === "reopen" && hist.waiting.target === tab.id;
+    // aria-disabled, not disabled: a disabled button drops the focus.
+    if (busy) { reopen.setAttribute("aria-disabled", "true"); reopen.textContent = "Reopening…"; }
+    li.append(text, reopen);
+    closedList.append(li);
+  }
+  if (!hist.closed.length) closedList.append(span("muted empty", "No tab closed recently."));
+
+  const timeline = $("timeline");
+  timeline.replaceChildren();
+  const summaries = readableSummaries(hist.entries);
+  hist.entries.forEach((e, index) => {
+    const version = Number(e.version);
+    const li = document.createElement("li");
+    li.dataset.version = String(version);
+    const text = document.createElement("div");
+    text.className = "entry-text";
+    const summary = span("entry-title summary", cleanText(summaries[index]) || Object.keys(e.op ?? {})[0] || "change");
+    summary.title = cleanText(e.summary);
+    text.append(summary);
+    const meta = document.createElement("div");
+    meta.className = "entry-meta muted";
+    meta.append(`${cleanText(e.author) || "the server"} · `, when(e.at), ` · v${version}`);
+    text.append(meta);
+    li.append(text);
+    if (version === client.confirmed.version) {
+      li.classList.add("current");
+      li.append(span("current-mark", "now"));
+    } else if (hist.confirming === version) {
+      li.classList.add("confirming");
+      const ask = document.createElement("div");
+      ask.className = "confirm";
+      ask.setAttribute("role", "group");
+      ask.setAttribute("aria-label", `Restore to version ${version}?`);
+      ask.append(span("confirm-text", `Put every tab back as it was after this change (v${version})? ` +
+        "What came after stays in the history."),
+        button("Restore", "confirm-restore", { version: String(version) }),
+        button("Cancel", "cancel-restore", { version: String(version) }));
+      ask.querySelector('[data-action="confirm-restore"]').classList.add("danger");
+      li.append(ask);
+    } else {
+      const restore = button("Restore to here", "restore", { version: String(version) });
+      if (hist.waiting?.kind === "restore") restore.setAttribute("aria-disabled", "true");
+      li.append(restore);
+    }
+    timeline.append(li);
+  });
+  if (!hist.entries.length) timeline.append(span("muted empty", "No history yet."));
+  $("history-older").hidden = !hist.next;
+
+  if (focusKey) {
+    const [action, target] = focusKey.split("|");
+    const again = [...drawer.querySelectorAll(`[data-action="${action}"]`)]
+      .find((el) => (el.dataset.version ?? el.dataset.id ?? "") === target);
+    (again ?? $("history-close")).focus();
+  }
+}
+
+$("history-toggle").addEventListener("click", () => (hist.open ? closeHistory() : openHistory()));
+$("history-close").addEventListener("click", () => { closeHistory(); $("history-toggle").focus(); });
+$("history-refresh").addEventListener("click", () => { setNote(""); loadHistory(); });
+$("history-older").addEventListener("click", loadOlder);
+$("history").addEventListener("click", (e) => {
+  const el = e.target.closest("button[data-action]");
+  if (!el || el.getAttribute("aria-disabled") === "true") return;
+  const version = Number(el.dataset.version);
+  switch (el.dataset.action) {
+    case "restore":
+      hist.confirming = version;
+      renderHistory();
+      $("history").querySelector('[data-action="confirm-restore"]')?.focus();
+      break;
+    case "cancel-restore":
+      hist.confirming = null;
+      renderHistory();
+      $("history").querySelector(`[data-action="restore"][data-version="${version}"]`)?.focus();
+      break;
+    case "confirm-restore":
+      hist.confirming = null;
+      hist.waiting = { kind: "restore", target: version, entry: client.restore(version) };
+      setNote(`Restoring to v${version}…`);
+      renderHistory();
+      break;
+    case "reopen": {
+      const id = el.dataset.id;
+      hist.waiting = { kind: "reopen", target: id, entry: client.reopen(id) };
+      setNote("Reopening…");
+      renderHistory();
+      break;
+    }
+  }
+});
+$("history").addEventListener("keydown", (e) => {
+  if (e.key !== "Escape") return;
+  e.stopPropagation();
+  if (hist.confirming !== null) {
+    const version = hist.confirming;
+    hist.confirming = null;
+    renderHistory();
+    $("history").querySelector(`[data-action="restore"][data-version="${version}"]`)?.focus();
+  } else {
+    closeHistory();
+    $("history-toggle").focus();
+  }
+});
+
+client.addEventListener("applied", (event) => {
+  const { applied } = event.detail;
+  const w = hist.waiting;
+  if (w && applied.clientId === client.clientId && Number(applied.seq) === w.entry.seq) {
+    hist.waiting = null;
+    if (w.kind === "restore") setNote(`Restored to v${w.target} (now v${applied.version}).`, "ok");
+    else {
+      const tab = applied.op?.add?.tab;
+      setNote(`Reopened ${tab ? `“${cleanText(tab.title) || cleanText(tab.url) || tab.id}”` : w.target}.`, "ok");
+    }
+  }
+  scheduleHistoryRefresh();
+});
+client.addEventListener("rejected", (event) => {
+  const { code, message, op } = event.detail;
+  const kind = Object.keys(op ?? {})[0];
+  if (kind !== "restore" && kind !== "reopen") return;
+  if (hist.waiting?.kind === kind) hist.waiting = null;
+  setNote(`The server refused to ${kind}: ${cleanText(message) || code}`, "error");
+  renderHistory();
+});
+client.addEventListener("status", () => { if (client.status === "connected") scheduleHistoryRefresh(0); });
+client.addEventListener("change", () => { if (hist.open && hist.shownVersion !== client.confirmed.version) renderHistory(); });
+setInterval(() => { if (hist.open) renderHistory(); }, 30000);
+
 // ------------------------------------------------------------------ input
 
 const tabsEl = $("tabs");
@@ -595,6 +964,9 @@ document.addEventListener("keydown", (e) => {
   } else if (e.key === "Escape" && ui.menuOpen) {
     closeMenu();
     $("more").focus();
+  } else if (e.key === "Escape" && hist.open) {
+    closeHistory();
+    $("history-toggle").focus();
   }
 });
 
@@ -779,7 +1151,7 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 """#),
         "index.html": WebAsset(
             contentType: "text/html; charset=utf-8",
-            etag: #""dc3139cd4c532fa6ce364a50e3df045c""#,
+            etag: #""afbf79975107cb3d2ff7b3afd2676f4a""#,
             text: #"""
 <!doctype html>
 <html lang="en">
@@ -801,8 +1173,28 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
       <ul id="more-menu" class="more-menu" role="menu" aria-label="Tabs that do not fit" hidden></ul>
     </div>
     <button type="button" id="add" class="add" title="New tab at the end" aria-label="New tab at the end">+</button>
+    <button type="button" id="history-toggle" class="history-toggle" aria-expanded="false" aria-controls="history" title="Who did what when; restore an earlier state">History</button>
   </div>
 </div>
+<aside id="history" class="history" aria-labelledby="history-heading" hidden>
+  <div class="history-top">
+    <header class="history-head">
+      <h2 id="history-heading">History</h2>
+      <button type="button" id="history-refresh" class="plain" title="Read the history again">Refresh</button>
+      <button type="button" id="history-close" class="history-close" aria-label="Close the history">×</button>
+    </header>
+    <p id="history-note" class="history-note" role="status" hidden></p>
+  </div>
+  <section aria-labelledby="closed-heading">
+    <h3 id="closed-heading">Recently closed</h3>
+    <ul id="closed-list" class="closed-list"></ul>
+  </section>
+  <section aria-labelledby="timeline-heading">
+    <h3 id="timeline-heading">Timeline</h3>
+    <ol id="timeline" class="timeline"></ol>
+    <button type="button" id="history-older" class="history-older" hidden>Older</button>
+  </section>
+</aside>
 <main id="main">
   <header class="head">
     <h1><span class="brand">tabsync</span> <span id="workspace-name"></span></h1>
@@ -857,7 +1249,7 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 """#),
         "tabsync-client.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""4504986130be8ccf8cf97ea93ee9cfb7""#,
+            etag: #""6b4332585ae581c285e6f3c1774d19f5""#,
             text: #"""
 // A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
@@ -871,6 +1263,8 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 //   client.addEventListener("change", () => render(client.state));
 //   client.connect();
 //   client.add({ id: "t1", title: "Docs" }, { activate: true });
+//   client.restore(12);                      // the server decides the state; shown when applied
+//   const page = await client.history({ ops: { limit: 50 } }); // a HistoryAnswer
 //
 // Events (EventTarget): "change" (state, pending ops or peers changed), "status" (detail:
 // "connecting" | "connected" | "disconnected" | "closed"), "rejected" (detail: { seq, code,
@@ -938,6 +1332,12 @@ export function applyCanonical(state, applied) {
     }
     case "setEditable": state.editable = op.editable ?? false; break;
     case "replace": state.tabs = (op.tabs ?? []).map(normalTab); break;
+    // A restore as the server applied it: its `state` replaces tabs (keys as given) and editable;
+    // the active tab is the Applied's, as for every op.
+    case "restore":
+      state.tabs = (op.state?.tabs ?? []).map(normalTab);
+      state.editable = op.state?.editable ?? false;
+      break;
     case "rekey": for (const k of op.keys ?? []) { const t = find(k.tabId); if (t) t.key = k.key; } break;
     default: return false;
   }
@@ -1027,6 +1427,11 @@ export function applyPending(state, op) {
         }
         break;
       }
+      // The server decides what these become (the state at a version; the closed tab's last fields
+      // and place), so the optimistic view does not guess: they show when their Applied comes.
+      case "restore":
+      case "reopen":
+        return false;
       default: return false;
     }
   } catch {
@@ -1139,6 +1544,8 @@ export class TabsyncClient extends EventTarget {
     this.attempts = 0;
     this.welcomed = false;
     this.focusTabId = "";
+    this.queries = new Map(); // history query id -> { resolve, reject, timer }
+    this.nextQueryId = 1;
     this.ws = null;
     this.timer = null;
     this.stopped = false;
@@ -1156,6 +1563,7 @@ export class TabsyncClient extends EventTarget {
     clearTimeout(this.timer);
     clearTimeout(this.retryTimer);
     this.ws?.close(1000);
+    this.failQueries("closed");
     this.setStatus("closed");
   }
 
@@ -1183,6 +1591,58 @@ export class TabsyncClient extends EventTarget {
   activate(tabId) { return this.submit({ activate: { tabId } }); }
   update(tabId, fields) { return this.submit({ update: { tabId, ...fields } }); }
   setEditable(editable) { return this.submit({ setEditable: { editable } }); }
+  /** Puts the workspace back as it was at `version`, as a new version (the server fills the state). */
+  restore(version) { return this.submit({ restore: { version: String(version) } }); }
+  /** Brings back a recently closed tab (the server turns it into an `add` that activates it). */
+  reopen(tabId) { return this.submit({ reopen: { tabId } }); }
+
+  /**
+   * Asks the server for history over the open session: `query` is one of `{ ops: { before, limit } }`,
+   * `{ version }`, `{ at }` (RFC 3339) or `{ closed: n }` (proto HistoryQuery). Resolves with the
+   * HistoryAnswer of the same id (its `error` set when the server could not answer); rejects when
+   * not connected, when the connection closes first, or after `timeout` ms.
+   */
+  history(query, { timeout = 10000 } = {}) {
+    return new Promise((resolve, reject) => {
+      if (!this.welcomed || !this.ws || this.ws.readyState !== WebSocket.OPEN) {
+        reject(new Error("not connected"));
+        return;
+      }
+      const id = this.nextQueryId++;
+      if (this.nextQueryId > 0xffffffff) this.nextQueryId = 1;
+      const body = { id };
+      if (query.ops) {
+        body.ops = {};
+        if (query.ops.before) body.ops.before = String(query.ops.before);
+        if (query.ops.limit) body.ops.limit = Number(query.ops.limit);
+      } else if (query.version !== undefined) body.version = String(query.version);
+      else if (query.at !== undefined) body.at = String(query.at);
+      else if (query.closed !== undefined) body.closed = Number(query.closed);
+      else { reject(new Error("history: no query")); return; }
+      const timer = setTimeout(() => {
+        this.queries.delete(id);
+        reject(new Error("history: no answer in time"));
+      }, timeout);
+      this.queries.set(id, { resolve, reject, timer });
+      this.send({ history: body });
+    });
+  }
+
+  /** Rejects every history query still waiting (the connection they were asked on is gone). */
+  failQueries(reason) {
+    const waiting = [...this.queries.values()];
+    this.queries.clear();
+    for (const q of waiting) { clearTimeout(q.timer); q.reject(new Error(reason)); }
+  }
+
+  onHistory(answer) {
+    const id = Number(answer.id ?? 0);
+    const q = this.queries.get(id);
+    if (!q) return; // timed out, or not ours
+    this.queries.delete(id);
+    clearTimeout(q.timer);
+    q.resolve(answer);
+  }
 
   /** A position key between the keys of two tabs of `state` (null: an open end). */
   keyBetween(before, after) {
@@ -1230,6 +1690,7 @@ export class TabsyncClient extends EventTarget {
       if (ws !== this.ws) return;
       this.ws = null;
       this.welcomed = false;
+      this.failQueries("disconnected");
       if (this.stopped) return;
       // 4400/4401: this client or its token is wrong (or revoked); retrying the same would fail
       // the same way. 4408: an operator closed the session; 4410: the workspace was deleted.
@@ -1252,6 +1713,7 @@ export class TabsyncClient extends EventTarget {
     const ws = this.ws;
     this.ws = null;
     ws?.close(4000, "version gap");
+    this.failQueries("disconnected");
     this.open();
   }
 
@@ -1270,6 +1732,7 @@ export class TabsyncClient extends EventTarget {
     else if (message.applied) this.onApplied(message.applied);
     else if (message.rejected) this.onRejected(message.rejected);
     else if (message.presence) { this.peers = message.presence.peers ?? []; this.emit("change"); }
+    else if (message.history) this.onHistory(message.history);
     else if (message.error) this.dispatchEvent(new CustomEvent("error", { detail: message.error }));
   }
 

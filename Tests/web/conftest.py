@@ -69,6 +69,15 @@ class TabsyncServer:
         self.port = int(line.strip().rsplit(":", 1)[1])
         self.ws_url = f"ws://127.0.0.1:{self.port}"
         self.http_url = f"http://127.0.0.1:{self.port}"
+        # Where a test opens the page: the server, or web/ from disk (DiskWebProxy).
+        if os.environ.get("TABSYNC_WEB_FROM_DISK") == "1":
+            if getattr(self, "proxy", None):
+                self.proxy.upstream_http, self.proxy.upstream_ws = self.http_url, self.ws_url
+            else:
+                self.proxy = DiskWebProxy(self.http_url, self.ws_url)
+            self.page_url = self.proxy.url
+        else:
+            self.page_url = self.http_url
 
     def kill(self):
         self.process.send_signal(signal.SIGKILL)
@@ -85,6 +94,9 @@ class TabsyncServer:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+        if getattr(self, "proxy", None):
+            self.proxy.stop()
+            self.proxy = None
         shutil.rmtree(self.data, ignore_errors=True)
 
     def get(self, path):
@@ -113,6 +125,104 @@ class TabsyncServer:
         if check and result.returncode != 0:
             raise AssertionError(f"tabsync {args} exited {result.returncode}: {result.stderr}")
         return result.stdout.strip() if check else result
+
+
+class DiskWebProxy:
+    """Serves the page from web/ on disk and relays its WebSocket sessions to a real server.
+
+    The server embeds web/ when it is built (scripts/gen-web), so a prebuilt binary serves the
+    page as it was then. With TABSYNC_WEB_FROM_DISK=1 the tests that open `server.page_url` get
+    the page of this tree instead (its files, with the server's Content-Security-Policy), while
+    every op still goes to the server. Off by default: scripts/test checks the embedded page.
+    """
+
+    TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
+             ".js": "text/javascript; charset=utf-8"}
+
+    def __init__(self, upstream_http, upstream_ws):
+        import asyncio
+        import threading
+        self.upstream_http = upstream_http
+        self.upstream_ws = upstream_ws
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
+        self.thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("the web proxy did not start")
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _run(self, ready):
+        import asyncio
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._start())
+        ready.set()
+        self.loop.run_forever()
+
+    async def _start(self):
+        from websockets.asyncio.server import serve
+        self.server = await serve(self._relay, "127.0.0.1", 0, process_request=self._http,
+                                  subprotocols=["tabsync.v1.json", "tabsync.v1.proto"], max_size=None)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    def _http(self, connection, request):
+        from websockets.datastructures import Headers
+        from websockets.http11 import Response
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            return None
+        path = request.path.split("?", 1)[0]
+        web = os.path.join(ROOT, "web")
+        if path == "/" or path.startswith("/w/"):
+            name = "index.html"
+        elif path.startswith("/web/") and "/" not in path[5:]:
+            name = path[5:]
+        else:
+            status, headers, body = urllib_get(self.upstream_http + request.path)
+            return Response(status, "", Headers([("Content-Type", headers.get("Content-Type", "text/plain"))]), body)
+        file = os.path.join(web, name)
+        if os.path.splitext(name)[1] not in self.TYPES or not os.path.isfile(file):
+            return Response(404, "Not Found", Headers([("Content-Type", "text/plain")]), b"not found")
+        # The server's headers for the same file, its body from disk.
+        _, upstream_headers, _ = urllib_get(self.upstream_http + ("/" if name == "index.html" else "/web/bar.css"))
+        headers = Headers([("Content-Type", self.TYPES[os.path.splitext(name)[1]]), ("Cache-Control", "no-cache")])
+        for h in ("Content-Security-Policy", "X-Content-Type-Options"):
+            if h in upstream_headers:
+                headers[h] = upstream_headers[h]
+        with open(file, "rb") as f:
+            return Response(200, "OK", headers, f.read())
+
+    async def _relay(self, connection):
+        import asyncio
+        from websockets.asyncio.client import connect
+        async with connect(self.upstream_ws + connection.request.path, subprotocols=[connection.subprotocol],
+                           max_size=None) as upstream:
+            async def pump(source, sink):
+                async for message in source:
+                    await sink.send(message)
+            tasks = [asyncio.create_task(pump(connection, upstream)), asyncio.create_task(pump(upstream, connection))]
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for t in tasks:
+                t.cancel()
+            code = upstream.close_code if upstream.close_code and 1000 <= upstream.close_code < 5000 \
+                and upstream.close_code not in (1005, 1006) else 1000
+            await connection.close(code, upstream.close_reason or "")
+            await upstream.close()
+
+    def stop(self):
+        import asyncio
+        async def shutdown():
+            self.server.close()
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def urllib_get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
 
 
 @pytest.fixture

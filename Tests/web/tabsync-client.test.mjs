@@ -170,3 +170,58 @@ test("applied and welcome events name the tabs that left the confirmed state", (
   client.onWelcome({ epoch: "e2", snapshot: { workspace: "w", version: "0", epoch: "e2", tabs: [], editable: true } });
   assert.deepEqual(welcome, { previousEpoch: "e1", epoch: "e2", recovered: false, removed: ["a"] });
 });
+
+test("a canonical restore replaces tabs (keys as given), editable and the active tab", () => {
+  const client = offlineClient();
+  client.onWelcome({ epoch: "e1", snapshot: { workspace: "w", version: "4", epoch: "e1",
+    tabs: [tab("a", "a0"), tab("b", "a1"), tab("c", "a2")], activeTabId: "c", editable: true } });
+  client.onApplied({ version: "5", clientId: "other", seq: "1", activeTabId: "x",
+    op: { restore: { version: "2", state: { tabs: [tab("x", "Zz"), tab("a", "a5")], activeTabId: "x" } } } });
+  assert.equal(client.confirmed.version, 5);
+  assert.deepEqual(client.state.tabs.map((t) => [t.id, t.key]), [["x", "Zz"], ["a", "a5"]]);
+  assert.equal(client.state.activeTabId, "x");
+  assert.equal(client.state.editable, false); // absent in JSON: false
+});
+
+test("restore and reopen go through the outbox without changing the optimistic view", () => {
+  const client = offlineClient();
+  client.onWelcome({ epoch: "e1", lastSeq: "3", snapshot: { workspace: "w", version: "4", epoch: "e1",
+    tabs: [tab("a", "a0")], activeTabId: "a", editable: true } });
+  const before = JSON.stringify(client.state);
+  client.restore(2);
+  client.reopen("b");
+  assert.equal(JSON.stringify(client.state), before);
+  assert.deepEqual(client.sent.map((m) => m.submit), [
+    { seq: "4", baseVersion: "4", op: { restore: { version: "2" } } },
+    { seq: "5", baseVersion: "4", op: { reopen: { tabId: "b" } } },
+  ]);
+  assert.equal(client.pending.length, 2);
+  // The reopen comes back as the add it became: it leaves the outbox, the tab shows.
+  client.onApplied({ version: "5", clientId: "me", seq: "5", activeTabId: "b",
+    op: { add: { tab: tab("b", "a1"), activate: true } } });
+  assert.deepEqual(client.state.tabs.map((t) => t.id), ["a", "b"]);
+  assert.deepEqual(client.pending.map((p) => p.seq), [4]);
+});
+
+test("history() answers by id, rejects when the connection closes or the deadline passes", async () => {
+  const client = offlineClient();
+  client.onWelcome({ epoch: "e1", snapshot: { workspace: "w", version: "1", epoch: "e1", editable: true } });
+  globalThis.WebSocket ??= { OPEN: 1 }; // Node 20 has none; only the constant is read here
+  client.ws = { readyState: WebSocket.OPEN, close() { this.readyState = 3; } };
+  const first = client.history({ ops: { before: 9, limit: 2 } });
+  const second = client.history({ closed: 5 });
+  assert.deepEqual(client.sent.slice(-2), [
+    { history: { id: 1, ops: { before: "9", limit: 2 } } },
+    { history: { id: 2, closed: 5 } },
+  ]);
+  client.receive({ history: { id: 2, closed: [{ tab: tab("z", "a0"), version: "3" }] } });
+  assert.equal((await second).closed[0].tab.id, "z");
+  client.receive({ history: { id: 1, ops: [], next: "0" } });
+  assert.deepEqual((await first).ops, []);
+  const late = client.history({ version: 1 }, { timeout: 20 });
+  await assert.rejects(late, /no answer in time/);
+  const cut = client.history({ at: "2026-01-01T00:00:00Z" });
+  client.close();
+  await assert.rejects(cut, /closed/);
+  await assert.rejects(client.history({ version: 1 }), /not connected/);
+});

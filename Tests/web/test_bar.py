@@ -44,8 +44,8 @@ def test_the_page_and_its_assets_are_served_with_strict_headers(server, make_ser
 
 def test_two_pages_and_the_cli_edit_one_workspace_and_converge(server, browser):
     ws = "converge"
-    a = browser("A").open(f"{server.http_url}/w/{ws}?name=alice")
-    b = browser("B").open(f"{server.http_url}/w/{ws}?name=bob")
+    a = browser("A").open(f"{server.page_url}/w/{ws}?name=alice")
+    b = browser("B").open(f"{server.page_url}/w/{ws}?name=bob")
     # Page A adds two tabs with the + button; page B adds one at position 1 with the form.
     a.driver.find_element(By.ID, "add").click()
     a.driver.find_element(By.ID, "add").click()
@@ -101,7 +101,7 @@ def test_two_pages_and_the_cli_edit_one_workspace_and_converge(server, browser):
 def test_drag_and_drop_gives_the_order_the_drop_showed(server, browser):
     ws = "dnd"
     ids = [server.cli(ws, "add", "--title", t) for t in ("Alpha", "Bravo", "Charlie", "Delta")]
-    page = browser("dnd").open(f"{server.http_url}/w/{ws}")
+    page = browser("dnd").open(f"{server.page_url}/w/{ws}")
     page.wait(lambda d: page.bar()["ids"] == ids, "four tabs shown")
     alpha, bravo, charlie, delta = ids
     source, target = page.tab(delta), page.tab(bravo)
@@ -124,7 +124,7 @@ def test_drag_and_drop_gives_the_order_the_drop_showed(server, browser):
 def test_keyboard_activates_and_reorders(server, browser):
     ws = "keys"
     ids = [server.cli(ws, "add", "--title", t) for t in ("One", "Two", "Three")]
-    page = browser("keys").open(f"{server.http_url}/w/{ws}")
+    page = browser("keys").open(f"{server.page_url}/w/{ws}")
     page.wait(lambda d: page.bar()["ids"] == ids, "tabs shown")
     body = page.driver.find_element(By.TAG_NAME, "body")
     body.send_keys("3")
@@ -146,7 +146,7 @@ def test_keyboard_activates_and_reorders(server, browser):
 def test_refused_ops_show_their_reason_and_roll_back(server, browser):
     ws = "refuse"
     ids = [server.cli(ws, "add", "--title", t) for t in ("Home", "Locked one", "Notes")]
-    page = browser("refuse").open(f"{server.http_url}/w/{ws}")
+    page = browser("refuse").open(f"{server.page_url}/w/{ws}")
     page.wait(lambda d: page.bar()["ids"] == ids, "tabs shown")
     # Lock the second tab from the page, then try to move it with the keyboard.
     page.tab(ids[1]).click()
@@ -179,7 +179,7 @@ def test_refused_ops_show_their_reason_and_roll_back(server, browser):
 def test_a_killed_server_shows_the_banner_then_the_page_resumes_with_nothing_lost(server, browser):
     ws = "restart"
     ids = [server.cli(ws, "add", "--title", t) for t in ("Before", "The kill")]
-    page = browser("restart").open(f"{server.http_url}/w/{ws}")
+    page = browser("restart").open(f"{server.page_url}/w/{ws}")
     page.wait(lambda d: page.bar()["ids"] == ids, "tabs shown")
     server.kill()
     page.wait(lambda d: d.find_element(By.ID, "banner").is_displayed(), "banner shown")
@@ -205,7 +205,7 @@ def test_markup_and_control_characters_are_shown_inert(server, browser):
     ws = "inert"
     markup = '<img src=x onerror="window.__pwned=1"><b>bold</b> & <script>window.__pwned=2</script>'
     first = server.cli(ws, "add", "--title", markup + "\u202eevil")
-    page = browser("inert").open(f"{server.http_url}/w/{ws}")
+    page = browser("inert").open(f"{server.page_url}/w/{ws}")
     page.wait(lambda d: page.bar()["ids"] == [first], "tab shown")
     assert page.bar()["titles"] == [markup + "evil"]  # bidi override dropped, markup kept as text
     assert page.js("return document.querySelectorAll('#tabs img, #tabs b, #tabs script, main img').length") == 0
@@ -224,7 +224,7 @@ def test_overflow_menu_bottom_bar_and_dark_mode(server, browser):
     titles = ["Inbox", "Calendar", "Docs v2", "日本語タブ", "Design review", "Roadmap", "Metrics",
               "Release notes", "Support", "Build logs", "Wiki", "Payroll"]
     ids = [server.cli(ws, "add", "--title", t) for t in titles]
-    page = browser("narrow", width=720, height=420).open(f"{server.http_url}/w/{ws}")
+    page = browser("narrow", width=720, height=420).open(f"{server.page_url}/w/{ws}")
     page.wait(lambda d: page.bar()["ids"] == ids, "tabs shown")
     more = page.driver.find_element(By.ID, "more")
     page.wait(lambda d: more.is_displayed(), "More shown")
@@ -243,7 +243,7 @@ def test_overflow_menu_bottom_bar_and_dark_mode(server, browser):
     bar_y = page.driver.find_element(By.ID, "bar").rect["y"]
     assert bar_y > page.driver.find_element(By.ID, "main").rect["y"]
     page.screenshot("bar-bottom")
-    dark = browser("dark", dark=True).open(f"{server.http_url}/w/{ws}?bar=top")
+    dark = browser("dark", dark=True).open(f"{server.page_url}/w/{ws}?bar=top")
     dark.wait(lambda d: dark.bar()["ids"] == ids, "tabs shown")
     background = dark.js("return getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(20, 23, 28)"
@@ -256,9 +256,12 @@ def test_the_module_example_of_proto_readme_runs_as_written(server, browser):
     example = text.split("## A browser client", 1)[1].split('<script type="module">\n', 1)[1].split("</script>", 1)[0]
     code = example.replace('import { TabsyncClient } from "/web/tabsync-client.js";',
                            'const { TabsyncClient } = await import("/web/tabsync-client.js");')
-    code = code.replace("ws://127.0.0.1:7070/", server.ws_url + "/")
-    assert "await import" in code and server.ws_url in code
-    page = browser("example").open(f"{server.http_url}/w/other")
+    # The page's own origin (the server, or DiskWebProxy in front of it): a WebSocket to another
+    # origin is not what this test is about.
+    ws_url = "ws" + server.page_url[len("http"):]
+    code = code.replace("ws://127.0.0.1:7070/", ws_url + "/")
+    assert "await import" in code and ws_url in code
+    page = browser("example").open(f"{server.page_url}/w/other")
     page.driver.execute_async_script(
         "const done = arguments[arguments.length - 1];"
         f"(async () => {{ {code}; window.__example = client; }})().then(() => done(true), (e) => done(String(e)));")
@@ -271,7 +274,7 @@ def test_the_module_example_of_proto_readme_runs_as_written(server, browser):
 def test_a_version_gap_is_answered_by_reconnecting_and_resuming(server, browser):
     ws = "gap"
     ids = [server.cli(ws, "add", "--title", t) for t in ("One", "Two")]
-    page = browser("gap").open(f"{server.http_url}/w/{ws}")
+    page = browser("gap").open(f"{server.page_url}/w/{ws}")
     page.wait(lambda d: page.bar()["ids"] == ids, "tabs shown")
     page.js("window.__statuses = []; window.tabsync.addEventListener('status', e => window.__statuses.push(e.detail));")
     # An Applied three versions ahead (as if two were lost): the client must not apply it.
@@ -286,7 +289,7 @@ def test_a_version_gap_is_answered_by_reconnecting_and_resuming(server, browser)
 
 def test_a_hello_the_server_refuses_stops_reconnecting_and_says_why(server, browser):
     page = browser("refused-hello")
-    page.driver.get(f"{server.http_url}/w/team?name={'x' * 65}")  # a name over 64 chars: close 4400
+    page.driver.get(f"{server.page_url}/w/team?name={'x' * 65}")  # a name over 64 chars: close 4400
     page.wait(lambda d: d.execute_script("return document.body.dataset.status") == "closed", "closed for good")
     banner = page.driver.find_element(By.ID, "banner")
     assert banner.is_displayed() and "INVALID_ARGUMENT" in banner.text
