@@ -131,11 +131,11 @@ extension SQLiteStore: HistoryStore {
         let version = try withAdminConnection(write: false) { db throws(SQLiteError) -> Int64? in
             try db.scalar(
                 """
-                SELECT max(v) FROM (
+                SELECT coalesce(max(v), -1) FROM (
                     SELECT max(version) AS v FROM ops WHERE workspace = ?1 AND committed_ms <= ?2
                     UNION ALL SELECT max(version) FROM milestones WHERE workspace = ?1 AND committed_ms <= ?2)
                 """, .text(workspaceId), .integer(ms))
         }
-        return version.map { UInt64(bitPattern: $0) }
+        return version.flatMap { $0 < 0 ? nil : UInt64(bitPattern: $0) }
     }
 }

@@ -552,10 +552,10 @@ public final class SQLiteStore: WorkspaceStore {
                 let old = try db.scalar(
                     "SELECT max(version) FROM ops WHERE workspace = ? AND version <= ? AND coalesce(committed_ms, 0) < ?",
                     .text(workspaceId), .integer(plan.horizon), .integer(history.opsBeforeMs)) ?? 0
-                let newer = try db.scalar(
-                    "SELECT min(version) FROM ops WHERE workspace = ? AND version <= ? AND coalesce(committed_ms, 0) >= ?",
-                    .text(workspaceId), .integer(old), .integer(history.opsBeforeMs))
-                horizon = newer.map { $0 - 1 } ?? old
+                // (scalar reads NULL as 0: the empty case is spelled out in SQL.)
+                horizon = try db.scalar(
+                    "SELECT coalesce(min(version) - 1, ?2) FROM ops WHERE workspace = ?1 AND version <= ?2 AND coalesce(committed_ms, 0) >= ?3",
+                    .text(workspaceId), .integer(old), .integer(history.opsBeforeMs)) ?? 0
                 let thin = try db.prepare(
                     """
                     DELETE FROM milestones WHERE workspace = ?1 AND committed_ms < ?2 AND (committed_ms < ?3 OR version <> (

@@ -31,7 +31,7 @@ struct PostgresStoreTests {
         #expect(try schema.scalar("SELECT value FROM tabsync_meta WHERE key = 'schema_version'") == "\(PostgresStore.schemaVersion)")
         #expect(try schema.scalar("SELECT value FROM tabsync_meta WHERE key = 'epoch'") == values.first)
         #expect(try schema.scalar("SELECT count(*)::text FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'tabsync_%'",
-                                  [.text(schema.name)]) == "10")  // with tabsync_admin_log
+                                  [.text(schema.name)]) == "11")  // with tabsync_admin_log and tabsync_milestones
     }
 
     @Test func aNewerSchemaIsRefusedAndLeftAlone() throws {
