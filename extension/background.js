@@ -1239,8 +1239,10 @@ async function reopen(request) {
   m.b.closed = false;
   m.b.attach = keep ? "" : "reattach";
   await saveBinding(m.b);
-  m.stop();
   m.ready = false; // the old mirror acts no more (its client is closed; the fresh one owns the window)
+  m.stop();
+  // A pass of the old mirror under way (a binding still connected) ends before its tables move on.
+  for (const until = Date.now() + 5_000; m.running && Date.now() < until;) await new Promise((resolve) => setTimeout(resolve, 20));
   const fresh = new Mirror(m.b, await sessionNonce());
   fresh.client.confirmed = m.client.confirmed; // the outbox and the history it belongs to go on
   fresh.client.pending = m.client.pending;
