@@ -935,6 +935,7 @@ class Mirror {
   }
 
   publishNow() {
+    if (mirrors.get(this.b.id) !== this) return; // retired (Try again made a fresh one, or unbound): not shown
     const c = this.client;
     const titles = new Map(c.state.tabs.map((t) => [t.id, t.title]));
     const status = {
@@ -1223,16 +1224,25 @@ async function setMode(bindingId, mode) {
   return { ok: true };
 }
 
-/** Reopen (a closed binding) or Try again (a stopped one): the window that matches, else a new one. */
+/**
+ * Reopen (a closed binding) or Try again (a stopped one). A stopped binding whose window is still
+ * open and was attached keeps that window: its tab map is this browser session's, so it goes on as
+ * it is (as after a worker restart), whatever the workspace holds (one tab, none). Otherwise (a
+ * closed window, or one never attached) the window that matches, else a new one.
+ */
 async function reopen(request) {
   const m = mirrors.get(request.bindingId);
   if (!m) return { error: "not bound" };
+  const keep = m.ready && !m.b.closed && Boolean(await chrome.windows.get(m.b.windowId).catch(() => null));
   if (request.token) { m.b.token = String(request.token); m.b.viewOnly = ""; } // a new token: its own role counts
   m.b.stopped = "";
   m.b.closed = false;
-  m.b.attach = "reattach";
+  m.b.attach = keep ? "" : "reattach";
   await saveBinding(m.b);
+  m.ready = false; // the old mirror acts no more (its client is closed; the fresh one owns the window)
   m.stop();
+  // A pass of the old mirror under way (a binding still connected) ends before its tables move on.
+  for (const until = Date.now() + 5_000; m.running && Date.now() < until;) await new Promise((resolve) => setTimeout(resolve, 20));
   const fresh = new Mirror(m.b, await sessionNonce());
   fresh.client.confirmed = m.client.confirmed; // the outbox and the history it belongs to go on
   fresh.client.pending = m.client.pending;
@@ -1241,6 +1251,24 @@ async function reopen(request) {
   // Tabs kept local only stay so (the user shares each with Share): a new token does not publish them.
   fresh.localOnly = m.localOnly;
   fresh.localIds = m.localIds;
+  if (keep) {
+    // The window's own mirror goes on: its map (Chrome tab id -> workspace id), the pages last
+    // synced, the ids applied ops removed whose tabs are still to close, the order and a pause.
+    // Matching the window again as after a browser restart (at least 2 tabs by id or URL) would
+    // find none for a workspace of one tab: the workspace would open in a new window (its tabs
+    // twice) and this window, with its local-only tabs, would be left unbound.
+    fresh.map = m.map;
+    fresh.seen = m.seen;
+    fresh.ignored = m.ignored;
+    fresh.removed = m.removed;
+    fresh.snapshotRemoved = m.snapshotRemoved;
+    fresh.paused = m.paused;
+    fresh.lastOrder = m.lastOrder;
+    fresh.lastActive = m.lastActive;
+    fresh.ready = true;
+  } else {
+    fresh.restored = m.restored; // after a browser restart: the saved map to match the window against
+  }
   fresh.reopening = true;
   mirrors.set(m.b.id, fresh);
   fresh.start();

@@ -33,6 +33,7 @@ cases = [
   ("reopening_only_a_matching_window", [(MI, "  return match.byUrl >= 2 && match.byUrl >= 0.8 * urls;", "  return match.byUrl >= Math.max(1, Math.ceil(urls / 2));")], "reopening_two_bindings"),
   ("private_window", [(BG, "    if (binding.incognito) {\n      const priv", "    if (false) {\n      const priv")]),
   ("try_again_with_a_new_token", [(BG, "  fresh.localOnly = m.localOnly;\n  fresh.localIds = m.localIds;\n", "")]),
+  ("try_again_keeps_the_window", [(BG, "  const keep = m.ready && !m.b.closed && ", "  const keep = false && ")]),
   ("share_sends", [(BG, "    this.localOnly.delete(tabId);\n    if (v.wsId) this.localIds", "    if (v.wsId) this.localIds")]),
 ]
 only = sys.argv[1:]

@@ -657,3 +657,59 @@ def test_try_again_with_a_new_token_keeps_local_only_tabs_local(ext_server, prof
     wait_for(lambda: any(t.startswith("Kept") for t in popup_local_only(b)), what="Kept still listed local only")
     b.run("document.querySelector('#local-list li button.share').click();")
     wait_for(lambda: "Kept" in titles(server, ws), what="Kept shared")
+
+
+def test_try_again_keeps_the_window_of_a_one_tab_workspace_and_its_local_only_tab(extension, profiles, pages, tmp_path):
+    """Item 1 and row 1, on a workspace of one tab (seed 10662 of scripts/extension-chaos, its
+    view-only phase): the server restarted with an access key refuses B's binding (stopped); Try
+    again with a viewer's token makes B a read-only mirror of *its* window, where a tab B opens stays
+    local only; the server restarted without the key, Try again with an editor's token keeps that
+    window too, the tab still local only, and Share publishes it. Before the fix, Try again matched
+    the window again as after a browser restart (at least 2 tabs by id or URL): a workspace of one
+    tab matched no window, so each Try again opened the workspace in a new window (its tab twice)
+    and left the local-only tab behind in a window no binding listed."""
+    key = tmp_path / "phase.key"
+    key.write_text("phase-key-" * 4 + "\n")
+    server = TabsyncServer(extension["origin"])
+    try:
+        ws = "one-tab"
+        server.cli(ws, "add", "--title", "Only", "--url", pages.url("Only"))
+        b = profiles("B")
+        join(b, server, ws, "bob")
+        quiet(server, ws, b)
+        window = b.binding()["windowId"]
+        windows = len(b.run("return await chrome.windows.getAll();"))
+
+        def try_again(token):
+            reply = b.run("return await chrome.runtime.sendMessage({ type: 'reopen', bindingId: arguments[0], token: arguments[1] });",
+                          b.binding()["id"], token)
+            assert not reply.get("error"), reply
+            wait_for(lambda: b.binding()["attach"] == "" and not b.binding()["stopped"]
+                     and (b.status() or {}).get("status") == "connected", what="attached again")
+            assert b.binding()["windowId"] == window, "Try again left the bound window for a new one"
+            assert len(b.run("return await chrome.windows.getAll();")) == windows, "Try again opened a window"
+
+        server.kill()
+        server.extra += ["--auth-key-file", str(key)]
+        server.start()
+        wait_for(lambda: "refused the token" in ((b.status() or {}).get("stopped") or ""), what="B stopped by the refusal")
+        try_again(mint(key, ws, "viewer", "bob"))
+        wait_for(lambda: (b.status() or {}).get("viewOnly") == "viewer", what="B a read-only mirror")
+        b.open_tab(pages.url("Mine"), active=False)
+        wait_for(lambda: any(t.startswith("Mine") for t in popup_local_only(b)), what="Mine local only")
+        editor = mint(key, ws, "editor", "bob")
+        server.kill()
+        server.extra = server.extra[:-2]
+        server.start()
+        wait_for(lambda: (b.status() or {}).get("status") == "connected", what="B back")
+        try_again(editor)
+        stays(lambda: "Mine" not in titles(server, ws), 3, "a local-only tab was published by Try again")
+        assert any(t.startswith("Mine") for t in popup_local_only(b)), "Mine no longer listed local only"
+        b.run("document.querySelector('#local-list li button.share').click();")
+        wait_for(lambda: "Mine" in titles(server, ws), what="Mine shared")
+        wait_for(lambda: popup_local_only(b) == [], what="no tab local only")
+        quiet(server, ws, b)
+        assert all_urls(b).count(pages.url("Only")) == 1 and all_urls(b).count(pages.url("Mine")) == 1
+        assert window_urls(b, window) == [pages.url("Only"), pages.url("Mine")]
+    finally:
+        server.stop()
