@@ -46,7 +46,7 @@ import sys
 from collections import defaultdict
 
 VIOLATIONS = ("lost", "doubled", "misplaced", "versionReused", "gaps", "outOfOrder", "rejectedYetStored",
-              "phantom", "diverged", "notConverged", "unsettled")
+              "phantom", "diverged", "notConverged", "unsettled", "historyNotALog")
 
 TAB_FIELDS = ("id", "title", "url", "icon", "badge", "locked", "key")
 
@@ -166,6 +166,8 @@ def check(histories, store, faults=(), placement=None):
     held_again = set()                  # (ws, client, seq) of each refusal that held its op
     converged = 0
     finals = 0
+    history_reads = 0
+    history_ops = []                    # (ws, version, client, seq) of every op a history answer named
     for client, events in sorted(histories.items()):
         pending_disconnect = None
         for e in events:
@@ -187,6 +189,10 @@ def check(histories, store, faults=(), placement=None):
                 if pending_disconnect is not None and e["t"] >= pending_disconnect:
                     latencies[fault_at(faults, pending_disconnect)].append(e["t"] - pending_disconnect)
                     pending_disconnect = None
+            elif kind == "history":
+                history_reads += 1
+                for ver, hclient, hseq in e.get("ops", []):
+                    history_ops.append((ws, int(ver), hclient, int(hseq)))
             elif kind == "applied":
                 seen[(ws, int(e["version"]))].add((e.get("client", ""), int(e.get("seq", 0)), canon(e.get("op"))))
             elif kind == "reject":
@@ -318,6 +324,14 @@ def check(histories, store, faults=(), placement=None):
             "ackRatePercent": rates.get(kind, []),
         }
     all_lat = [x for lat in latencies.values() for x in lat]
+    # History answers are a prefix of the acknowledged log: each op they name is the log's op at
+    # that version (while the log holds it), never past the store's version.
+    for ws, ver, hclient, hseq in history_ops:
+        top = int(store.get("workspaces", {}).get(ws, {}).get("version", 0))
+        if ver > top:
+            problem("historyNotALog", f"{ws} history named version {ver}, past the store's {top}")
+        elif (ws, ver) in at_version and at_version[(ws, ver)] != (hclient, hseq):
+            problem("historyNotALog", f"{ws} history has {hclient} seq {hseq} at version {ver}; the log {at_version[(ws, ver)]}")
     report = {
         "clients": len(histories),
         "workspaces": len(store.get("workspaces", {})),
@@ -343,6 +357,8 @@ def check(histories, store, faults=(), placement=None):
         "perFault": per_kind,
         "firstAckP50": percentile(all_lat, 50),
         "firstAckP99": percentile(all_lat, 99),
+        "historyReads": history_reads,
+        "historyOps": len(history_ops),
         "violations": v,
         "problems": problems,
     }
@@ -369,6 +385,7 @@ def format_report(r):
         f"checked: {r['checked']} acknowledged ops found once in the log at their version ({r['compacted']} compacted away); "
         f"{r['logRows']} log rows; {r['versionsSeen']} versions seen by clients",
         f"converged: {r['converged']} of {r['finals']} clients hold the store's workspace",
+        f"history: {r.get('historyReads', 0)} reads over sessions named {r.get('historyOps', 0)} ops, each checked against the log",
     ]
     if "placement" in r:
         p = r["placement"]

@@ -188,3 +188,16 @@ def test_an_op_held_after_unavailable_and_retried_under_a_new_seq_is_counted_as_
     h["c1"][-1] = dict(h["c1"][-1], pending=1)
     bad, _ = violations(h, s)
     assert bad.get("unsettled") == 1
+
+
+def test_a_history_answer_must_be_the_logs_ops_and_never_past_the_store():
+    h, s = good()
+    h["c2"].insert(3, {"t": 0.45, "type": "history", "ws": "w", "id": 1, "ops": [[1, "c1", 1]]})
+    bad, r = violations(h, s)
+    assert bad == {} and (r["historyReads"], r["historyOps"]) == (1, 1)
+    wrong = copy.deepcopy(h)
+    wrong["c2"][3]["ops"] = [[2, "c1", 1]]
+    assert violations(wrong, s)[0] == {"historyNotALog": 1}
+    ahead = copy.deepcopy(h)
+    ahead["c2"][3]["ops"] = [[3, "c2", 9]]
+    assert violations(ahead, s)[0] == {"historyNotALog": 1}
