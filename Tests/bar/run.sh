@@ -335,6 +335,42 @@ wait_for "EXIT=143"
 wait_for "icanon echo" 3 || fail "terminal modes not restored after SIGTERM"
 tmux -L "$SOCKET" kill-session -t bar
 
+# u reopens the tab closed last from this bar (not one another client closed after it), then,
+# with none left, the workspace's most recently closed; U lists closed tabs, Enter reopens one.
+WS=bar-undo
+ts add --title One >/dev/null
+ts add --title Two >/dev/null
+ts add --title Three >/dev/null
+ls_shows() { ts ls | grep -qF -- "$1"; }
+ls_lacks() { ! ts ls | grep -qF -- "$1"; }
+start_bar 80 30  # tall enough for the whole help screen
+wait_for "| connected |"
+wait_for "3:Three"
+keys 2
+wait_for "2:Two*"
+keys x
+wait_for "2:Three"
+ts rm One
+wait_for "1:Three"
+keys u
+wait_until 5 ls_shows "Two" || fail "u did not reopen the tab closed here"
+ls_lacks "One" || fail "u reopened the tab another client closed first"
+keys u
+wait_until 5 ls_shows "One" || fail "u with nothing closed here did not reopen the workspace's last closed tab"
+ts rm Three
+wait_until 5 ls_lacks "Three"
+keys U
+wait_for "Recently closed (1): ↑↓ select, Enter reopen, Esc close"
+wait_for "> Three"
+keys Enter
+wait_until 5 ls_shows "Three" || fail "Enter in the closed list did not reopen the tab"
+keys "?"
+wait_for "recently closed tabs (↑ ↓, Enter reopens, Esc closes)"
+keys Escape
+keys q
+wait_for "EXIT=0"
+tmux -L "$SOCKET" kill-session -t bar
+
 if [ "$FAILURES" -gt 0 ]; then
     fatal "$FAILURES bar check(s) failed"
 fi
