@@ -15,6 +15,12 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// An operator ended the session for good (4408: kicked; 4410: the workspace was deleted): the
     /// client does not reconnect on its own (docs/design.md, "Close codes").
     case ended(code: UInt16, reason: String)
+    /// The server could not answer a history query (its `HistoryAnswer.error`): out of the
+    /// retention window, no such tab, not permitted. nil code: one this client does not know.
+    case queryFailed(ErrorCode?, String)
+    /// The connection a history query was sent on ended before its answer came (the client
+    /// reconnects on its own; ask again).
+    case connectionLost(String)
 
     public var description: String {
         switch self {
@@ -24,6 +30,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .timedOut(let duration): "timed out after \(duration)"
         case .refused(let code, let message): "refused by the server: \(code.wireName) \(message)"
         case .ended(let code, let reason): "the server ended the session (\(code): \(reason)); not reconnecting"
+        case .queryFailed(let code, let message): "the server could not answer: \(code?.wireName ?? "UNKNOWN") \(message)"
+        case .connectionLost(let why): "the connection ended before the answer came: \(why)"
         }
     }
 }

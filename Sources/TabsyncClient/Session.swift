@@ -51,6 +51,15 @@ struct Session {
     /// Events produced since the last `takeEvents()`.
     private(set) var events: [ClientEvent] = []
 
+    /// A history query waiting for its answer: `frame` is set until it is sent (queries wait for
+    /// a `Welcome`; one sent on a connection that ends fails, as its answer cannot come).
+    struct HistoryWaiter {
+        var frame: [UInt8]?
+        let continuation: CheckedContinuation<Result<Tabsync_V1_HistoryAnswer, ClientError>, Never>
+    }
+    private var historyWaiters: [UInt32: HistoryWaiter] = [:]
+    private var lastQueryId: UInt32 = 0
+
     init(workspaceId: String, clientId: String, clientName: String, token: String, format: WireFormat) {
         self.workspaceId = workspaceId
         self.clientId = clientId
@@ -119,9 +128,66 @@ struct Session {
         if phase == .ready { send(.init(focus: .init(tabId: tabId))) }
     }
 
-    /// Marks the client closing; the loop closes the connection.
+    /// Marks the client closing; the loop closes the connection. Waiting history queries fail.
     mutating func close() {
         closing = true
+        failHistory(sentOnly: false, .closed)
+    }
+
+    // MARK: history queries
+
+    /// A new query id (never 0, unique among the waiting ones).
+    mutating func makeQueryId() -> UInt32 {
+        repeat {
+            lastQueryId &+= 1
+        } while lastQueryId == 0 || historyWaiters[lastQueryId] != nil
+        return lastQueryId
+    }
+
+    /// Registers `query` (its id set by the caller) and sends it now when welcomed, else after the
+    /// next `Welcome`. A closed client answers `.closed` at once.
+    mutating func query(
+        _ query: Tabsync_V1_HistoryQuery,
+        continuation: CheckedContinuation<Result<Tabsync_V1_HistoryAnswer, ClientError>, Never>
+    ) {
+        guard phase != .closed, !closing else {
+            continuation.resume(returning: .failure(state.refusal ?? .closed))
+            return
+        }
+        var message = Tabsync_V1_ClientMessage()
+        message.history = query
+        let frame = format.encode(message)
+        if phase == .ready {
+            outbox.append(frame)
+            historyWaiters[query.id] = HistoryWaiter(frame: nil, continuation: continuation)
+        } else {
+            historyWaiters[query.id] = HistoryWaiter(frame: frame, continuation: continuation)
+        }
+    }
+
+    /// History queries waiting for their answer (sent or not).
+    var waitingQueries: Int { historyWaiters.count }
+
+    /// Gives up on query `id` (its deadline passed, or its task was cancelled).
+    mutating func abandonQuery(_ id: UInt32, _ error: ClientError) {
+        historyWaiters.removeValue(forKey: id)?.continuation.resume(returning: .failure(error))
+    }
+
+    /// Fails the waiting queries (only those already sent when `sentOnly`).
+    private mutating func failHistory(sentOnly: Bool, _ error: ClientError) {
+        for (id, waiter) in historyWaiters where !sentOnly || waiter.frame == nil {
+            historyWaiters[id] = nil
+            waiter.continuation.resume(returning: .failure(error))
+        }
+    }
+
+    /// Sends the queries that waited for a `Welcome`.
+    private mutating func sendWaitingQueries() {
+        for id in historyWaiters.keys.sorted() {
+            guard let frame = historyWaiters[id]?.frame else { continue }
+            outbox.append(frame)
+            historyWaiters[id]?.frame = nil
+        }
     }
 
     /// The next connection starts at once (no back-off); the caller then reconnects.
@@ -261,6 +327,14 @@ struct Session {
             return nil
         case .history(let answer):
             emit(.history(answer))
+            if let waiter = historyWaiters.removeValue(forKey: answer.id) {
+                if answer.hasError {
+                    waiter.continuation.resume(
+                        returning: .failure(.queryFailed(ErrorCode(answer.error.code), answer.error.message)))
+                } else {
+                    waiter.continuation.resume(returning: .success(answer))
+                }
+            }
             return nil
         case nil:
             return protocolTrouble("a server message with no field set")
@@ -318,6 +392,7 @@ struct Session {
         }
         retryRequest = nil
         if let focusTabId { send(.init(focus: .init(tabId: focusTabId))) }
+        sendWaitingQueries()
         emit(.welcomed(recovered: welcome.recovered))
         setConnection(.ready)
         syncReplica()
@@ -395,6 +470,8 @@ struct Session {
         clearOutbox()
         state.lastEnding = ending
         emit(.disconnected(ending))
+        // Their answers cannot come any more; queries not sent yet wait for the next Welcome.
+        failHistory(sentOnly: true, .connectionLost(ending.reason.isEmpty ? "\(ending.kind)" : ending.reason))
         if closing || state.refusal != nil || Self.endsForGood.contains(ending.code ?? 0) {
             if state.refusal == nil, ending.code == 4401, !closing {
                 state.refusal = .refused(.unauthorized, ending.reason)
@@ -403,6 +480,7 @@ struct Session {
             }
             phase = .closed
             setConnection(.closed)
+            failHistory(sentOnly: false, state.refusal ?? .closed)
             return .stop
         }
         let refusedBeforeWelcome = phase == .awaitingWelcome && ending.kind == .closedByServer
@@ -418,5 +496,6 @@ struct Session {
     mutating func finished() {
         phase = .closed
         setConnection(.closed)
+        failHistory(sentOnly: false, state.refusal ?? .closed)
     }
 }

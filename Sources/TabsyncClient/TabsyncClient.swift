@@ -113,6 +113,73 @@ public final class TabsyncClient: Sendable {
         if flush { loop.send(.flush(id: id)) }
     }
 
+    /// Sends a history query (its `id` is chosen here) and waits for its answer. Sent at once when
+    /// welcomed, else after the next `Welcome`.
+    /// - Throws: ``ClientError/queryFailed(_:_:)`` when the server answers with an error (outside
+    ///   retention, not permitted); ``ClientError/connectionLost(_:)`` when the connection it went
+    ///   on ends first; ``ClientError/timedOut(_:)`` after `timeout`; ``ClientError/closed`` (or the
+    ///   refusal) when the client is or becomes closed; ``ClientError/closed`` when the task is
+    ///   cancelled.
+    public func history(
+        _ query: Tabsync_V1_HistoryQuery, timeout: Duration = .seconds(10)
+    ) async throws(ClientError) -> Tabsync_V1_HistoryAnswer {
+        var query = query
+        query.id = box.withSession { $0.makeQueryId() }
+        let queryId = query.id
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Tabsync_V1_HistoryAnswer, ClientError>, Never>) in
+                let flush = box.withSession { session in
+                    session.query(query, continuation: continuation)
+                    return session.hasOutgoing
+                }
+                if flush { loop.send(.flush(id: id)) }
+                // The deadline; a query already answered is not there any more.
+                Task { [weak box = self.box] in
+                    try? await Task.sleep(for: timeout)
+                    box?.withSession { $0.abandonQuery(queryId, .timedOut(timeout)) }
+                }
+            }
+        } onCancel: {
+            box.withSession { $0.abandonQuery(queryId, .closed) }
+        }
+        return try result.get()
+    }
+
+    /// Stored ops, newest first: a page of at most `limit` (0: the server's default of 50) before
+    /// version `before` (0: from the newest). The answer's `next` is the `before` of the next page.
+    public func historyOps(
+        before: UInt64 = 0, limit: UInt32 = 0, timeout: Duration = .seconds(10)
+    ) async throws(ClientError) -> Tabsync_V1_HistoryAnswer {
+        var page = Tabsync_V1_HistoryPage()
+        page.before = before
+        page.limit = limit
+        var query = Tabsync_V1_HistoryQuery()
+        query.what = .ops(page)
+        return try await history(query, timeout: timeout)
+    }
+
+    /// The workspace as it was at `version` (the answer's `state`).
+    public func historyState(version: UInt64, timeout: Duration = .seconds(10)) async throws(ClientError) -> Tabsync_V1_HistoryAnswer {
+        var query = Tabsync_V1_HistoryQuery()
+        query.what = .version(version)
+        return try await history(query, timeout: timeout)
+    }
+
+    /// The workspace as it was at time `at` (RFC 3339; the answer's `state`, whose `version` is the
+    /// last op at or before it).
+    public func historyState(at: String, timeout: Duration = .seconds(10)) async throws(ClientError) -> Tabsync_V1_HistoryAnswer {
+        var query = Tabsync_V1_HistoryQuery()
+        query.what = .at(at)
+        return try await history(query, timeout: timeout)
+    }
+
+    /// Tabs closed recently and not back, newest first, at most `limit` (0: the server's 20).
+    public func recentlyClosed(limit: UInt32 = 0, timeout: Duration = .seconds(10)) async throws(ClientError) -> [Tabsync_V1_ClosedTab] {
+        var query = Tabsync_V1_HistoryQuery()
+        query.what = .closed(limit)
+        return try await history(query, timeout: timeout).closed
+    }
+
     /// Closes the connection (1000) and connects again at once, resuming.
     public func reconnect() {
         box.withSession { $0.requestReconnect() }

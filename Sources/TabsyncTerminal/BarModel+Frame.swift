@@ -23,6 +23,8 @@ extension BarModel {
         "  k                 lock / unlock the tab",
         "  e                 make the workspace editable / read-only",
         "  o                 list of every tab (↑ ↓, Enter picks, Esc closes)",
+        "  u                 reopen the tab closed last here (else the workspace's last closed)",
+        "  U                 recently closed tabs (↑ ↓, Enter reopens, Esc closes)",
         "  f                 follow mode (moving activates for everyone) / browse mode (only this view)",
         "  ?                 this help",
         "  q                 quit",
@@ -100,6 +102,8 @@ extension BarModel {
             return Self.helpScreen.prefix(height).map { Line($0) }
         case .list(let selection, let top):
             return listLines(selection: selection, top: top, height: height)
+        case .closed(let tabs, let selection, let top):
+            return closedLines(tabs, selection: selection, top: top, height: height)
         case .none, .prompt:
             return mainLines(height: height)
         }
@@ -116,6 +120,23 @@ extension BarModel {
                 if !tab.badge.isEmpty { text += "(\(TerminalText.clean(tab.badge)))" }
                 if tab.locked { text += BarLayout.lockMark }
                 if tab.id == workspace.activeTabId { text += BarLayout.activeMark }
+                if !tab.url.isEmpty { text += "  " + TerminalText.clean(tab.url) }
+                let marker = i == selection ? "> " : "  "
+                lines.append(Line(marker + text, i == selection ? .reverse : []))
+            }
+        }
+        return lines
+    }
+
+    private func closedLines(_ tabs: [Tab]?, selection: Int, top: Int, height: Int) -> [Line] {
+        guard let tabs else { return [Line("Recently closed: loading…", .bold)] }
+        guard !tabs.isEmpty else { return [Line("Recently closed: none (Esc closes)", .bold)] }
+        var lines = [Line("Recently closed (\(tabs.count)): ↑↓ select, Enter reopen, Esc close", .bold)]
+        let end = min(tabs.count, top + height - 1)
+        if top < end {
+            for i in top..<end {
+                let tab = tabs[i]
+                var text = TerminalText.clean(tab.title.isEmpty ? tab.id : tab.title)
                 if !tab.url.isEmpty { text += "  " + TerminalText.clean(tab.url) }
                 let marker = i == selection ? "> " : "  "
                 lines.append(Line(marker + text, i == selection ? .reverse : []))

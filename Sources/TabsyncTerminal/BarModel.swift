@@ -38,6 +38,9 @@ public enum BarEvent: Sendable, Equatable {
     case stats(rttMillis: Int?, pending: Int)
     /// Something to tell the person (a resync, a server error), shown like a refusal.
     case notice(String)
+    /// The answer to ``BarAction/loadClosed(limit:)``: tabs closed recently and not back, newest
+    /// first (nil when the server could not say, with the reason).
+    case closedTabs([Tab]?, error: String = "")
 }
 
 /// What the app must do after an event.
@@ -46,6 +49,9 @@ public enum BarAction: Sendable, Equatable {
     case submit(Operation)
     /// Tell presence which tab this terminal views.
     case focus(tabId: String)
+    /// Ask the server for the tabs closed recently (at most `limit`), then post
+    /// ``BarEvent/closedTabs(_:error:)`` with the answer.
+    case loadClosed(limit: Int)
     case quit
 }
 
@@ -74,6 +80,16 @@ public struct BarModel: Sendable {
         /// The overflow list of every tab, with the selected row and the first row shown.
         case list(selection: Int, top: Int)
         case prompt(Prompt)
+        /// Recently closed tabs (nil while they load), with the selected row and the first row shown.
+        case closed(tabs: [Tab]?, selection: Int, top: Int)
+    }
+
+    /// Why the bar waits for a list of closed tabs.
+    enum ClosedRequest: Sendable, Equatable {
+        /// `u` found no tab closed here: reopen the server's most recently closed one.
+        case reopenLast
+        /// `U`: the list overlay.
+        case list
     }
 
     /// A one-line text input at the bottom.
@@ -129,6 +145,13 @@ public struct BarModel: Sendable {
     private(set) var cols: Int
     /// The first tab shown in the bar (kept so scrolling is steady).
     private(set) var barFirst = 0
+
+    /// Ids of the tabs this bar closed (`x`), oldest first: `u` reopens the newest still closed.
+    private(set) var closedHere: [String] = []
+    /// The list of closed tabs asked of the server, and what it is for.
+    private(set) var closedRequest: ClosedRequest?
+    static let closedHereCapacity = 50
+    static let closedListLimit = 20
 
     private let idPrefix: String
     private var nextIdNumber = 1
@@ -186,6 +209,8 @@ public struct BarModel: Sendable {
             pendingOps = pending
         case .notice(let text):
             message = text
+        case .closedTabs(let tabs, let error):
+            actions += receivedClosed(tabs, error: error)
         }
         settleScroll()
         return actions
@@ -281,6 +306,8 @@ public struct BarModel: Sendable {
             return handlePromptKey(key, prompt)
         case .list(let selection, let top):
             return handleListKey(key, selection: selection, top: top)
+        case .closed(let tabs, let selection, let top):
+            return handleClosedKey(key, tabs: tabs, selection: selection, top: top)
         case .none:
             break
         }
@@ -303,7 +330,25 @@ public struct BarModel: Sendable {
             overlay = .prompt(Prompt(purpose: .newTitle, text: ""))
         case .char("x"), .delete:
             guard let tab = viewedTab else { return noTab() }
-            return submit(.remove(tabId: tab.id))
+            let actions = submit(.remove(tabId: tab.id))
+            if !actions.isEmpty {
+                closedHere.removeAll { $0 == tab.id }
+                closedHere.append(tab.id)
+                if closedHere.count > Self.closedHereCapacity { closedHere.removeFirst() }
+            }
+            return actions
+        case .char("u"):
+            // The newest tab closed here that is still closed; else the server's most recent.
+            while let id = closedHere.popLast() {
+                if workspace.tab(id) == nil { return reopen(id) }
+            }
+            closedRequest = .reopenLast
+            message = "looking for the most recently closed tab…"
+            return [.loadClosed(limit: 1)]
+        case .char("U"):
+            closedRequest = .list
+            overlay = .closed(tabs: nil, selection: 0, top: 0)
+            return [.loadClosed(limit: Self.closedListLimit)]
         case .char("r"):
             guard let tab = viewedTab else { return noTab() }
             overlay = .prompt(Prompt(purpose: .rename(tabId: tab.id), text: tab.title))
@@ -340,6 +385,73 @@ public struct BarModel: Sendable {
     }
 
     private var viewedTab: Tab? { workspace.tab(viewedTabId) }
+
+    /// Reopens closed tab `id` (the server resolves it from history, so the local workspace
+    /// cannot check it beyond being editable).
+    private mutating func reopen(_ id: String) -> [BarAction] {
+        guard workspace.editable else {
+            message = "refused: NOT_EDITABLE: the workspace is read-only"
+            return []
+        }
+        message = "reopening \(id)"
+        return [.submit(.reopen(tabId: id))]
+    }
+
+    private mutating func receivedClosed(_ tabs: [Tab]?, error: String) -> [BarAction] {
+        let request = closedRequest
+        closedRequest = nil
+        switch request {
+        case .reopenLast:
+            guard let tabs else {
+                message = "cannot list closed tabs: \(error)"
+                return []
+            }
+            guard let last = tabs.first else {
+                message = "no recently closed tab to reopen"
+                return []
+            }
+            return reopen(last.id)
+        case .list:
+            guard case .closed = overlay else { return [] }  // closed meanwhile
+            guard let tabs else {
+                overlay = .none
+                message = "cannot list closed tabs: \(error)"
+                return []
+            }
+            overlay = .closed(tabs: tabs, selection: 0, top: 0)
+            return []
+        case nil:
+            return []
+        }
+    }
+
+    private mutating func handleClosedKey(_ key: Key, tabs: [Tab]?, selection: Int, top: Int) -> [BarAction] {
+        let count = tabs?.count ?? 0
+        var selection = selection
+        switch key {
+        case .up, .char("k"): selection -= 1
+        case .down, .char("j"): selection += 1
+        case .home: selection = 0
+        case .end: selection = count - 1
+        case .enter:
+            overlay = .none
+            guard let tabs, tabs.indices.contains(selection) else { return [] }
+            return reopen(tabs[selection].id)
+        case .escape, .char("U"), .char("q"):
+            overlay = .none
+            closedRequest = nil
+            return []
+        default:
+            return []
+        }
+        selection = min(max(selection, 0), max(0, count - 1))
+        let height = max(1, listHeight)
+        var top = top
+        if selection < top { top = selection }
+        if selection >= top + height { top = selection - height + 1 }
+        overlay = .closed(tabs: tabs, selection: selection, top: max(0, top))
+        return []
+    }
 
     private mutating func noTab() -> [BarAction] {
         message = "no tab"

@@ -2,6 +2,7 @@ import ArgumentParser
 import TabsyncClient
 import TabsyncCore
 import TabsyncLock
+import TabsyncProto
 import TabsyncTerminal
 #if canImport(Glibc)
 import Glibc
@@ -84,6 +85,16 @@ struct BarCommand: AsyncParsableCommand {
                     inbox.post(.workspace(c.client.state.optimistic))
                 case .focus(let tabId):
                     c.client.focus(tabId)
+                case .loadClosed(let limit):
+                    let client = c.client
+                    Task {
+                        do throws(ClientError) {
+                            let closed = try await client.recentlyClosed(limit: UInt32(limit))
+                            inbox.post(.closedTabs(closed.map { Tab($0.tab) }))
+                        } catch {
+                            inbox.post(.closedTabs(nil, error: "\(error)"))
+                        }
+                    }
                 case .quit:
                     break
                 }

@@ -1,5 +1,6 @@
 import TabsyncClient
 import TabsyncCore
+import TabsyncProto
 
 /// One command's connection to its workspace: connect, wait for the first `Welcome`, submit ops
 /// and wait for their answers. Every failure becomes a ``CommandError`` with a clear message.
@@ -137,6 +138,38 @@ struct Connection {
         }
         if let refusal = state.refusal, let refused = Self.commandError(refusal) { throw refused }
         return state
+    }
+
+    /// Asks a history query and waits for its answer. A store that cannot be read now
+    /// (`UNAVAILABLE`) or a connection lost on the way is tried again with back-off for up to
+    /// `retryFor`.
+    /// - Throws: `.refused` (exit 3) when the server cannot answer (outside retention, no such
+    ///   version); `.unreachable` when no answer comes.
+    func history(_ query: Tabsync_V1_HistoryQuery) async throws(CommandError) -> Tabsync_V1_HistoryAnswer {
+        let giveUpAt = ContinuousClock.now + retryFor
+        var attempt = 0
+        while true {
+            let why: String
+            do throws(ClientError) {
+                return try await client.history(query, timeout: timeout)
+            } catch .queryFailed(let code, let message) where code == .unavailable {
+                why = "UNAVAILABLE: \(message)"
+            } catch .queryFailed(let code, let message) {
+                throw .refused(code: code?.wireName ?? "UNKNOWN", message: message)
+            } catch .connectionLost(let reason) {
+                why = reason
+            } catch {
+                if let refused = Self.commandError(error) { throw refused }
+                throw .unreachable("no answer from the server at \(server) (\(error))")
+            }
+            attempt += 1
+            let delay = Backoff(initial: .milliseconds(200), maximum: .seconds(2)).delay(attempt: attempt)
+            guard ContinuousClock.now + delay < giveUpAt else {
+                throw .unreachable(
+                    "the server could not answer for \(retryFor) (\(why)) (--retry-for sets how long to keep trying)")
+            }
+            try? await Task.sleep(for: delay)
+        }
     }
 
     func close() {

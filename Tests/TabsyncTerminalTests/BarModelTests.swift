@@ -9,6 +9,7 @@ struct Harness {
     var ws: Workspace
     var submitted: [Operation] = []
     var focused: [String] = []
+    var loads: [Int] = []
     var quit = false
 
     init(_ ws: Workspace, rows: Int = 20, cols: Int = 80) {
@@ -27,6 +28,8 @@ struct Harness {
                 }
             case .focus(let id):
                 focused.append(id)
+            case .loadClosed(let limit):
+                loads.append(limit)
             case .quit:
                 quit = true
             }

@@ -161,6 +161,48 @@ grep -q "Fatal\|Stack\|0x0" "$WORK/err" && fail "unreachable server printed a tr
 expect_exit 3 ts add --title "$(printf 'bad\033[2Jtitle')"
 grep -q "refused: INVALID_ARGUMENT" "$WORK/err" || fail "refusal message: $(cat "$WORK/err")"
 
+# --- history one-shots: log, restore (dry run and real), reopen; on a workspace of their own ---
+log "history one-shots"
+hs() { WS=hist-test ts "$@"; }
+expect_exit 0 hs add --title Docs --url https://docs.example
+expect_exit 0 hs add --title Mail
+mail_id=$(cat "$WORK/out")
+expect_exit 0 hs add --title News
+expect_exit 0 hs rm Mail
+expect_exit 0 hs rename Docs "Docs v2"
+expect_exit 0 hs log
+[ "$(wc -l <"$WORK/out")" = 5 ] || fail "log: want 5 lines: $(cat "$WORK/out")"
+head -1 "$WORK/out" | grep -qE '^5	20[0-9-]+T[0-9:.]+Z	script	' || fail "log's newest line: $(head -1 "$WORK/out")"
+tail -1 "$WORK/out" | grep -q '^1	.*added "Docs"' || fail "log's oldest line: $(tail -1 "$WORK/out")"
+expect_exit 0 hs log --limit 2 --json
+[ "$(wc -l <"$WORK/out")" = 2 ] || fail "log --limit 2: $(cat "$WORK/out")"
+grep -q '"version":"4"' "$WORK/out" || fail "log --json: $(cat "$WORK/out")"
+expect_exit 0 hs log --author somebody-else
+[ -s "$WORK/out" ] && fail "log --author filters nothing: $(cat "$WORK/out")"
+expect_exit 0 hs log --since 1h
+[ "$(wc -l <"$WORK/out")" = 5 ] || fail "log --since 1h: $(cat "$WORK/out")"
+expect_exit 2 hs log --since yesterday-ish
+expect_exit 0 hs restore --version 3 --dry-run
+grep -q "+ add $mail_id “Mail” at 2" "$WORK/out" || fail "dry run misses the re-added tab: $(cat "$WORK/out")"
+grep -q "title “Docs v2” → “Docs”" "$WORK/out" || fail "dry run misses the rename: $(cat "$WORK/out")"
+hs ls | grep -q "Docs v2" || fail "a dry run changed the workspace"
+expect_exit 0 hs restore --version 3
+[ "$(cat "$WORK/out")" = 6 ] || fail "restore prints the new version: $(cat "$WORK/out")"
+hs ls | grep -q "$mail_id  Mail" || fail "restore did not bring Mail back: $(hs ls)"
+expect_exit 2 hs restore
+expect_exit 2 hs restore --version 2 --at 1h
+expect_exit 3 hs restore --version 999
+grep -q "refused: INVALID_ARGUMENT" "$WORK/err" || fail "restore outside history: $(cat "$WORK/err")"
+expect_exit 1 hs reopen
+grep -q "no recently closed tab" "$WORK/err" || fail "reopen with nothing closed: $(cat "$WORK/err")"
+expect_exit 0 hs rm News
+expect_exit 0 hs reopen
+grep -q "	News	" "$WORK/out" || fail "reopen prints the tab: $(cat "$WORK/out")"
+expect_exit 0 hs rm Mail
+expect_exit 0 hs reopen Ma
+grep -q "^$mail_id	Mail" "$WORK/out" || fail "reopen by title prefix: $(cat "$WORK/out")"
+expect_exit 1 "$TABSYNC" log --server ws://127.0.0.1:1 --workspace "$WS"
+
 # --- the live bar ---
 log "live bar"
 start_bar 80 16
@@ -291,6 +333,42 @@ bar_pid=$(pgrep -P "$pane_pid" -x tabsync || true)
 [ -n "$bar_pid" ] && kill -TERM "$bar_pid"
 wait_for "EXIT=143"
 wait_for "icanon echo" 3 || fail "terminal modes not restored after SIGTERM"
+tmux -L "$SOCKET" kill-session -t bar
+
+# u reopens the tab closed last from this bar (not one another client closed after it), then,
+# with none left, the workspace's most recently closed; U lists closed tabs, Enter reopens one.
+WS=bar-undo
+ts add --title One >/dev/null
+ts add --title Two >/dev/null
+ts add --title Three >/dev/null
+ls_shows() { ts ls | grep -qF -- "$1"; }
+ls_lacks() { ! ts ls | grep -qF -- "$1"; }
+start_bar 80 30  # tall enough for the whole help screen
+wait_for "| connected |"
+wait_for "3:Three"
+keys 2
+wait_for "2:Two*"
+keys x
+wait_for "2:Three"
+ts rm One
+wait_for "1:Three"
+keys u
+wait_until 5 ls_shows "Two" || fail "u did not reopen the tab closed here"
+ls_lacks "One" || fail "u reopened the tab another client closed first"
+keys u
+wait_until 5 ls_shows "One" || fail "u with nothing closed here did not reopen the workspace's last closed tab"
+ts rm Three
+wait_until 5 ls_lacks "Three"
+keys U
+wait_for "Recently closed (1): ↑↓ select, Enter reopen, Esc close"
+wait_for "> Three"
+keys Enter
+wait_until 5 ls_shows "Three" || fail "Enter in the closed list did not reopen the tab"
+keys "?"
+wait_for "recently closed tabs (↑ ↓, Enter reopens, Esc closes)"
+keys Escape
+keys q
+wait_for "EXIT=0"
 tmux -L "$SOCKET" kill-session -t bar
 
 if [ "$FAILURES" -gt 0 ]; then
