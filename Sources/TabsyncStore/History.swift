@@ -51,7 +51,7 @@ public protocol HistoryStore: WorkspaceStore {
     /// The newest milestone (the workspace's state as stored at a commit) at or before `version`;
     /// nil when none is kept.
     func milestone(workspaceId: String, atOrBefore version: UInt64) throws(StoreError) -> Workspace?
-    /// The newest version committed at or before `date`, from the kept ops and milestones; nil when
-    /// nothing kept is that old.
+    /// The newest version committed at or before `date` (to the millisecond: an op's shown time
+    /// names it), from the kept ops and milestones; nil when nothing kept is that old.
     func version(workspaceId: String, at date: Date) throws(StoreError) -> UInt64?
 }

@@ -152,8 +152,10 @@ extension MemoryStore: HistoryStore {
     public func version(workspaceId: String, at date: Date) throws(StoreError) -> UInt64? {
         kept.withLock { kept in
             guard let k = kept[workspaceId] else { return nil }
-            let op = k.entries.last { ($0.committedAt ?? .distantPast) <= date }?.op.version
-            let milestone = k.milestones.last { $0.at <= date }?.workspace.version
+            // Times are shown to the millisecond: a time names the whole of its millisecond.
+            let date = Date(timeIntervalSince1970: ((date.timeIntervalSince1970 * 1000).rounded(.down) + 1) / 1000)
+            let op = k.entries.last { ($0.committedAt ?? .distantPast) < date }?.op.version
+            let milestone = k.milestones.last { $0.at < date }?.workspace.version
             return [op, milestone].compactMap { $0 }.max()
         }
     }

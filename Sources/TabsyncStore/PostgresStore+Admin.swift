@@ -127,8 +127,8 @@ extension PostgresStore: HistoryStore {
             try db.execute(
                 """
                 SELECT greatest(
-                    (SELECT max(version) FROM tabsync_ops WHERE workspace = $1 AND committed_at <= to_timestamp($2 / 1000.0)),
-                    (SELECT max(version) FROM tabsync_milestones WHERE workspace = $1 AND committed_at <= to_timestamp($2 / 1000.0)))
+                    (SELECT max(version) FROM tabsync_ops WHERE workspace = $1 AND committed_at < to_timestamp(($2 + 1) / 1000.0)),
+                    (SELECT max(version) FROM tabsync_milestones WHERE workspace = $1 AND committed_at < to_timestamp(($2 + 1) / 1000.0)))
                 """, [.text(workspaceId), .int64(ms)]).int64(0, 0)
         }
         return version.map { UInt64(bitPattern: $0) }

@@ -38,6 +38,11 @@ struct StoreHistoryContractTests {
         #expect(try history.history(workspaceId: "w", before: 3, limit: 1).map(\.op.version) == [2])
         #expect(try history.history(workspaceId: "w", before: 1, limit: 5).isEmpty)
         #expect(try history.history(workspaceId: "nothing", before: nil, limit: 5).isEmpty)
+        // An op's time as shown (to the millisecond) names it: the state then includes it.
+        for entry in all {
+            let shown = Date(timeIntervalSince1970: (entry.committedAt!.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+            #expect(try history.version(workspaceId: "w", at: shown).map { $0 >= entry.op.version } == true, "v\(entry.op.version)")
+        }
         // Exactly the stored log, as the resume path reads it.
         #expect(all.reversed().map(\.op) == (try #require(try harness.store.load(workspaceId: "w"))).log)
     }
