@@ -170,6 +170,20 @@ enum Samples {
         pairs.append(Pair(name: "rekey",
                           core: .rekey(keys: [TabKey(tabId: "t1", key: "a0"), TabKey(tabId: "t2", key: "a1")]),
                           wire: op(.rekey(rekey))))
+
+        var restore = Tabsync_V1_Restore()
+        restore.version = 42
+        pairs.append(Pair(name: "restore as submitted", core: .restore(version: 42, state: nil), wire: op(.restore(restore))))
+        var restored = restore
+        restored.state.tabs = [wireFullTab, wirePlainTab]
+        restored.state.editable = true
+        restored.state.activeTabID = "t2"
+        pairs.append(Pair(name: "restore as applied",
+                          core: .restore(version: 42, state: RestoredState(tabs: [fullTab, plainTab], activeTabId: "t2", editable: true)),
+                          wire: op(.restore(restored))))
+        var reopen = Tabsync_V1_Reopen()
+        reopen.tabID = "t7"
+        pairs.append(Pair(name: "reopen", core: .reopen(tabId: "t7"), wire: op(.reopen(reopen))))
         return pairs
     }()
 }

@@ -333,7 +333,7 @@ struct ServerAuthTests {
             .add(tab: .named("t"), place: .end, activate: false), .open(tab: .named("t"), place: .end),
             .move(tabId: "t", place: .end), .remove(tabId: "t"), .activate(.tabId("t")),
             .update(TabUpdate(tabId: "t", title: "x")), .setEditable(true), .replace(tabs: []),
-            .rekey(keys: []),
+            .rekey(keys: []), .restore(version: 1, state: nil), .reopen(tabId: "t"),
         ]
         let kinds: [Tabsync_V1_Op.OneOf_Kind?] = ops.map { Tabsync_V1_Op($0).kind } + [nil]
         #expect(Set(ops.map(\.kind)) == Set(TabsyncCore.Operation.Kind.allCases))
