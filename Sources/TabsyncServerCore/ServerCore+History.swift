@@ -16,7 +16,7 @@ import TabsyncStore
 ///   closed tab), or refused for good with the read's refusal, or refused `UNAVAILABLE` (nothing
 ///   consumed) when the store could not be read, so the client's outbox sends it again.
 extension ServerCore {
-    /// One history read for the store, and who waits for it (kept in ``historyCalls``).
+    /// One history read for the store, and who waits for it (kept in ``HistoryReads``).
     package struct HistoryCall: Sendable, Equatable {
         package var id: UInt64
         package var workspaceId: String
@@ -33,16 +33,36 @@ extension ServerCore {
         case submit(ConnectionID, SubmitInput)
     }
 
+    /// The history reads out at the store and who waits for each, numbered in the order asked.
+    struct HistoryReads {
+        private var waiting: [UInt64: HistoryAsker] = [:]
+        private var last: UInt64 = 0
+
+        /// Numbers a new read for `asker`.
+        mutating func add(_ asker: HistoryAsker) -> UInt64 {
+            last += 1
+            waiting[last] = asker
+            return last
+        }
+
+        /// Who waited for read `id`, now answered (nil: nobody any more).
+        mutating func answered(_ id: UInt64) -> HistoryAsker? { waiting.removeValue(forKey: id) }
+
+        /// An HTTP request went away: its read's answer goes nowhere.
+        mutating func forgetRequest(_ request: RequestID) {
+            for (id, asker) in waiting { if case .http(request) = asker { waiting[id] = nil } }
+        }
+    }
+
     /// Asks the store for a history read.
     mutating func readHistory(_ read: HistoryRead, of workspaceId: String, for asker: HistoryAsker) {
-        nextHistoryCall += 1
-        historyCalls[nextHistoryCall] = asker
-        emit(.readHistory(HistoryCall(id: nextHistoryCall, workspaceId: workspaceId, read: read)))
+        let id = historyReads.add(asker)
+        emit(.readHistory(HistoryCall(id: id, workspaceId: workspaceId, read: read)))
     }
 
     /// The store answered a history read.
     mutating func historyRead(_ call: HistoryCall, _ result: Result<HistoryResult, HistoryFailure>) {
-        guard let asker = historyCalls.removeValue(forKey: call.id) else { return }
+        guard let asker = historyReads.answered(call.id) else { return }
         switch asker {
         case .http(let requestId):
             emit(.respond(requestId, httpHistoryResponse(call, result)))

@@ -53,8 +53,7 @@ package struct ServerCore {
     /// Counts for the operators' quotas.
     var quotas = QuotaState()
     /// History reads out at the store, and who waits for each (ServerCore+History.swift).
-    var historyCalls: [UInt64: HistoryAsker] = [:]
-    var nextHistoryCall: UInt64 = 0
+    var historyReads = HistoryReads()
 
     /// The instant of the event being handled, and the wall clock at one instant.
     private var clock: Clock
@@ -179,7 +178,7 @@ package struct ServerCore {
             adminAnswered(call, result)
         case .requestGone(let id):
             pendingHTTP[id] = nil
-            for (call, asker) in historyCalls { if case .http(id) = asker { historyCalls[call] = nil } }
+            historyReads.forgetRequest(id)
             admin.authorizing[id] = nil
             admin.listing[id] = nil
         case .shutdown:
