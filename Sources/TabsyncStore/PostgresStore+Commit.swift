@@ -31,6 +31,7 @@ extension PostgresStore {
                 throw PGError.store(.behind(storedVersions: stale))
             }
             var rows = PostgresCommitRows()
+            if options.stampsWithNodeClock { rows.commitMs = options.clock.milliseconds() }
             for id in touched {
                 try rows.add(
                     id, byWorkspace[id] ?? [], batch, locked.rows[id], snapshotInterval: options.snapshotInterval,
@@ -141,6 +142,8 @@ struct PostgresCommitRows {
     private var versionIds: [PGValue] = [], versions: [PGValue] = [], payloads: [PGValue] = []
     private var seqRows: [[PGValue]] = [[], [], [], [], []]
     private var opRows: [[PGValue]] = [[], [], [], [], [], [], []]
+    /// The commit time to store (Unix ms); nil: the database's `now()` (``PostgresStore/Options/stampsWithNodeClock``).
+    var commitMs: Int64?
     private var rekeyRows: [[PGValue]] = [[], [], [], []]
     private var refusalRows: [[PGValue]] = [[], [], [], [], [], [], []]
     private var snapshotRows: [[PGValue]] = [[], [], []]
@@ -306,9 +309,10 @@ struct PostgresCommitRows {
         if !opRows[0].isEmpty {
             statements.append(PGStatement(
                 """
-                INSERT INTO tabsync_ops (workspace, version, client_id, seq, active_tab_id, op, author)
-                SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::bytea[], $7::text[])
-                """, Self.arrays(opRows, [.text, .int64, .text, .int64, .text, .bytes, .text])))
+                INSERT INTO tabsync_ops (workspace, version, client_id, seq, active_tab_id, op, author, committed_at)
+                SELECT u.*, coalesce(to_timestamp($8::int8 / 1000.0), now())
+                FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::bytea[], $7::text[]) AS u
+                """, Self.arrays(opRows, [.text, .int64, .text, .int64, .text, .bytes, .text]) + [commitMs.map(PGValue.int64) ?? .null]))
         }
         if !rekeyRows[0].isEmpty {
             statements.append(PGStatement(
@@ -346,9 +350,10 @@ struct PostgresCommitRows {
         if !milestoneRows[0].isEmpty {
             statements.append(PGStatement(
                 """
-                INSERT INTO tabsync_milestones (workspace, version, snapshot)
-                SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[]) ON CONFLICT DO NOTHING
-                """, Self.arrays(milestoneRows, [.text, .int64, .bytes])))
+                INSERT INTO tabsync_milestones (workspace, version, snapshot, committed_at)
+                SELECT u.*, coalesce(to_timestamp($4::int8 / 1000.0), now())
+                FROM unnest($1::text[], $2::int8[], $3::bytea[]) AS u ON CONFLICT DO NOTHING
+                """, Self.arrays(milestoneRows, [.text, .int64, .bytes]) + [commitMs.map(PGValue.int64) ?? .null]))
         }
         if !historyTrimRows[0].isEmpty {
             // Once a day per workspace: ops committed before the cut-off go (a prefix, never into

@@ -59,6 +59,9 @@ public final class PostgresStore: WorkspaceStore {
         public var loadWindow = 10_000
         /// The node's clock, for when a commit writes a milestone (commit times are PostgreSQL's).
         public var clock = CommitClock()
+        /// Stamp commits with ``clock`` instead of the database's `now()` (tests of retention; every
+        /// node's ops are otherwise on the database's one clock).
+        public var stampsWithNodeClock = false
 
         public init(
             snapshotInterval: Int = 256, connectTimeoutSeconds: Int = 3, schema: String? = nil,

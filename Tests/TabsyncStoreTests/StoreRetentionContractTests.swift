@@ -33,6 +33,7 @@ struct StoreRetentionContractTests {
             var options = schema.options(snapshotInterval: interval)
             options.history = retention
             options.clock = clock.commitClock
+            options.stampsWithNodeClock = true
             return (try PostgresStore(url: schema.url, options: options), schema)
         }
     }
@@ -85,9 +86,8 @@ struct StoreRetentionContractTests {
         #expect(throws: HistoryFailure.self) { try reader.answer(.version(UInt64(expected.count)), workspaceId: "w") }
     }
 
-    /// Memory and SQLite only: PostgreSQL stamps ops with the database's clock (every node's on
-    /// one clock), which the test's clock cannot age.
-    @Test(arguments: [StoreKind.memory, .sqlite])
+    /// PostgreSQL stamps ops with the test's clock here (``PostgresStore/Options/stampsWithNodeClock``).
+    @Test(arguments: StoreKind.allCases)
     func opsOutliveTheirRetentionOnlyAsOneMilestoneADay(kind: StoreKind) throws {
         let clock = TestClock()
         let directory = TemporaryDirectory()
