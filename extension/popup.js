@@ -142,6 +142,8 @@ async function render() {
 
 let closedFor = ""; // the binding, version and role the list was last asked for
 let closedAsking = false;
+let settleTimer = null;
+const closedKey = (s) => `${s.bindingId}|${s.version}|${s.status}|${s.viewOnly}`;
 
 /** How long ago `at` (RFC 3339) was, in words. */
 function ago(at) {
@@ -156,7 +158,7 @@ function ago(at) {
 
 /** Asks the worker for the workspace's recently closed tabs when the workspace changed since. */
 async function refreshClosed(s, force = false) {
-  const key = `${s.bindingId}|${s.version}|${s.status}|${s.viewOnly}`;
+  const key = closedKey(s);
   if (!s.bindingId || s.status !== "connected") { $("recently-closed").hidden = true; closedFor = ""; return; }
   if (closedAsking || (!force && key === closedFor)) return;
   closedAsking = true;
@@ -164,11 +166,19 @@ async function refreshClosed(s, force = false) {
   try {
     const reply = await chrome.runtime.sendMessage({ type: "history", bindingId: s.bindingId, limit: 10 });
     showClosed(s, reply ?? {});
+  } catch (error) {
+    showClosed(s, { error: `could not list the closed tabs: ${error?.message ?? error}` });
   } finally {
     closedAsking = false;
   }
   // The workspace moved on while the answer was coming: ask again for the newest.
-  if (current && `${current.bindingId}|${current.version}|${current.status}|${current.viewOnly}` !== closedFor) refreshClosed(current);
+  if (current && closedKey(current) !== closedFor) { refreshClosed(current); return; }
+  // An answer shows only what is durable, so it may lag the Applied just received: once the
+  // workspace has rested at this version a moment, it is asked once more.
+  if (!force) {
+    clearTimeout(settleTimer);
+    settleTimer = setTimeout(() => { if (current && closedKey(current) === key) refreshClosed(current, true); }, 1500);
+  }
 }
 
 function showClosed(s, reply) {
