@@ -198,6 +198,7 @@ class Mirror {
     this.snapshotRemoved = new Set(); // ids gone from a snapshot (no op seen): closed only under the brake
     this.dismissed = new Set(); // workspace ids closed here in a read-only mirror (not reopened)
     this.localIds = new Set(); // workspace ids of tabs whose add was refused (kept local only)
+    this.reopenTitles = new Map(); // workspace id -> title, of closed tabs the popup asked to reopen
     this.paused = null; // { kind: "epoch" | "brake", reason, count }: the mirror waits for the user
     this.lastOrder = null; // workspace ids in the order last synced (null: none yet)
     this.lastActive = null; // the active workspace tab last synced
@@ -403,7 +404,8 @@ class Mirror {
   describe({ code, message, op }, retrying) {
     const [[kind, body]] = Object.entries(op ?? { none: {} });
     const tabId = body?.tabId ?? body?.tab?.id ?? "";
-    return { code, message, kind, tabId, title: this.titleOf(tabId) || body?.tab?.title || "", retrying, at: Date.now() };
+    const title = this.titleOf(tabId) || body?.tab?.title || this.reopenTitles.get(tabId) || "";
+    return { code, message, kind, tabId, title, retrying, at: Date.now() };
   }
 
   onError(error) {
@@ -964,12 +966,14 @@ class Mirror {
    * never opened twice nor published again as a new tab. Resolves once the server answered (or
    * after 10 s, the op still in the outbox): a refusal's message goes back to the popup.
    */
-  reopenTab(tabId) {
+  reopenTab(tabId, title = "") {
     const c = this.client;
     if (this.readOnly) return { error: `a view-only window cannot reopen tabs: ${this.viewer ? REASONS.NOT_PERMITTED : REASONS.NOT_EDITABLE}` };
     if (!this.ready || c.status !== "connected") return { error: "not connected: try again once the window is connected" };
     if (typeof tabId !== "string" || tabId === "") return { error: "no tab to reopen" };
     if (c.state.tabs.some((t) => t.id === tabId)) return { error: "that tab is open in the workspace already" };
+    this.reopenTitles.set(tabId, cleanText(title, MAX_TITLE));
+    if (this.reopenTitles.size > 50) this.reopenTitles.delete(this.reopenTitles.keys().next().value);
     const entry = c.reopen(tabId);
     return new Promise((resolve) => {
       let timer = null;
@@ -983,7 +987,8 @@ class Mirror {
       const onRejected = (e) => {
         if (e.detail.op !== entry.op) return;
         const { code, message } = e.detail;
-        done({ error: `the server refused to reopen it: ${message || REASONS[code] || code} (${code})` });
+        // Shown by the popup with the other refusals (lastRejection), so not as an error again.
+        done({ refused: `the server refused to reopen it: ${message || REASONS[code] || code} (${code})` });
       };
       const onChange = () => { if (!c.pending.includes(entry)) done({ ok: true, tabId }); };
       c.addEventListener("rejected", onRejected);
@@ -1362,7 +1367,7 @@ chrome.runtime.onMessage.addListener((request, _sender, reply) => {
       case "reopenTab": {
         const m = mirrors.get(request.bindingId);
         if (!m) return { error: "not bound" };
-        return m.reopenTab(String(request.tabId ?? ""));
+        return m.reopenTab(String(request.tabId ?? ""), String(request.title ?? ""));
       }
       case "resolve": {
         const m = mirrors.get(request.bindingId);

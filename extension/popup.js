@@ -61,7 +61,7 @@ function explain(r) {
       if (r.code === "TAB_GONE") return `${what} was closed by someone else first: your ${r.kind} did nothing`;
       if (r.code === "LOCKED") return `${what} is locked in the workspace: your ${r.kind} was undone`;
       return `your ${r.kind} of ${what} was undone: ${why}`;
-    case "reopen": return `${what} could not be reopened: ${r.message || why}`;
+    case "reopen": return `${what} could not be reopened: ${r.message || why} (${r.code})`;
     default: return `the server refused a ${r.kind} (${r.code}${r.message ? `: ${r.message}` : ""})`;
   }
 }
@@ -198,8 +198,8 @@ function showClosed(s, reply) {
       const button = text("button", "Reopen", "reopen-tab");
       button.addEventListener("click", async () => {
         button.disabled = true;
-        const answer = await send({ type: "reopenTab", bindingId: s.bindingId, tabId: c.tabId });
-        if (answer?.error) button.disabled = false;
+        const answer = await send({ type: "reopenTab", bindingId: s.bindingId, tabId: c.tabId, title: c.title });
+        if (answer?.error || answer?.refused) button.disabled = false;
         if (current) refreshClosed(current, true);
       });
       li.append(button);
