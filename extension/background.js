@@ -2,8 +2,8 @@
 // bound window's tab strip both ways with one serialized, level-triggered reconcile per window.
 //
 // The contract (docs/extension.md, "The contract"): a user's real tabs are the user's data. Sync
-// closes a real tab only because a remote `remove` of its workspace id (or a remote `replace` that
-// drops it) was applied after the tab was mapped. A refusal, a rollback, a lost or restored
+// closes a real tab only because a remote `remove` of its workspace id (or a remote `replace` or
+// `restore` that drops it) was applied after the tab was mapped. A refusal, a rollback, a lost or restored
 // server, a browser or worker restart, an extension update or a reconnect never closes a tab,
 // opens one twice, or publishes a tab of a window the user did not bind.
 //
@@ -198,6 +198,7 @@ class Mirror {
     this.snapshotRemoved = new Set(); // ids gone from a snapshot (no op seen): closed only under the brake
     this.dismissed = new Set(); // workspace ids closed here in a read-only mirror (not reopened)
     this.localIds = new Set(); // workspace ids of tabs whose add was refused (kept local only)
+    this.reopenTitles = new Map(); // workspace id -> title, of closed tabs the popup asked to reopen
     this.paused = null; // { kind: "epoch" | "brake", reason, count }: the mirror waits for the user
     this.lastOrder = null; // workspace ids in the order last synced (null: none yet)
     this.lastActive = null; // the active workspace tab last synced
@@ -310,7 +311,12 @@ class Mirror {
     this.publish();
   }
 
-  /** Ids an applied op took out of the workspace: their real tabs are closed by the next pass. */
+  /**
+   * Ids an applied op took out of the workspace: their real tabs are closed by the next pass. One
+   * path for every op: the client lists the ids each Applied dropped, whatever its kind, so a
+   * `restore` that drops tabs closes exactly those, as a `replace` does (and, as for any applied
+   * op, without the snapshot brake); the tabs it brings back open through step 4.
+   */
   onRemoved(ids) {
     for (const id of ids) { this.removed.add(id); this.snapshotRemoved.delete(id); }
     if (this.removed.size > 0) {
@@ -398,7 +404,8 @@ class Mirror {
   describe({ code, message, op }, retrying) {
     const [[kind, body]] = Object.entries(op ?? { none: {} });
     const tabId = body?.tabId ?? body?.tab?.id ?? "";
-    return { code, message, kind, tabId, title: this.titleOf(tabId) || body?.tab?.title || "", retrying, at: Date.now() };
+    const title = this.titleOf(tabId) || body?.tab?.title || this.reopenTitles.get(tabId) || "";
+    return { code, message, kind, tabId, title, retrying, at: Date.now() };
   }
 
   onError(error) {
@@ -927,6 +934,69 @@ class Mirror {
     return { ok: true };
   }
 
+  /**
+   * The popup's Recently closed: the workspace's tabs closed lately and not back (a HistoryQuery
+   * `closed` over this binding's session), newest first, those open again since left out (an answer
+   * shows only what is durable, so it may lag the Applied just received).
+   */
+  async recentlyClosed(limit = 10) {
+    const c = this.client;
+    if (!this.ready || c.status !== "connected") return { closed: [], note: "shown once the window is connected" };
+    let answer;
+    try {
+      answer = await c.history({ closed: limit });
+    } catch (error) {
+      return { error: `could not list the closed tabs: ${error?.message ?? error}` };
+    }
+    if (answer.error) {
+      return { error: `the server could not list the closed tabs (${answer.error.code ?? "ERROR"}${answer.error.message ? `: ${answer.error.message}` : ""})` };
+    }
+    const open = new Set(c.state.tabs.map((t) => t.id));
+    const closed = (answer.closed ?? []).filter((x) => x.tab?.id && !open.has(x.tab.id)).map((x) => ({
+      tabId: x.tab.id, title: cleanText(x.tab.title ?? "", MAX_TITLE), url: String(x.tab.url ?? ""),
+      author: cleanText(x.author ?? "", 64), at: String(x.at ?? ""), version: String(x.version ?? ""),
+    }));
+    return { closed, canReopen: !this.readOnly };
+  }
+
+  /**
+   * The popup's Reopen on a recently closed tab: a `reopen` op. The server turns it into an `add`
+   * of the tab's old id, which every window (this one too) opens through step 4 of the reconcile,
+   * mapped to that id at once: nothing is opened here before the server says so, so the tab is
+   * never opened twice nor published again as a new tab. Resolves once the server answered (or
+   * after 10 s, the op still in the outbox): a refusal's message goes back to the popup.
+   */
+  reopenTab(tabId, title = "") {
+    const c = this.client;
+    if (this.readOnly) return { error: `a view-only window cannot reopen tabs: ${this.viewer ? REASONS.NOT_PERMITTED : REASONS.NOT_EDITABLE}` };
+    if (!this.ready || c.status !== "connected") return { error: "not connected: try again once the window is connected" };
+    if (typeof tabId !== "string" || tabId === "") return { error: "no tab to reopen" };
+    if (c.state.tabs.some((t) => t.id === tabId)) return { error: "that tab is open in the workspace already" };
+    this.reopenTitles.set(tabId, cleanText(title, MAX_TITLE));
+    if (this.reopenTitles.size > 50) this.reopenTitles.delete(this.reopenTitles.keys().next().value);
+    const entry = c.reopen(tabId);
+    return new Promise((resolve) => {
+      let timer = null;
+      const done = (value) => {
+        clearTimeout(timer);
+        c.removeEventListener("rejected", onRejected);
+        c.removeEventListener("change", onChange);
+        resolve(value);
+      };
+      // "rejected" comes before the op leaves the outbox; "change" after it was applied.
+      const onRejected = (e) => {
+        if (e.detail.op !== entry.op) return;
+        const { code, message } = e.detail;
+        // Shown by the popup with the other refusals (lastRejection), so not as an error again.
+        done({ refused: `the server refused to reopen it: ${message || REASONS[code] || code} (${code})` });
+      };
+      const onChange = () => { if (!c.pending.includes(entry)) done({ ok: true, tabId }); };
+      c.addEventListener("rejected", onRejected);
+      c.addEventListener("change", onChange);
+      timer = setTimeout(() => done({ ok: true, tabId, waiting: true }), 10_000);
+    });
+  }
+
   // ------------------------------------------------------------------ what the popup shows
 
   publish() {
@@ -1288,6 +1358,16 @@ chrome.runtime.onMessage.addListener((request, _sender, reply) => {
         const m = mirrors.get(request.bindingId);
         if (!m) return { error: "not bound" };
         return m.share(Number(request.tabId));
+      }
+      case "history": {
+        const m = mirrors.get(request.bindingId);
+        if (!m) return { error: "not bound" };
+        return m.recentlyClosed(Math.min(Math.max(Number(request.limit) || 10, 1), 50));
+      }
+      case "reopenTab": {
+        const m = mirrors.get(request.bindingId);
+        if (!m) return { error: "not bound" };
+        return m.reopenTab(String(request.tabId ?? ""), String(request.title ?? ""));
       }
       case "resolve": {
         const m = mirrors.get(request.bindingId);

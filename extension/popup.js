@@ -61,6 +61,7 @@ function explain(r) {
       if (r.code === "TAB_GONE") return `${what} was closed by someone else first: your ${r.kind} did nothing`;
       if (r.code === "LOCKED") return `${what} is locked in the workspace: your ${r.kind} was undone`;
       return `your ${r.kind} of ${what} was undone: ${why}`;
+    case "reopen": return `${what} could not be reopened: ${r.message || why} (${r.code})`;
     default: return `the server refused a ${r.kind} (${r.code}${r.message ? `: ${r.message}` : ""})`;
   }
 }
@@ -114,6 +115,7 @@ async function render() {
     }
     return li;
   }));
+  refreshClosed(s);
   const peers = $("peers");
   peers.replaceChildren(...(s.peers ?? []).map((p) => {
     const li = text("li", p.name);
@@ -132,6 +134,76 @@ async function render() {
     if (t.badge) li.append(text("span", t.badge, "badge"));
     if (t.locked) li.append(text("span", " 🔒", "dim"));
     if (viewers.has(t.id)) li.append(text("span", `← ${viewers.get(t.id).join(", ")}`, "viewers"));
+    return li;
+  }));
+}
+
+// ------------------------------------------------------------------ Recently closed
+
+let closedFor = ""; // the binding, version and role the list was last asked for
+let closedAsking = false;
+let settleTimer = null;
+const closedKey = (s) => `${s.bindingId}|${s.version}|${s.status}|${s.viewOnly}`;
+
+/** How long ago `at` (RFC 3339) was, in words. */
+function ago(at) {
+  const ms = Date.now() - Date.parse(at);
+  if (!Number.isFinite(ms)) return "";
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return "just now";
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86_400) return `${Math.floor(s / 3600)} h ago`;
+  return new Date(at).toLocaleDateString();
+}
+
+/** Asks the worker for the workspace's recently closed tabs when the workspace changed since. */
+async function refreshClosed(s, force = false) {
+  const key = closedKey(s);
+  if (!s.bindingId || s.status !== "connected") { $("recently-closed").hidden = true; closedFor = ""; return; }
+  if (closedAsking || (!force && key === closedFor)) return;
+  closedAsking = true;
+  closedFor = key;
+  try {
+    const reply = await chrome.runtime.sendMessage({ type: "history", bindingId: s.bindingId, limit: 10 });
+    showClosed(s, reply ?? {});
+  } catch (error) {
+    showClosed(s, { error: `could not list the closed tabs: ${error?.message ?? error}` });
+  } finally {
+    closedAsking = false;
+  }
+  // The workspace moved on while the answer was coming: ask again for the newest.
+  if (current && closedKey(current) !== closedFor) { refreshClosed(current); return; }
+  // An answer shows only what is durable, so it may lag the Applied just received: once the
+  // workspace has rested at this version a moment, it is asked once more.
+  if (!force) {
+    clearTimeout(settleTimer);
+    settleTimer = setTimeout(() => { if (current && closedKey(current) === key) refreshClosed(current, true); }, 1500);
+  }
+}
+
+function showClosed(s, reply) {
+  const list = $("closed-list");
+  $("recently-closed").hidden = false;
+  if (reply.error) { list.replaceChildren(text("li", reply.error, "dim")); return; }
+  const closed = reply.closed ?? [];
+  if (closed.length === 0) { list.replaceChildren(text("li", reply.note || "nothing closed lately", "dim")); return; }
+  list.replaceChildren(...closed.map((c) => {
+    const li = document.createElement("li");
+    li.dataset.tabId = c.tabId;
+    const head = text("div", c.title || c.url || "(untitled)", "closed-title");
+    const meta = [c.author ? `closed by ${c.author}` : "closed", ago(c.at)].filter(Boolean).join(", ");
+    li.append(head, text("div", c.url, "dim closed-url"), text("div", meta, "dim closed-meta"));
+    if (reply.canReopen && !s.viewOnly) {
+      // Reopen: the server brings the tab back as an add, which this window opens like any other.
+      const button = text("button", "Reopen", "reopen-tab");
+      button.addEventListener("click", async () => {
+        button.disabled = true;
+        const answer = await send({ type: "reopenTab", bindingId: s.bindingId, tabId: c.tabId, title: c.title });
+        if (answer?.error || answer?.refused) button.disabled = false;
+        if (current) refreshClosed(current, true);
+      });
+      li.append(button);
+    }
     return li;
   }));
 }

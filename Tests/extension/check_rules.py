@@ -34,6 +34,7 @@ cases = [
   ("private_window", [(BG, "    if (binding.incognito) {\n      const priv", "    if (false) {\n      const priv")]),
   ("try_again_with_a_new_token", [(BG, "  fresh.localOnly = m.localOnly;\n  fresh.localIds = m.localIds;\n", "")]),
   ("try_again_keeps_the_window", [(BG, "  const keep = m.ready && !m.b.closed && ", "  const keep = false && ")]),
+  ("remote_restore", [(BG, "(e) => this.onRemoved(e.detail.removed));", "(e) => this.onRemoved(e.detail.applied.op?.restore ? [] : e.detail.removed));")]),
   ("share_sends", [(BG, "    this.localOnly.delete(tabId);\n    if (v.wsId) this.localIds", "    if (v.wsId) this.localIds")]),
 ]
 only = sys.argv[1:]

@@ -326,3 +326,27 @@ def test_latency_between_chromium_and_firefox(mixed_server, profiles, firefox, p
     for name, r in report.items():
         print(f"latency {name}: " + "; ".join(f"{k} n={x['n']} p50 {x['p50_ms']} ms p99 {x['p99_ms']} ms" for k, x in r.items()))
     assert all(r["all"]["p50_ms"] < 2000 for r in report.values())
+
+
+def test_reopen_from_firefoxs_popup_brings_the_tab_back_once_in_both_browsers(mixed_server, profiles, firefox, pages):
+    """The popup's Reopen in Firefox: the tab a Chromium window closed comes back once in each
+    browser, under its id (the Firefox window never publishes it again as a new tab)."""
+    from test_history import click_reopen, closed_list
+    from test_safety import stays, window_urls
+    server, ws = mixed_server, "fxreopen"
+    a = bound(profiles("A"), server, ws, "alice", [pages.url("One"), pages.url("Two"), pages.url("Three")])
+    b = firefox("B")
+    join(b, server, ws, "bob")
+    snap = quiet(server, ws, a, b)
+    one, two, three = snap["ids"]
+    a.close(two)
+    quiet(server, ws, a, b, what="Two closed in both")
+    wait_for(lambda: [e["id"] for e in (closed_list(b) or [])] == [two], what="Firefox's popup lists Two")
+    assert "closed by alice" in closed_list(b)[0]["text"]
+    click_reopen(b, two)
+    after = quiet(server, ws, a, b, what="Two reopened in both")
+    assert after["ids"] == [one, two, three]
+    wait_for(lambda: window_urls(b, b.binding()["windowId"]).count(pages.url("Two")) == 1, what="Firefox shows Two's page once")
+    stays(lambda: window_urls(a, a.binding()["windowId"]).count(pages.url("Two")) == 1
+          and server.snapshot(ws)["ids"] == [one, two, three] and b.strip()["ids"] == [one, two, three], 3,
+          "the reopened tab was opened or published twice")

@@ -713,3 +713,40 @@ def test_try_again_keeps_the_window_of_a_one_tab_workspace_and_its_local_only_ta
         assert window_urls(b, window) == [pages.url("Only"), pages.url("Mine")]
     finally:
         server.stop()
+
+
+# ------------------------------------------------------------------------------------- history
+
+
+def test_a_remote_restore_closes_only_the_tabs_it_drops_and_opens_the_others(ext_server, profiles, pages):
+    """A `restore` from another client is applied as a `replace` is: the real tab of each id it
+    drops closes (that tab only: the others keep their Chrome tabs), each id it brings back opens
+    once, and the window takes its order. Undoing it with a later restore does the reverse."""
+    server, ws = ext_server, "restore"
+    a = bound(profiles("A"), server, ws, "alice", [pages.url("S1"), pages.url("S2"), pages.url("S3"), pages.url("S4")])
+    before = quiet(server, ws, a)
+    s1, s2, s3, s4 = before["ids"]
+    submit(server, ws, {"remove": {"tabId": s2}})
+    submit(server, ws, {"add": {"tab": {"id": "py-s5", "title": "S5", "url": pages.url("S5")}}})
+    middle = quiet(server, ws, a, what="S2 closed and S5 opened")
+    assert middle["ids"] == [s1, s3, s4, "py-s5"]
+    kept = {i: a.tab_of(i) for i in (s1, s3, s4)}
+    s5_tab = a.tab_of("py-s5")
+    applied = submit(server, ws, {"restore": {"version": str(before["version"])}})
+    assert "restore" in applied["op"], applied
+    after = quiet(server, ws, a, what="the restore applied in the window")
+    assert after["ids"] == [s1, s2, s3, s4]
+    assert {i: a.tab_of(i) for i in (s1, s3, s4)} == kept, "a tab the restore kept was closed and opened again"
+    urls = window_urls(a, a.binding()["windowId"])
+    assert urls.count(pages.url("S2")) == 1 and pages.url("S5") not in urls
+    assert s5_tab not in a.strip()["chromeIds"]
+    stays(lambda: len(window_urls(a, a.binding()["windowId"])) == 4 and server.snapshot(ws)["ids"] == [s1, s2, s3, s4], 3,
+          "the window or the workspace changed after the restore settled")
+    # Undone: S2 closes again, S5 comes back once.
+    s2_tab = a.tab_of(s2)
+    submit(server, ws, {"restore": {"version": str(middle["version"])}})
+    undone = quiet(server, ws, a, what="the undo applied in the window")
+    assert undone["ids"] == [s1, s3, s4, "py-s5"]
+    assert {i: a.tab_of(i) for i in (s1, s3, s4)} == kept and s2_tab not in a.strip()["chromeIds"]
+    urls = window_urls(a, a.binding()["windowId"])
+    assert urls.count(pages.url("S5")) == 1 and pages.url("S2") not in urls
