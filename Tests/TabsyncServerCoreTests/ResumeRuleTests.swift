@@ -135,6 +135,16 @@ struct ResumeRuleTests {
         #expect(recent.missed.map(\.version) == [36, 37, 38, 39, 40])
     }
 
+    /// What the store keeps is what the core asks: each batch carries the log retention
+    /// (`--log-retention`, resolved in `ServerSettingsTests`; the stores compact to it in theirs).
+    @Test func everyBatchCarriesTheLogRetention() throws {
+        var h = CoreHarness { $0.limits.logRetention = 10 }
+        h.hello(1, client: "c1")
+        h.handle(.loaded(workspaceId: "w", .success(nil)))
+        let (_, batch) = try #require(StoredCore.batch(h.submit(1, seq: 1, CoreHarness.add("a"))))
+        #expect(batch.logRetention == 10)
+    }
+
     /// A restarted server knows each client's seqs from the store: an op applied before the
     /// restart and one refused are answered again as before, a new one goes on at the next version.
     @Test func afterARestartResubmissionsAreAnsweredFromTheStoredDedup() throws {

@@ -154,6 +154,14 @@ struct ServerSettingsTests {
         #expect(shared.configuration.sharedStore?.commitLinger == .milliseconds(2))
     }
 
+    /// `--log-retention` bounds the log each store loads (a resume from before it gets a snapshot:
+    /// `ResumeRuleTests`) as well as the log the server keeps.
+    @Test func theLogRetentionIsEachStoresLoadWindow() throws {
+        let s = try Self.settings(["--log-retention", "10"])
+        #expect(s.configuration.limits.logRetention == 10)
+        #expect(s.sqliteOptions.loadWindow == 10 && s.postgresOptions.loadWindow == 10)
+    }
+
     @Test func anEmptyVariableCountsAsUnset() throws {
         let empty = Dictionary(uniqueKeysWithValues: SettingTable.all.map { ($0.variable, "") })
         let s = try Self.settings([], empty)
