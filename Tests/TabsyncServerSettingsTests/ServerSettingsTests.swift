@@ -154,6 +154,14 @@ struct ServerSettingsTests {
         #expect(shared.configuration.sharedStore?.commitLinger == .milliseconds(2))
     }
 
+    /// `--log-retention` bounds the log each store loads (a resume from before it gets a snapshot:
+    /// `ResumeRuleTests`) as well as the log the server keeps.
+    @Test func theLogRetentionIsEachStoresLoadWindow() throws {
+        let s = try Self.settings(["--log-retention", "10"])
+        #expect(s.configuration.limits.logRetention == 10)
+        #expect(s.sqliteOptions.loadWindow == 10 && s.postgresOptions.loadWindow == 10)
+    }
+
     @Test func anEmptyVariableCountsAsUnset() throws {
         let empty = Dictionary(uniqueKeysWithValues: SettingTable.all.map { ($0.variable, "") })
         let s = try Self.settings([], empty)
@@ -184,6 +192,13 @@ struct ServerSettingsTests {
         ("--store-poll-interval", "-1s", "seconds or a duration"), ("--slow-close-grace", "0", "more than 0"),
         ("--store-commit-linger", "2s", "from 0 to 1s"), ("--store-commit-linger", "-5ms", "from 0 to 1s"),
         ("--shutdown-timeout", "4s", "at least 5s"), ("--tls-cert", "", "a file path"), ("--store-trace", "", "a file path"),
+        // Once spawned per value by EnvironmentVariableTests / ServerExecutableTests:
+        ("--max-tabs", "-1", "an integer of 1 or more"), ("--event-loop", "xyz", "epoll or poll"),
+        ("--max-connections-per-ip", "lots", "an integer of 0 or more"),
+        ("--max-handshakes-per-second-per-ip", "-0.5", "a number of 0 or more"),
+        ("--checkpoint", "sometimes", "background or inline"), ("--wal-limit", "big", "at least 1M"),
+        ("--wal-limit", "0", "at least 1M"), ("--slow-close-grace", "soon", "more than 0"),
+        ("--shutdown-timeout", "1s", "at least 5s"),
     ])
     func aBadValueNamesItsSourceAndTheExpectedRange(option: String, value: String, expected: String) throws {
         // `--option=value` when the value starts with a dash (it would read as a flag otherwise).
@@ -231,6 +246,42 @@ struct ServerSettingsTests {
         #expect(flag.source == "--tls-cert" && flag.expected == "--tls-key (or TABSYNC_TLS_KEY) with it")
         let variable = try #require(try Self.refusal([], ["TABSYNC_TLS_KEY": "/k.pem"]))
         #expect(variable.source == "TABSYNC_TLS_KEY" && variable.expected == "--tls-cert (or TABSYNC_TLS_CERT) with it")
+        let certificate = try #require(try Self.refusal([], ["TABSYNC_TLS_CERT": "/nowhere/cert.pem"]))
+        #expect(certificate.source == "TABSYNC_TLS_CERT" && certificate.value == "/nowhere/cert.pem")
+        #expect(certificate.description.contains("TABSYNC_TLS_CERT=\"/nowhere/cert.pem\""))
+    }
+
+    /// An unknown flag is a usage error, as a bad value is: the executable exits 2 for both
+    /// (`ServerExecutableTests` spawns it once), with the flag named.
+    @Test func anUnknownFlagIsAUsageErrorNamingIt() throws {
+        do {
+            _ = try Probe.parseAsRoot(["--no-such-flag"])
+            Issue.record("--no-such-flag was taken")
+        } catch {
+            #expect(Probe.exitCode(for: error) == .validationFailure)
+            #expect(Probe.fullMessage(for: error).contains("--no-such-flag"))
+        }
+    }
+
+    /// The Docker image's environment: the host beyond loopback, two key files (comma-separated,
+    /// blanks trimmed), the insecure switch empty (unset). A key-file flag wins over the variable,
+    /// even one naming a missing file; a key file that cannot be read is named by its path (the
+    /// executable's exit-1 line). The spawned end-to-end test is `EnvironmentVariableTests`.
+    @Test func theKeyFileVariableAndItsFlag() throws {
+        let docker = try Self.settings([], [
+            "TABSYNC_HOST": "0.0.0.0", "TABSYNC_AUTH_KEY_FILE": "/keys/team.key, /keys/next.key", "TABSYNC_INSECURE_NO_AUTH": "",
+        ])
+        #expect(docker.host == "0.0.0.0" && !docker.insecureNoAuth)
+        #expect(docker.authKeyFiles == ["/keys/team.key", "/keys/next.key"])
+        let flag = try Self.settings(["--auth-key-file", "/keys/team.key"], ["TABSYNC_AUTH_KEY_FILE": "/nowhere/team.key"])
+        #expect(flag.authKeyFiles == ["/keys/team.key"])
+        #expect(try Self.settings([], ["TABSYNC_AUTH_KEY_FILE": "/nowhere/team.key"]).authKeyFiles == ["/nowhere/team.key"])
+        #expect(throws: AuthKeyError.self) { _ = try AuthKey.load(file: "/nowhere/team.key") }
+        do throws(AuthKeyError) {
+            _ = try AuthKey.load(file: "/nowhere/team.key")
+        } catch {
+            #expect(error.description == "cannot read key file /nowhere/team.key")
+        }
     }
 
     /// The arguments `--experimental-dump-help` describes (README's configuration table is written

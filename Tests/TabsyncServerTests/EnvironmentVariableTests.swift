@@ -4,8 +4,10 @@ import TabsyncServer
 import TabsyncTestSupport
 import Testing
 
-/// `TABSYNC_*` variables through the real executables: a bad value is refused like a bad flag
-/// (exit 2, the variable and its value named on stderr), never replaced by the default.
+/// `TABSYNC_*` variables through the real executables: `tabsync-server` reads its environment (one
+/// spawn; each value's reading and refusal is `ServerSettingsTests`, in process), and `tabsync`
+/// refuses a bad value like a bad flag (exit 2, the variable and its value named on stderr), never
+/// replacing it by the default.
 @Suite("TABSYNC_* environment variables", .serialized)
 struct EnvironmentVariableTests {
     typealias Child = ServerExecutableTests.Child
@@ -15,68 +17,13 @@ struct EnvironmentVariableTests {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("tabsync")
     }
 
-    @Test(arguments: [
-        ("TABSYNC_PORT", "abc"), ("TABSYNC_PORT", "70000"), ("TABSYNC_MAX_TABS", "-1"), ("TABSYNC_MAX_TABS", "0"),
-        ("TABSYNC_IDLE_UNLOAD", "soon"), ("TABSYNC_EVENT_LOOP", "xyz"), ("TABSYNC_SYNC", "sometimes"),
-        ("TABSYNC_LOG_LEVEL", "loud"), ("TABSYNC_MEMORY", "maybe"), ("TABSYNC_HELLO_TIMEOUT", "0"),
-        ("TABSYNC_IDLE_TIMEOUT", "1"), ("TABSYNC_MAX_CONNECTIONS", "many"), ("TABSYNC_MAX_FRAME_BYTES", "1.5"),
-        ("TABSYNC_MAX_OPS_PER_SECOND", "-3"), ("TABSYNC_MAX_RESUME_OPS", "x"), ("TABSYNC_LOG_RETENTION", "0"),
-        ("TABSYNC_MAX_SEND_QUEUE_BYTES", "4MB"), ("TABSYNC_NO_WEB", "sometimes"),
-        ("TABSYNC_TLS_CERT", "/nowhere/cert.pem"), ("TABSYNC_TLS_KEY", "/nowhere/key.pem"),
-        ("TABSYNC_ALLOW_ORIGIN", "tabs.example.com"), ("TABSYNC_ALLOW_ORIGIN", "https://a.example, ftp://b.example"),
-        ("TABSYNC_INSECURE_NO_AUTH", "maybe"), ("TABSYNC_MAX_CONNECTIONS_PER_IP", "-1"),
-        ("TABSYNC_MAX_CONNECTIONS_PER_IP", "lots"), ("TABSYNC_MAX_HANDSHAKES_PER_SECOND_PER_IP", "fast"),
-        ("TABSYNC_MAX_HANDSHAKES_PER_SECOND_PER_IP", "-0.5"), ("TABSYNC_AUTH_KEY_FILE", " , "),
-        ("TABSYNC_CHECKPOINT", "sometimes"), ("TABSYNC_WAL_LIMIT", "100K"), ("TABSYNC_WAL_LIMIT", "big"),
-        ("TABSYNC_SLOW_CLOSE_GRACE", "0"), ("TABSYNC_SLOW_CLOSE_GRACE", "soon"), ("TABSYNC_DIAGNOSTICS_ECHO", "maybe"),
-    ])
-    func serverRefusesABadValueNamingTheVariable(variable: String, value: String) throws {
-        // Should the value be taken, nothing is written to the working directory.
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tabsync-env-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let arguments = variable == "TABSYNC_MEMORY" ? ["--data-dir", directory] : ["--memory"]
-        let child = try Child(arguments: arguments, environment: [variable: value])
-        let status = child.waitForExit(timeout: 10)
-        child.kill()
-        let log = String(decoding: child.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(status == 2, "\(variable)=\(value): \(log)")
-        #expect(log.contains("\(variable)=\"\(value)\""), "the message names \(variable) and its value: \(log)")
-    }
-
-    @Test(arguments: [
-        ["--port", "70000"], ["--event-loop", "select"], ["--max-tabs", "-1"], ["--no-such-flag"],
-        ["--tls-cert", "/nowhere/cert.pem"], ["--allow-origin", "tabs.example.com"],
-        ["--max-connections-per-ip", "-1"], ["--max-handshakes-per-second-per-ip", "fast"], ["--auth-key-file", " "],
-        ["--checkpoint", "never"], ["--wal-limit", "0"],
-    ])
-    func serverRefusesABadFlagWithTheSameStatus(arguments: [String]) throws {
-        let child = try Child(arguments: ["--memory"] + arguments)
-        let status = child.waitForExit(timeout: 10)
-        child.kill()
-        let log = String(decoding: child.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(status == 2, "\(arguments): \(log)")
-        #expect(log.contains(arguments[0]), "the message names \(arguments[0]): \(log)")
-    }
-
-    /// A flag given on the command line wins: the variable is not read. An empty variable is unset.
-    @Test func aFlagWinsOverABadVariableAndAnEmptyVariableIsUnset() throws {
-        let child = try Child(
-            arguments: ["--port", "0", "--memory"],
-            environment: ["TABSYNC_PORT": "abc", "TABSYNC_MAX_TABS": "", "TABSYNC_EVENT_LOOP": ""])
-        defer { child.kill() }
-        let line = try child.waitForListening()
-        #expect(line.hasPrefix("listening on ws://127.0.0.1:"))
-        let (client, welcome) = try TestClient.joined(port: child.port, workspace: "env", clientId: "a")
-        #expect(welcome.limits.maxTabs == 500)  // the default, not 0
-        _ = client
-    }
-
-    // MARK: access control (TABSYNC_AUTH_KEY_FILE)
-
-    /// The Docker image's environment: `TABSYNC_HOST=0.0.0.0` with key files from
-    /// `TABSYNC_AUTH_KEY_FILE` (two, comma-separated) starts, since access control is on; a session
-    /// then needs a token, and a token of the second key gets in.
-    @Test func theKeyFileVariableTurnsAuthOnSoTheServerListensBeyondLoopback() async throws {
+    /// The executable reads its real environment, end to end, in one spawn (how each value is
+    /// read, refused or overridden by its flag is `ServerSettingsTests`, in process): the Docker
+    /// image's `TABSYNC_HOST=0.0.0.0` with two key files from `TABSYNC_AUTH_KEY_FILE` starts, since
+    /// access control is on; a session then needs a token, and a token of the second key gets in.
+    /// A flag wins over a bad variable (`TABSYNC_PORT=abc`), a variable without its flag is taken
+    /// (`TABSYNC_MAX_TABS=7`) and an empty one is unset (`TABSYNC_EVENT_LOOP`).
+    @Test func theExecutableReadsItsRealEnvironment() async throws {
         let scratch = TemporaryDirectory(prefix: "tabsync-env-auth")
         let first = scratch.path + "/team.key"
         let second = scratch.path + "/next.key"
@@ -84,7 +31,10 @@ struct EnvironmentVariableTests {
         try Data("next-0123456789abcdef0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: second))
         let child = try Child(
             arguments: ["--port", "0", "--memory"],
-            environment: ["TABSYNC_HOST": "0.0.0.0", "TABSYNC_AUTH_KEY_FILE": "\(first), \(second)", "TABSYNC_INSECURE_NO_AUTH": ""])
+            environment: [
+                "TABSYNC_HOST": "0.0.0.0", "TABSYNC_AUTH_KEY_FILE": "\(first), \(second)", "TABSYNC_INSECURE_NO_AUTH": "",
+                "TABSYNC_PORT": "abc", "TABSYNC_MAX_TABS": "7", "TABSYNC_EVENT_LOOP": "",
+            ])
         defer { child.kill() }
         #expect(try child.waitForListening().hasPrefix("listening on ws://0.0.0.0:"))
 
@@ -96,41 +46,8 @@ struct EnvironmentVariableTests {
             subject: "env", workspaces: "team", role: .viewer, expiresAt: Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 600).rounded(.down))))
         let member = try TestClient(port: child.port)
         try member.send(Tabsync_V1_ClientMessage(hello: Tabsync_V1_Hello(workspace: "team", clientId: "b", token: token)))
-        _ = try member.next { if case .welcome(let w) = $0 { return w } else { return nil } }
-    }
-
-    /// A key file that cannot be read stops the start like a TLS file that cannot be served: its
-    /// path on stderr, exit 1; from the flag as from the variable. A flag wins over the variable.
-    @Test func anUnreadableKeyFileStopsTheStartNamingIt() throws {
-        let missing = "/nowhere/team.key"
-        for (arguments, environment) in [
-            (["--auth-key-file", missing], [String: String]()), ([], ["TABSYNC_AUTH_KEY_FILE": missing]),
-        ] {
-            let child = try Child(arguments: ["--port", "0", "--memory"] + arguments, environment: environment)
-            let status = child.waitForExit(timeout: 10)
-            child.kill()
-            let log = String(decoding: child.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            #expect(status == 1, "\(arguments) \(environment): \(log)")
-            #expect(log.contains("cannot read key file \(missing)"), "\(log)")
-        }
-
-        let scratch = TemporaryDirectory(prefix: "tabsync-env-auth")
-        let key = scratch.path + "/team.key"
-        try Data("team-0123456789abcdef0123456789abcdef".utf8).write(to: URL(fileURLWithPath: key))
-        let child = try Child(
-            arguments: ["--port", "0", "--memory", "--auth-key-file", key], environment: ["TABSYNC_AUTH_KEY_FILE": missing])
-        defer { child.kill() }
-        #expect(try child.waitForListening().hasPrefix("listening on ws://127.0.0.1:"))
-    }
-
-    @Test func helpSaysHowTheEnvironmentIsRead() throws {
-        let child = try Child(arguments: ["--help"])
-        #expect(child.waitForExit(timeout: 10) == 0)
-        let help = String(decoding: child.stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .split(whereSeparator: \.isWhitespace).joined(separator: " ")
-        #expect(help.contains("an empty variable counts as unset"))
-        #expect(help.contains("a flag given on the command line wins"))
-        #expect(help.contains("exit 2"))
+        let welcome = try member.next { if case .welcome(let w) = $0 { return w } else { return nil } }
+        #expect(welcome.limits.maxTabs == 7)
     }
 
     @Test(arguments: [

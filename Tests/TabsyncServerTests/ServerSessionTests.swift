@@ -81,48 +81,6 @@ struct ServerSessionTests {
         #expect(snapshot.tabs.count == 6)
     }
 
-    @Test func aResubmittedSeqIsAnsweredAgainAndNeverAppliedTwice() throws {
-        let server = try TestServer()
-        defer { server.stop() }
-        let (a, _) = try TestClient.joined(port: server.port, workspace: "dup", clientId: "a")
-        try a.submit(.add(tab: .named("x"), place: .end, activate: true), seq: 1)
-        let first = try a.nextApplied()
-        try a.submit(.add(tab: .named("x"), place: .end, activate: true), seq: 1)
-        let again = try a.nextApplied()
-        #expect(again == first)
-        try a.submit(.remove(tabId: "nope"), seq: 2)
-        #expect(try a.nextRejected().code == .tabGone)
-        try a.submit(.remove(tabId: "nope"), seq: 2)
-        let rejectedAgain = try a.nextRejected()
-        #expect(rejectedAgain.seq == 2 && rejectedAgain.code == .tabGone)
-        // A new connection of the same client learns its last seq and resumes by version.
-        let (a2, welcome) = try TestClient.joined(
-            port: server.port, workspace: "dup", clientId: "a", lastVersion: 1, epoch: first.version == 1 ? server.store.epoch : "")
-        #expect(welcome.lastSeq == 2)
-        #expect(welcome.recovered)
-        #expect(welcome.missed.isEmpty)
-        _ = a2
-        #expect(try server.snapshot("dup")?.version == 1)
-    }
-
-    @Test func resumeSendsOnlyTheMissedOpsOrASnapshot() throws {
-        let server = try TestServer { $0.limits.maxResumeOps = 3 }
-        defer { server.stop() }
-        let writer = try seed(server, workspace: "res", tabs: 2)
-        let epoch = server.store.epoch
-        let (_, resumed) = try TestClient.joined(port: server.port, workspace: "res", clientId: "r", lastVersion: 1, epoch: epoch)
-        #expect(resumed.recovered)
-        #expect(resumed.missed.map(\.version) == [2])
-        for i in 3...6 { try writer.submit(.add(tab: .named("t\(i)"), place: .end, activate: false)) }
-        for _ in 3...6 { _ = try writer.nextApplied() }
-        let (_, tooFar) = try TestClient.joined(port: server.port, workspace: "res", clientId: "r", lastVersion: 1, epoch: epoch)
-        #expect(!tooFar.recovered)
-        #expect(tooFar.snapshot.version == 6)
-        let (_, otherEpoch) = try TestClient.joined(port: server.port, workspace: "res", clientId: "r", lastVersion: 5, epoch: "zzz")
-        #expect(!otherEpoch.recovered)
-        #expect(otherEpoch.snapshot.tabs.count == 6)
-    }
-
     @Test func presenceListsPeersAndFocus() throws {
         let server = try TestServer()
         defer { server.stop() }
