@@ -274,7 +274,18 @@ extension ServerCore {
         case .answeredAgain(let answer):
             commits.append(nil, .answer(workspaceId: workspaceId, session: id, answer: answer), input: input, at: now)
         case .ignored:
-            break
+            // The seq was consumed and its answer has left the sequencer's memory: nothing can
+            // answer it here. A client only sends a consumed seq again after a reconnect, but a node
+            // behind its store may have taken it as new and learned otherwise while it waited
+            // (caught up, or sequenced again after `behind`): the client would wait for an answer
+            // until it reconnects. It resumes now, and its Welcome's lastSeq settles the seq
+            // (simulation seed 2901).
+            if input.seq > 0 {
+                logger.info("a repeated seq with no answer left: the session resumes", metadata: [
+                    "session": "\(id)", "client": "\(input.clientId)", "seq": "\(input.seq)",
+                ])
+                close(id, .behindStore)
+            }
         }
     }
 

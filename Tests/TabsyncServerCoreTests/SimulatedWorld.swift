@@ -902,6 +902,13 @@ struct SimulatedWorld {
             let link = links[id]!
             parts.append("link \(id) (c\(link.client), node \(link.node)) \(link.up.count) up \(link.down.count) down")
         }
+        for n in nodes.indices {
+            for (id, session) in nodes[n].core.sessions.sorted(by: { $0.key < $1.key })
+            where session.historyHold || !session.deferred.isEmpty {
+                parts.append("node \(n) session \(id) \(session.historyHold ? "waits for a history read" : "") "
+                    + "\(session.deferred.count) messages deferred")
+            }
+        }
         for n in nodes.indices where !nodes[n].storeCalls.isEmpty {
             parts.append("node \(n) \(nodes[n].storeCalls.count) store calls (first \(Self.name(nodes[n].storeCalls[0])))")
         }
