@@ -12,8 +12,9 @@ import TabsyncTestSupport
 /// `@unchecked Sendable`: the protocol asks for it, and the simulation is one thread; nothing here
 /// is touched from another.
 final class SimulatedStore: WorkspaceStore, @unchecked Sendable {
-    /// History on, with a milestone every 16 ops, so restores and reopens replay from milestones.
-    let base = MemoryStore(history: .standard, milestoneInterval: 16)
+    /// History on, with a milestone every 16 ops, so restores and reopens replay from milestones;
+    /// commit times from a clock that stands still, so a seed's trace is the same every run.
+    let base = MemoryStore(history: .standard, milestoneInterval: 16, clock: { Date(timeIntervalSince1970: 1_780_000_000) })
     private var rng: SplitMix64
     let options: SimulatedWorld.Options
     /// Faults are drawn (off while the world settles at the end).

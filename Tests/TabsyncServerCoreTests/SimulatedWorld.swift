@@ -222,6 +222,10 @@ struct SimulatedWorld {
         /// Commits announced to another holder (the registry named it).
         var notified = 0
 
+        /// History queries answered with ops, and the ops in them checked against the stored log.
+        var historyReads = 0
+        var historyOpsChecked = 0
+
         mutating func add(_ other: Stats) {
             delivered += other.delivered
             commits += other.commits
@@ -239,6 +243,8 @@ struct SimulatedWorld {
             moves += other.moves
             holderChecks += other.holderChecks
             notified += other.notified
+            historyReads += other.historyReads
+            historyOpsChecked += other.historyOpsChecked
         }
     }
 
@@ -388,6 +394,19 @@ struct SimulatedWorld {
     // MARK: clients
 
     private mutating func clientOp(_ c: Int) {
+        // Now and then a history read instead, over the client's session (docs/design.md, "History").
+        if rng.chance(0.05), clients[c].session.phase == .ready, let id = clients[c].link, links[id] != nil {
+            var query = Tabsync_V1_HistoryQuery()
+            query.id = UInt32(rng.int(1...1_000_000))
+            var page = Tabsync_V1_HistoryPage()
+            page.limit = UInt32(rng.int(1...30))
+            query.ops = page
+            var message = Tabsync_V1_ClientMessage()
+            message.history = query
+            links[id]!.up.append(clients[c].session.format.encode(message))
+            note("c\(c) asks for the newest \(page.limit) ops of history")
+            return
+        }
         let op = randomOp(for: c)
         let seq = clients[c].session.submit(op)
         let base = clients[c].session.state.confirmed.version
@@ -419,9 +438,33 @@ struct SimulatedWorld {
                 clients[c].acked[op.seq] = op.version
             case .rejected(let rejection):
                 clients[c].refused.insert(rejection.seq)
+            case .history(let answer):
+                checkHistory(c, answer)
             default:
                 break
             }
+        }
+    }
+
+    /// A history answer is a prefix of the acknowledged log: newest first, contiguous, each op the
+    /// very op the store accepted at its version, none past what it accepted.
+    private mutating func checkHistory(_ c: Int, _ answer: Tabsync_V1_HistoryAnswer) {
+        guard !answer.hasError else { return }  // a failed read (the store's faults) says so
+        stats.historyReads += 1
+        var previous: UInt64?
+        for entry in answer.ops {
+            let v = entry.version
+            if let previous, v != previous - 1 { return fail("c\(c)'s history answer jumps from v\(previous) to v\(v)") }
+            previous = v
+            guard v >= 1, Int(v) <= oracle.log.count else {
+                return fail("c\(c)'s history answer names v\(v); the store accepted \(oracle.log.count) ops")
+            }
+            let stored = oracle.log[Int(v) - 1]
+            let op = try? TabsyncCore.Operation(entry.op)
+            if op != stored.op || entry.clientID != stored.clientId || entry.seq != stored.seq || entry.activeTabID != stored.activeTabId {
+                return fail("c\(c)'s history answer has \(entry.clientID) seq \(entry.seq) at v\(v); the store \(stored.clientId) seq \(stored.seq)")
+            }
+            stats.historyOpsChecked += 1
         }
     }
 
