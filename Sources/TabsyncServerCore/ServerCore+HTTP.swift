@@ -136,7 +136,7 @@ extension ServerCore {
                 guard let value = UInt64(text) else { return .failure(QueryProblem(text: "version must be a whole number")) }
                 return .success(.version(value))
             }
-            guard let text = fields["at"], let date = parseTime(text) else {
+            guard let text = fields["at"], let date = AdminRequest.parseTime(text) else {
                 return .failure(QueryProblem(text: "at must be an RFC 3339 time, e.g. 2026-11-27T10:00:00Z"))
             }
             return .success(.time(date))

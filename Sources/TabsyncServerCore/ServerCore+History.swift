@@ -161,7 +161,7 @@ extension ServerCore {
         case .version(let version)?:
             read = .version(version)
         case .at(let text)?:
-            guard let date = Self.parseTime(text) else { return refuse("at must be an RFC 3339 time, e.g. 2026-11-27T10:00:00Z") }
+            guard let date = AdminRequest.parseTime(text) else { return refuse("at must be an RFC 3339 time, e.g. 2026-11-27T10:00:00Z") }
             read = .time(date)
         case .closed(let limit)?:
             read = .closed(limit: limit == 0 ? 20 : Int(min(limit, 100)))
@@ -218,15 +218,6 @@ extension ServerCore {
         wire.at = closed.committedAt.map(AdminRequest.formatTime) ?? ""
         wire.author = closed.author
         return wire
-    }
-
-    /// An RFC 3339 time, with or without fractional seconds.
-    static func parseTime(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text)
     }
 
     // MARK: HTTP

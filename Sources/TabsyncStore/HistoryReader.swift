@@ -161,11 +161,7 @@ public struct HistoryReader: Sendable {
         var closedById: [String: ClosedTab] = [:]
         for entry in entries {
             let before = state
-            do throws(OpError) {
-                try state.apply(applied: entry.op)
-            } catch {
-                throw HistoryFailure.store(.readFailed("history of \(workspaceId) does not replay at version \(entry.op.version): \(error)"))
-            }
+            state = try replay(state, [entry], workspaceId)
             let after = Set(state.tabs.map(\.id))
             for (i, tab) in before.tabs.enumerated() where !after.contains(tab.id) {
                 closedById[tab.id] = ClosedTab(
