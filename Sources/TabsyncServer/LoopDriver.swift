@@ -118,11 +118,11 @@ final class LoopDriver {
         self.server = server
         configuration = server.configuration
         logger = server.logger
-        var settings = server.configuration.coreSettings(storeEpoch: server.store.epoch)
+        var settings = server.configuration.coreSettings(storeEpoch: server.stores.store.epoch)
         settings.nodeName = server.nodeName
         settings.adminLog = server.startupAdminLog.withLock { $0 }
         core = ServerCore(settings: settings, logger: server.logger, now: .now)
-        storeTurn = StoreTurn(store: server.store, holders: server.configuration.sharedStore?.holders, logger: server.logger)
+        storeTurn = StoreTurn(stores: server.stores, holders: server.configuration.sharedStore?.holders, logger: server.logger)
         admission = Admission(configuration: server.configuration, loopbackBind: true)
         // http, the wire formats, the diagnostics echo (named only when on), the terminator.
         protocols = .allocate(capacity: 1 + WireFormat.allCases.count + 2)

@@ -18,7 +18,8 @@ import TabsyncStore
 /// All public methods are safe from any thread (docs/architecture.md).
 public final class Server: Sendable {
     let configuration: Configuration
-    let store: any WorkspaceStore
+    /// The store and its history and admin capabilities, as typed values.
+    let stores: StoreCapabilities
     let logger: Logger
     /// The one way into the event loop thread; drained in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
     let inbox = LoopInbox<Inbound>()
@@ -67,11 +68,16 @@ public final class Server: Sendable {
         }
     }
 
-    public init(configuration: Configuration, store: any WorkspaceStore, logger: Logger) {
+    public init(configuration: Configuration, stores: StoreCapabilities, logger: Logger) {
         self.configuration = configuration
-        self.store = store
+        self.stores = stores
         self.logger = logger
-        nodeName = (store as? PostgresStore)?.node ?? String(UInt32.random(in: .min ... .max), radix: 36)
+        nodeName = configuration.sharedStore?.nodeName ?? String(UInt32.random(in: .min ... .max), radix: 36)
+    }
+
+    /// A server on a store tabsync ships (it keeps history and the admin log).
+    public convenience init(configuration: Configuration, store: some HistoryStore & AdminStore, logger: Logger) {
+        self.init(configuration: configuration, stores: StoreCapabilities(store), logger: logger)
     }
 
     /// Starts the event loop thread and returns once the port is bound: the real port (the asked
@@ -92,7 +98,7 @@ public final class Server: Sendable {
             lifecycle.withLock { $0 = .stopped }
             throw error
         }
-        if configuration.accessTokens != nil, let admin = store as? any AdminStore {
+        if configuration.accessTokens != nil, let admin = stores.admin {
             do throws(StoreError) {
                 let entries = try admin.adminEntries(after: 0)
                 startupAdminLog.withLock { $0 = entries }

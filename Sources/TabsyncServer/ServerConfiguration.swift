@@ -97,6 +97,9 @@ extension Server {
             /// while it runs, so other nodes' commits notify it only for what it holds; nil: every
             /// commit is taken as announced to every node (docs/design.md, "Several nodes").
             public var holders: (any HolderRegistry)?
+            /// This node's name in ``holders`` (for PostgreSQL, ``PostgresStore/node``), also the
+            /// node part of the session ids the admin API gives; nil: a random one per process.
+            public var nodeName: String?
             /// With ``holders``: a workspace split across nodes is sent home (the node holding it
             /// longest closes its sessions 4307 "moved"); off, splits stay until their sessions end.
             public var movesSplitWorkspaces = true

@@ -87,7 +87,7 @@ package enum AdminRequest: Sendable, Equatable {
             }
             if let sub = object["sub"] as? String, let before = object["issuedBefore"] as? String, object.count == 2,
                !sub.isEmpty, sub.count <= 256 {
-                guard let date = parseTime(before) else {
+                guard let date = RFC3339.parse(before).map(Date.init(timeIntervalSince1970:)) else {
                     return .failure(Refusal(badRequest("issuedBefore must be an RFC 3339 time, e.g. 2026-11-27T18:00:00Z")))
                 }
                 return .success(.revoke(.revokeSubject(sub: sub, issuedBefore: date)))
@@ -98,21 +98,6 @@ package enum AdminRequest: Sendable, Equatable {
         default:
             return .failure(Refusal(.notFound))
         }
-    }
-
-    /// An RFC 3339 time (with or without fractional seconds).
-    package static func parseTime(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.date(from: text)
-    }
-
-    /// A time as RFC 3339 in UTC, to the millisecond.
-    package static func formatTime(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
     }
 
     static func badRequest(_ why: String) -> HTTPResponse { HTTPResponse(status: 400, body: why + "\n") }
@@ -148,12 +133,12 @@ package enum AdminJSON {
     }
 
     package static func command(_ entry: AdminEntry) -> [String: Any] {
-        var object: [String: Any] = ["number": entry.number, "at": AdminRequest.formatTime(entry.at)]
+        var object: [String: Any] = ["number": entry.number, "at": RFC3339.format(entry.at.timeIntervalSince1970)]
         switch entry.command {
         case .revokeToken(let jti): object["jti"] = jti
         case .revokeSubject(let sub, let before):
             object["sub"] = sub
-            object["issuedBefore"] = AdminRequest.formatTime(before)
+            object["issuedBefore"] = RFC3339.format(before.timeIntervalSince1970)
         case .kickSession(let id): object["kick"] = ["session": id]
         case .kickSubject(let sub, let workspaces): object["kick"] = ["sub": sub, "workspaces": workspaces]
         case .deleteWorkspace(let id): object["deleted"] = id

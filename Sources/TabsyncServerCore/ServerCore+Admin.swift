@@ -122,7 +122,7 @@ extension ServerCore {
             guard let hello = session.hello, hello.workspaceId == workspace, session.closing == nil else { return nil }
             var entry: [String: Any] = [
                 "id": adminSessionId(session.id), "name": hello.clientName, "clientId": hello.clientId,
-                "since": AdminRequest.formatTime(wallTime(session.openedAt)), "protocol": session.format.subprotocol,
+                "since": RFC3339.format(wallTime(session.openedAt).timeIntervalSince1970), "protocol": session.format.subprotocol,
                 "joined": { if case .joined = session.phase { return true } else { return false } }(),
             ]
             if let access = session.access { entry["sub"] = access.subject }

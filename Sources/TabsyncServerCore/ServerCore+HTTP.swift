@@ -83,9 +83,9 @@ extension ServerCore {
         _ requestId: RequestID, workspaceId id: String, resource: HistoryResource, query: String, bearerToken: String?
     ) {
         let read: HistoryRead
-        switch Self.historyRead(resource, query: query) {
+        switch HistoryQuery.read(resource, query: query) {
         case .success(let r): read = r
-        case .failure(let message): return emit(.respond(requestId, HTTPResponse(status: 400, body: message.text + "\n")))
+        case .failure(let problem): return emit(.respond(requestId, HTTPResponse(status: 400, body: problem.message + "\n")))
         }
         if settings.accessControl {
             guard let token = bearerToken else { return emit(.respond(requestId, .unauthorized)) }
@@ -97,52 +97,6 @@ extension ServerCore {
         readHistory(read, of: id, for: .http(requestId))
     }
 
-    struct QueryProblem: Error { var text: String }
-
-    /// The read an HTTP query asks for, or what is wrong with it.
-    static func historyRead(_ resource: HistoryResource, query: String) -> Result<HistoryRead, QueryProblem> {
-        var fields: [String: String] = [:]
-        for pair in query.split(separator: "&") {
-            let kv = pair.split(separator: "=", maxSplits: 1).map(String.init)
-            guard kv.count == 2 else { continue }
-            fields[kv[0]] = kv[1].removingPercentEncoding ?? kv[1]
-        }
-        switch resource {
-        case .ops:
-            var before: UInt64?
-            if let text = fields["before"] {
-                guard let value = UInt64(text), value > 0 else { return .failure(QueryProblem(text: "before must be a version of 1 or more")) }
-                before = value
-            }
-            var limit = 50
-            if let text = fields["limit"] {
-                guard let value = Int(text), (1...1_000).contains(value) else {
-                    return .failure(QueryProblem(text: "limit must be a whole number from 1 to 1000"))
-                }
-                limit = value
-            }
-            return .success(.ops(before: before, limit: limit))
-        case .closed:
-            var limit = 20
-            if let text = fields["limit"] {
-                guard let value = Int(text), (1...100).contains(value) else {
-                    return .failure(QueryProblem(text: "limit must be a whole number from 1 to 100"))
-                }
-                limit = value
-            }
-            return .success(.closed(limit: limit))
-        case .state:
-            if let text = fields["version"] {
-                guard let value = UInt64(text) else { return .failure(QueryProblem(text: "version must be a whole number")) }
-                return .success(.version(value))
-            }
-            guard let text = fields["at"], let date = AdminRequest.parseTime(text) else {
-                return .failure(QueryProblem(text: "at must be an RFC 3339 time, e.g. 2026-11-27T10:00:00Z"))
-            }
-            return .success(.time(date))
-        }
-    }
-
     /// The history answer: `{"workspace", "ops": [{version, at, author, clientId, seq, summary, op}], "next"}`
     /// (`next`: the `before` of the next page, null at the oldest stored op).
     func historyResponse(_ workspace: String, _ entries: [HistoryEntry]) -> HTTPResponse {
@@ -150,7 +104,7 @@ extension ServerCore {
             var object: [String: Any] = [
                 "version": entry.op.version, "author": entry.author, "clientId": entry.op.clientId, "seq": entry.op.seq,
                 "summary": entry.op.op.summary,
-                "at": entry.committedAt.map { AdminRequest.formatTime($0) as Any } ?? NSNull(),
+                "at": entry.committedAt.map { RFC3339.format($0.timeIntervalSince1970) as Any } ?? NSNull(),
             ]
             if let bytes: [UInt8] = try? Tabsync_V1_Op(entry.op.op).jsonUTF8Bytes(),
                let op = try? JSONSerialization.jsonObject(with: Data(bytes)) {
@@ -158,7 +112,7 @@ extension ServerCore {
             }
             return object
         }
-        let oldest = entries.last?.op.version ?? 0
-        return AdminJSON.response(["workspace": workspace, "ops": ops, "next": oldest > 1 ? oldest as Any : NSNull()])
+        let next = HistoryQuery.next(after: entries)
+        return AdminJSON.response(["workspace": workspace, "ops": ops, "next": next.map { $0 as Any } ?? NSNull()])
     }
 }

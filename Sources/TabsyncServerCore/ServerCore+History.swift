@@ -122,11 +122,11 @@ extension ServerCore {
             var tab = closed.tab
             tab.key = ""
             input.request = .op(.add(tab: tab, place: Self.reopenPlace(closed, in: live.workspace), activate: true))
-        case (_, .failure(.refused(let error))):
-            input.request = .refuse(error)
         case (_, .failure(.store(let error))):
             logger.warning("history read failed", metadata: ["workspace": "\(call.workspaceId)", "error": "\(error)"])
             return reject(id, seq: input.seq, code: .unavailable, message: "the store could not read history; try again")
+        case (_, .failure(let failure)):
+            input.request = .refuse(failure.refusal ?? .invalidArgument("history gave no answer to this op"))
         default:
             input.request = .refuse(.invalidArgument("history gave no answer to this op"))
         }
@@ -153,22 +153,10 @@ extension ServerCore {
             answer.error.message = message
             send(Tabsync_V1_ServerMessage(history: answer), to: id)
         }
-        let read: HistoryRead
-        switch query.what {
-        case .ops(let page)?:
-            guard page.limit <= 1_000 else { return refuse("limit must be from 1 to 1000 (0: 50)") }
-            read = .ops(before: page.before == 0 ? nil : page.before, limit: page.limit == 0 ? 50 : Int(page.limit))
-        case .version(let version)?:
-            read = .version(version)
-        case .at(let text)?:
-            guard let date = AdminRequest.parseTime(text) else { return refuse("at must be an RFC 3339 time, e.g. 2026-11-27T10:00:00Z") }
-            read = .time(date)
-        case .closed(let limit)?:
-            read = .closed(limit: limit == 0 ? 20 : Int(min(limit, 100)))
-        case nil:
-            return refuse("a HistoryQuery with nothing asked")
+        switch HistoryQuery.read(query) {
+        case .success(let read): readHistory(read, of: workspaceId, for: .query(id, queryId: query.id))
+        case .failure(let problem): refuse(problem.message)
         }
-        readHistory(read, of: workspaceId, for: .query(id, queryId: query.id))
     }
 
     /// The wire answer to a read.
@@ -177,15 +165,16 @@ extension ServerCore {
         switch result {
         case .success(.ops(let entries)):
             answer.ops = entries.map(Self.wireEntry)
-            if let oldest = entries.last?.op.version, oldest > 1 { answer.next = oldest }
+            if let next = HistoryQuery.next(after: entries) { answer.next = next }
         case .success(.state(let state)):
             answer.state = Tabsync_V1_Snapshot(stateWithEpoch(state, call.workspaceId))
         case .success(.closed(let tabs)):
             answer.closed = tabs.map(Self.wireClosed)
-        case .failure(.refused(let error)):
-            answer.error = Tabsync_V1_Error(code: error.code, message: error.message)
         case .failure(.store(let error)):
             answer.error = Tabsync_V1_Error(code: ErrorCode.unavailable, message: "the store could not read history: \(error)")
+        case .failure(let failure):
+            let refusal = failure.refusal ?? .invalidArgument("\(failure)")  // a store failure is matched above
+            answer.error = Tabsync_V1_Error(code: refusal.code, message: refusal.message)
         }
         return answer
     }
@@ -206,7 +195,7 @@ extension ServerCore {
         wire.seq = entry.op.seq
         wire.activeTabID = entry.op.activeTabId
         wire.author = entry.author
-        wire.at = entry.committedAt.map(AdminRequest.formatTime) ?? ""
+        wire.at = entry.committedAt.map { RFC3339.format($0.timeIntervalSince1970) } ?? ""
         wire.summary = entry.op.op.summary
         return wire
     }
@@ -215,7 +204,7 @@ extension ServerCore {
         var wire = Tabsync_V1_ClosedTab()
         wire.tab = Tabsync_V1_Tab(closed.tab)
         wire.version = closed.version
-        wire.at = closed.committedAt.map(AdminRequest.formatTime) ?? ""
+        wire.at = closed.committedAt.map { RFC3339.format($0.timeIntervalSince1970) } ?? ""
         wire.author = closed.author
         return wire
     }
@@ -239,10 +228,12 @@ extension ServerCore {
                 return try? JSONSerialization.jsonObject(with: Data(bytes))
             }
             return AdminJSON.response(["workspace": call.workspaceId, "closed": closed])
-        case .failure(.refused(let error)):
-            return AdminJSON.error(error.message.hasSuffix("has no history") ? 404 : 400, error.message)
         case .failure(.store(let error)):
             return AdminJSON.error(503, "store unavailable: \(error)")
+        case .failure(let failure):
+            let refusal = failure.refusal ?? .invalidArgument("\(failure)")  // a store failure is matched above
+            if case .noHistory = failure { return AdminJSON.error(404, refusal.message) }
+            return AdminJSON.error(400, refusal.message)
         }
     }
 }

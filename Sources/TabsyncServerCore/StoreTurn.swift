@@ -14,6 +14,10 @@ import TabsyncStore
 /// belong (the driver's serial store executor), never on the event loop.
 package struct StoreTurn: Sendable {
     package let store: any WorkspaceStore
+    /// History reads go here; nil: they are answered "this store keeps no history".
+    package let history: (any HistoryStore)?
+    /// Admin calls go here; nil: they are answered "this store keeps no admin log".
+    package let admin: (any AdminStore)?
     /// The holder registry; nil: the store keeps none (`.hold` answers "no other holder").
     package let holders: (any HolderRegistry)?
     /// The clock a store call's duration is measured on (the simulation's stands still).
@@ -22,10 +26,12 @@ package struct StoreTurn: Sendable {
     package let logger: Logger?
 
     package init(
-        store: any WorkspaceStore, holders: (any HolderRegistry)?,
+        stores: StoreCapabilities, holders: (any HolderRegistry)?,
         clock: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }, logger: Logger? = nil
     ) {
-        self.store = store
+        store = stores.store
+        history = stores.history
+        admin = stores.admin
         self.holders = holders
         self.clock = clock
         self.logger = logger
@@ -105,7 +111,7 @@ package struct StoreTurn: Sendable {
         case .admin(let call):
             return .adminAnswered(call, adminAnswer(call.work))
         case .readHistory(let call):
-            guard let history = store as? any HistoryStore else {
+            guard let history else {
                 return .historyRead(call, .failure(.store(.readFailed("this store keeps no history"))))
             }
             do throws(HistoryFailure) {
@@ -120,7 +126,7 @@ package struct StoreTurn: Sendable {
 
     /// Carries out an admin call on a store that keeps the admin log (``AdminStore``).
     private func adminAnswer(_ work: ServerCore.AdminCall.Work) -> Result<ServerCore.AdminAnswer, StoreError> {
-        guard let admin = store as? any AdminStore else {
+        guard let admin else {
             return .failure(.readFailed("this store keeps no admin log"))
         }
         do throws(StoreError) {

@@ -22,11 +22,23 @@ public enum HistoryResult: Sendable, Equatable {
     case closed([ClosedTab])
 }
 
-/// Why a history read has no answer: the store failed (try again), or the read names something
-/// history does not hold (a permanent refusal, with a message for people).
+/// Why a history read has no answer: the store failed (try again), the workspace has no stored op
+/// (nothing to read: HTTP answers 404), or the read names something history does not hold (a
+/// permanent refusal, with a message for people).
 public enum HistoryFailure: Error, Sendable, Equatable {
     case store(StoreError)
+    case noHistory(workspaceId: String)
     case refused(OpError)
+
+    /// The refusal a client is told (`INVALID_ARGUMENT` with its message); nil for a store failure,
+    /// which is transient.
+    public var refusal: OpError? {
+        switch self {
+        case .store: nil
+        case .noHistory(let workspaceId): .invalidArgument("workspace \(workspaceId) has no history")
+        case .refused(let error): error
+        }
+    }
 }
 
 /// A tab that was closed and is not in the workspace now: its fields just before, who closed it
@@ -79,7 +91,7 @@ public struct HistoryReader: Sendable {
             case .time(let date):
                 guard let version = try store.version(workspaceId: workspaceId, at: date) else {
                     throw HistoryFailure.refused(.invalidArgument(
-                        "no kept version of \(workspaceId) is as old as \(Self.format(date))"))
+                        "no kept version of \(workspaceId) is as old as \(RFC3339.format(date.timeIntervalSince1970))"))
                 }
                 return .state(try state(workspaceId, at: version))
             case .closed(let limit):
@@ -108,9 +120,9 @@ public struct HistoryReader: Sendable {
         let newest = try store.history(workspaceId: workspaceId, before: nil, limit: 1).first?.op.version
         let milestone = try store.milestone(workspaceId: workspaceId, atOrBefore: version)
         let top = max(newest ?? 0, milestone?.version ?? 0)
-        guard version <= top, top > 0 else {
-            throw HistoryFailure.refused(.invalidArgument(
-                top == 0 ? "workspace \(workspaceId) has no history" : "version \(version) is after the newest stored version \(top)"))
+        guard top > 0 else { throw HistoryFailure.noHistory(workspaceId: workspaceId) }
+        guard version <= top else {
+            throw HistoryFailure.refused(.invalidArgument("version \(version) is after the newest stored version \(top)"))
         }
         if let milestone, milestone.version == version { return milestone }
         let base = milestone ?? Workspace(id: workspaceId)
@@ -172,11 +184,5 @@ public struct HistoryReader: Sendable {
         }
         let open = Set(state.tabs.map(\.id))
         return closedById.values.filter { !open.contains($0.tab.id) }.sorted { ($0.version, $0.index) > ($1.version, $1.index) }
-    }
-
-    static func format(_ date: Date) -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f.string(from: date)
     }
 }

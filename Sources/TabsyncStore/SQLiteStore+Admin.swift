@@ -5,7 +5,7 @@ import TabsyncCore
 /// workspace list, and deletes that leave a tombstone under a new epoch.
 extension SQLiteStore: AdminStore {
     public func workspaceIds(after: String?, limit: Int) throws(StoreError) -> [String] {
-        try withAdminConnection(write: false) { db throws(SQLiteError) in
+        try withStoreConnection(write: false) { db throws(SQLiteError) in
             let query = try db.prepare(
                 """
                 SELECT workspace FROM (SELECT workspace FROM ops UNION SELECT workspace FROM snapshots WHERE version > 0)
@@ -20,7 +20,7 @@ extension SQLiteStore: AdminStore {
 
     public func deleteWorkspace(_ id: String) throws(StoreError) -> Bool {
         let tombstone = try StoreEncoding.encode(Workspace(id: id, epoch: StoreEpoch.random()))
-        return try withAdminConnection(write: true) { db throws(SQLiteError) in
+        return try withStoreConnection(write: true) { db throws(SQLiteError) in
             try db.begin()
             do throws(SQLiteError) {
                 let existed = try db.scalar(
@@ -55,7 +55,7 @@ extension SQLiteStore: AdminStore {
         let text = try AdminEntry.encode(command)
         let now = Date()
         let millis = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
-        return try withAdminConnection(write: true) { db throws(SQLiteError) in
+        return try withStoreConnection(write: true) { db throws(SQLiteError) in
             let insert = try db.prepare("INSERT INTO admin_log (at_ms, command) VALUES (?, ?)")
             try insert.bind(.integer(millis), .text(text))
             try insert.run()
@@ -65,7 +65,7 @@ extension SQLiteStore: AdminStore {
     }
 
     public func adminEntries(after number: Int64) throws(StoreError) -> [AdminEntry] {
-        let rows = try withAdminConnection(write: false) { db throws(SQLiteError) -> [(Int64, Int64, String)] in
+        let rows = try withStoreConnection(write: false) { db throws(SQLiteError) -> [(Int64, Int64, String)] in
             let query = try db.prepare("SELECT n, at_ms, command FROM admin_log WHERE n > ? ORDER BY n")
             try query.bind(.integer(number))
             var rows: [(Int64, Int64, String)] = []
@@ -78,7 +78,7 @@ extension SQLiteStore: AdminStore {
     }
 
     /// Runs `body` on the store's connection; its SQLite errors become read or write failures.
-    private func withAdminConnection<T: Sendable>(
+    func withStoreConnection<T: Sendable>(
         write: Bool, _ body: (SQLiteConnection) throws(SQLiteError) -> T
     ) throws(StoreError) -> T {
         try connection.withLock { (db: inout SQLiteConnection?) throws(StoreError) -> T in
@@ -89,53 +89,5 @@ extension SQLiteStore: AdminStore {
                 throw write ? .writeFailed("\(path): \(error)") : .readFailed("\(path): \(error)")
             }
         }
-    }
-}
-
-/// Who and when, read back (``HistoryStore``).
-extension SQLiteStore: HistoryStore {
-    public func history(workspaceId: String, before: UInt64?, limit: Int) throws(StoreError) -> [HistoryEntry] {
-        let rows = try withAdminConnection(write: false) { db throws(SQLiteError) -> [HistoryEntry.Row] in
-            let query = try db.prepare(
-                """
-                SELECT version, client_id, seq, active_tab_id, op, author, committed_ms FROM ops
-                WHERE workspace = ? AND version < ? ORDER BY version DESC LIMIT ?
-                """)
-            try query.bind(
-                .text(workspaceId), .integer(before.map { Int64(bitPattern: $0) } ?? Int64.max), .integer(Int64(max(0, limit))))
-            var rows: [HistoryEntry.Row] = []
-            while try query.step() {
-                rows.append((
-                    query.int64(0), query.text(1), query.int64(2), query.text(3), query.blob(4), query.text(5),
-                    query.isNull(6) ? nil : query.int64(6)))
-            }
-            return rows
-        }
-        return try HistoryEntry.decode(rows, workspaceId: workspaceId, context: "\(path): ")
-    }
-
-    public func milestone(workspaceId: String, atOrBefore version: UInt64) throws(StoreError) -> Workspace? {
-        let blob = try withAdminConnection(write: false) { db throws(SQLiteError) -> [UInt8]? in
-            let query = try db.prepare(
-                "SELECT snapshot FROM milestones WHERE workspace = ? AND version <= ? ORDER BY version DESC LIMIT 1")
-            try query.bind(.text(workspaceId), .integer(Int64(bitPattern: min(version, UInt64(Int64.max)))))
-            return try query.step() ? query.blob(0) : nil
-        }
-        return try blob.map { (b: [UInt8]) throws(StoreError) -> Workspace in
-            try StoreEncoding.decodeSnapshot(b, context: "\(path): milestone of \(workspaceId)")
-        }
-    }
-
-    public func version(workspaceId: String, at date: Date) throws(StoreError) -> UInt64? {
-        let ms = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
-        let version = try withAdminConnection(write: false) { db throws(SQLiteError) -> Int64? in
-            try db.scalar(
-                """
-                SELECT coalesce(max(v), -1) FROM (
-                    SELECT max(version) AS v FROM ops WHERE workspace = ?1 AND committed_ms <= ?2
-                    UNION ALL SELECT max(version) FROM milestones WHERE workspace = ?1 AND committed_ms <= ?2)
-                """, .text(workspaceId), .integer(ms))
-        }
-        return version.flatMap { $0 < 0 ? nil : UInt64(bitPattern: $0) }
     }
 }

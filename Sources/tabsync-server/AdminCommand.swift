@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TabsyncCore
 
 /// `tabsync-server admin`: the admin API (docs/operating.md, "The admin API") from a shell, over
 /// plain HTTP to a loopback address (``AdminHTTP``). Each subcommand prints a short table, or the
@@ -170,7 +171,7 @@ struct AdminCommand: ParsableCommand {
             if let jti {
                 body = ["jti": jti]
             } else {
-                let time = before == "now" ? ISO8601DateFormatter().string(from: Date()) : before!
+                let time = before == "now" ? RFC3339.format(Date().timeIntervalSince1970) : before!
                 body = ["sub": sub!, "issuedBefore": time]
             }
             try common.call("POST", "/v1/admin/revocations", body: body) { object in

@@ -89,10 +89,11 @@ struct TabsyncServerCommand: ParsableCommand {
     /// The store the flags ask for; an unusable data file ends the process (its path named, the
     /// file untouched), exit status 1.
     /// With a PostgreSQL store, also its commit feed (a listener on the same URL and channel that
-    /// skips this store connection's own notifications) and its holder registry (the store itself).
+    /// skips this store connection's own notifications), its holder registry (the store itself)
+    /// and this node's name in it.
     private func openStore(
         _ settings: ServerSettings, logger: Logger
-    ) throws -> (any WorkspaceStore, SQLiteStore?, (any CommitFeed)?, (any HolderRegistry)?) {
+    ) throws -> (StoreCapabilities, SQLiteStore?, Server.Configuration.SharedStore?) {
         if let url = settings.storeURL {
             do throws(PostgresStore.OpenError) {
                 let store = try PostgresStore(url: url, options: settings.postgresOptions)
@@ -103,8 +104,11 @@ struct TabsyncServerCommand: ParsableCommand {
                 if settings.dataDirGiven {
                     logger.notice("\(SettingTable.dataDir.option) is not used with \(SettingTable.store.option)")
                 }
-                let feed = PostgresCommitFeed(url: url, store: PostgresStore.Options(), ownBackend: { store.backendPID })
-                return (store, nil, feed, store)
+                var shared = settings.configuration.sharedStore
+                shared?.feed = PostgresCommitFeed(url: url, store: PostgresStore.Options(), ownBackend: { store.backendPID })
+                shared?.holders = store
+                shared?.nodeName = store.node
+                return (StoreCapabilities(store), nil, shared)
             } catch {
                 let line = Array("tabsync-server: \(error.description)\n".utf8)
                 line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
@@ -113,7 +117,7 @@ struct TabsyncServerCommand: ParsableCommand {
         }
         if settings.memory {
             logger.info("store: memory (nothing survives a restart)")
-            return (MemoryStore(history: settings.historyRetention), nil, nil, nil)
+            return (StoreCapabilities(MemoryStore(history: settings.historyRetention)), nil, nil)
         }
         let mode = settings.sync
         do throws(SQLiteStore.OpenError) {
@@ -122,7 +126,7 @@ struct TabsyncServerCommand: ParsableCommand {
                 "path": "\(store.path)", "sync": "\(mode.rawValue)", "epoch": "\(store.epoch)",
                 "checkpoint": "\(settings.checkpoint.rawValue)",
             ])
-            return (store, store, nil, nil)
+            return (StoreCapabilities(store), store, nil)
         } catch {
             let line = Array("tabsync-server: \(error.description)\n".utf8)
             line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
@@ -170,10 +174,9 @@ struct TabsyncServerCommand: ParsableCommand {
         if let verifier = configuration.accessTokens {
             logger.info("access control on", metadata: ["keys": "\(verifier.keys.map(\.description).joined(separator: ", "))"])
         }
-        let (store, sqlite, feed, holders) = try openStore(settings, logger: logger)
-        configuration.sharedStore?.feed = feed
-        configuration.sharedStore?.holders = holders
-        let server = Server(configuration: configuration, store: store, logger: logger)
+        let (stores, sqlite, shared) = try openStore(settings, logger: logger)
+        configuration.sharedStore = shared
+        let server = Server(configuration: configuration, stores: stores, logger: logger)
 
         // Signals: handled on a dispatch queue, never in a signal handler.
         signal(SIGINT, SIG_IGN)

@@ -18,28 +18,11 @@ struct TimeArgument: ExpressibleByArgument, Sendable {
             date = Date(timeIntervalSinceNow: -amount * unit)
             return
         }
-        guard let parsed = Self.parse(argument) else { return nil }
-        date = parsed
+        guard let parsed = RFC3339.parse(argument) else { return nil }
+        date = Date(timeIntervalSince1970: parsed)
     }
 
     init(date: Date) { self.date = date }
-
-    /// RFC 3339 with or without fractional seconds; nil otherwise.
-    static func parse(_ text: String) -> Date? {
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = fractional.date(from: text) { return date }
-        let plain = ISO8601DateFormatter()
-        plain.formatOptions = [.withInternetDateTime]
-        return plain.date(from: text)
-    }
-
-    /// RFC 3339 in UTC with milliseconds, as the server writes times.
-    var rfc3339: String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
-    }
 
 }
 
@@ -75,7 +58,7 @@ struct LogCommand: AsyncParsableCommand {
             query.what = .ops(page)
             let answer = try await c.history(query)
             for entry in answer.ops {
-                if let since, let at = TimeArgument.parse(entry.at), at < since.date { break pages }
+                if let since, let at = RFC3339.parse(entry.at), at < since.date.timeIntervalSince1970 { break pages }
                 if let author, entry.author != author { continue }
                 printOut(json ? try Self.json(entry) : Self.line(entry))
                 printed += 1
@@ -121,7 +104,7 @@ struct RestoreCommand: AsyncParsableCommand {
         let c = try await Connection.open(connection)
         defer { c.close() }
         var query = Tabsync_V1_HistoryQuery()
-        if let version { query.what = .version(version) } else if let at { query.what = .at(at.rfc3339) }
+        if let version { query.what = .version(version) } else if let at { query.what = .at(RFC3339.format(at.date.timeIntervalSince1970)) }
         if dryRun || version == nil {
             let answer = try await c.history(query)
             guard answer.hasState else { throw CommandError.failed("the server sent no state") }

@@ -211,6 +211,6 @@ import TabsyncStore
         #expect(try AdminRequest.parse(
             method: "POST", path: "/v1/admin/revocations", query: "",
             body: Array(#"{"sub":"bob","issuedBefore":"2026-11-27T18:00:00Z"}"#.utf8)).get()
-            == .revoke(.revokeSubject(sub: "bob", issuedBefore: AdminRequest.parseTime("2026-11-27T18:00:00Z")!)))
+            == .revoke(.revokeSubject(sub: "bob", issuedBefore: Date(timeIntervalSince1970: RFC3339.parse("2026-11-27T18:00:00Z")!))))
     }
 }

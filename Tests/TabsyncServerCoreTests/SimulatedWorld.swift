@@ -710,7 +710,7 @@ struct SimulatedWorld {
     func turn(_ n: Int) -> StoreTurn {
         let instant = now
         let registry = options.nodes > 1 ? SimulatedRegistry(base: registry(n), store: store) : nil
-        return StoreTurn(store: store, holders: registry, clock: { instant })
+        return StoreTurn(stores: StoreCapabilities(history: store), holders: registry, clock: { instant })
     }
 
     /// The batches the store accepted in the last turn: the oracle checks each, and each is

@@ -33,7 +33,9 @@ package final class TestServer: Sendable {
     }
 
     /// What the server serves (a wrapper of another store, for tests that need a slow one).
-    package let store: any WorkspaceStore
+    package var store: any WorkspaceStore { stores.store }
+    /// The store with its history and admin capabilities, as the server is built with them.
+    package let stores: StoreCapabilities
     /// The bound port, the same across ``restart()``.
     package let port: Int
     /// The configuration the server runs with (its `port` is ``port``).
@@ -48,10 +50,18 @@ package final class TestServer: Sendable {
     /// the defaults (host 127.0.0.1, port 0). `capturingLog` keeps the server's log lines at that
     /// level and above in ``logEntries``.
     package convenience init(
-        store: any WorkspaceStore = MemoryStore(), capturingLog: Logger.Level? = nil,
+        store: some HistoryStore & AdminStore = MemoryStore(), capturingLog: Logger.Level? = nil,
         configure: (inout Server.Configuration) -> Void = { _ in }
     ) throws {
-        try self.init(store: store, directory: nil, capturingLog: capturingLog, configure: configure)
+        try self.init(stores: StoreCapabilities(store), directory: nil, capturingLog: capturingLog, configure: configure)
+    }
+
+    /// A server on a store that keeps only the log (a wrapper of another store: slow, faulty):
+    /// history reads and admin calls are answered as by a store that keeps neither.
+    package convenience init(
+        store: some WorkspaceStore, capturingLog: Logger.Level? = nil, configure: (inout Server.Configuration) -> Void = { _ in }
+    ) throws {
+        try self.init(stores: StoreCapabilities(logOnly: store), directory: nil, capturingLog: capturingLog, configure: configure)
     }
 
     /// A server on a fresh store of the given kind.
@@ -60,16 +70,16 @@ package final class TestServer: Sendable {
     ) throws {
         switch storage {
         case .memory:
-            try self.init(store: MemoryStore(), directory: nil, capturingLog: capturingLog, configure: configure)
+            try self.init(stores: StoreCapabilities(MemoryStore()), directory: nil, capturingLog: capturingLog, configure: configure)
         case .sqlite:
             let directory = TemporaryDirectory(prefix: "tabsync-server-test")
             let store = try SQLiteStore(dataDirectory: directory.path)
-            try self.init(store: store, directory: directory, capturingLog: capturingLog, configure: configure)
+            try self.init(stores: StoreCapabilities(store), directory: directory, capturingLog: capturingLog, configure: configure)
         }
     }
 
     private init(
-        store: any WorkspaceStore, directory: TemporaryDirectory?, capturingLog: Logger.Level?,
+        stores: StoreCapabilities, directory: TemporaryDirectory?, capturingLog: Logger.Level?,
         configure: (inout Server.Configuration) -> Void
     ) throws {
         var configuration = Server.Configuration(host: "127.0.0.1", port: 0)
@@ -78,11 +88,11 @@ package final class TestServer: Sendable {
         // A server with a debug logger asks lws for its notices, process wide and for good: keep
         // them out of the whole test run's log unless TABSYNC_TEST_LOG asks for the server's log.
         if ProcessInfo.processInfo.environment["TABSYNC_TEST_LOG"] == nil { LWSLog.limit(to: LWSLog.errorsAndWarnings) }
-        let server = Server(configuration: configuration, store: store, logger: logger)
+        let server = Server(configuration: configuration, stores: stores, logger: logger)
         port = try server.start()
         configuration.port = port
         self.configuration = configuration
-        self.store = store
+        self.stores = stores
         self.logger = logger
         self.captured = captured
         self.directory = directory
@@ -102,7 +112,7 @@ package final class TestServer: Sendable {
     /// Stops the server if it runs, then starts a new one on the same port, store and configuration.
     package func restart() throws {
         stop()
-        let server = Server(configuration: configuration, store: store, logger: logger)
+        let server = Server(configuration: configuration, stores: stores, logger: logger)
         _ = try server.start()
         running.withLock { $0 = server }
     }

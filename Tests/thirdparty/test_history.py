@@ -52,6 +52,10 @@ def test_history_names_who_did_what_when_newest_first_and_pages(node):
         assert call(node.http, "GET", "/v1/workspaces/team/history", mint(node.secret, "x", ws="other"))[0] == 401
         assert call(node.http, "GET", "/v1/workspaces/team/history?limit=5000", viewer)[0] == 400
         assert json.loads(call(node.http, "GET", "/v1/workspaces/nothing/history", viewer)[1])["ops"] == []
+        status, body = call(node.http, "GET", "/v1/workspaces/nothing?version=1", viewer)
+        assert status == 404 and "workspace nothing has no history" in body, (status, body)
+        status, body = call(node.http, "GET", "/v1/workspaces/team/closed?limit=101", viewer)
+        assert status == 400 and "from 1 to 100" in body, (status, body)
         for s in people.values():
             await s.ws.close()
     asyncio.run(main())

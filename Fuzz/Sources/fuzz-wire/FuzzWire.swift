@@ -130,7 +130,7 @@ struct WireState {
         case .load, .commit:
             // The driver's own store turn, against the memory store (which never fails here).
             let instant = now
-            switch StoreTurn(store: store, holders: nil, clock: { instant }).answer(action) {
+            switch StoreTurn(stores: StoreCapabilities(store), holders: nil, clock: { instant }).answer(action) {
             case .loaded(_, .failure(let error))?:
                 fatalError("the memory store failed a load: \(error)")
             case .committed(_, .failed(let error), _)?:
