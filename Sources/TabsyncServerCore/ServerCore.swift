@@ -198,9 +198,6 @@ package struct ServerCore {
     /// Workspaces held in memory (loading, loaded or reloading).
     package var workspacesInMemory: Int { workspaces.count }
 
-    /// Nothing pending in the commit pipeline and nothing being stored.
-    package var commitsIdle: Bool { commits.isIdle }
-
     /// The live state of a workspace in memory (it runs ahead of the store), for checks from
     /// outside the core (the wire fuzzer); nil when not in memory.
     package func liveWorkspace(_ id: String) -> Workspace? { workspaces.hub(id)?.live.workspace }

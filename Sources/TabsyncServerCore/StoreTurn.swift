@@ -7,7 +7,8 @@ import TabsyncStore
 /// fuzzer call it directly, with stores of their own (the simulation's faults are a store
 /// decorator). ``ServerCore`` never calls it: the core decides, whoever owns the store carries out.
 ///
-/// Guarantees: every action ``handles(_:)`` accepts is answered as the core's docs say (a
+/// Guarantees: every store action (`.hold`, `.load`, `.commit`, `.readChanges`, `.pollVersions`,
+/// `.release`, `.checkHolders`, `.heartbeat`, `.admin`, `.readHistory`) is answered as the core's docs say (a
 /// `.commit` refused `behind` with the catch-up read made in the same turn, a failed check for a
 /// newer holder as "none"), except `.release`, which nothing answers, and `.heartbeat` and
 /// `.checkHolders` without a registry. Each call may block on the store: run it where store calls
@@ -35,14 +36,6 @@ package struct StoreTurn: Sendable {
         self.holders = holders
         self.clock = clock
         self.logger = logger
-    }
-
-    /// True for the actions a store turn carries out.
-    package static func handles(_ action: ServerCore.Action) -> Bool {
-        switch action {
-        case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat, .admin, .readHistory: true
-        default: false
-        }
     }
 
     /// Carries out `action` and returns the event that answers it (nil: nothing answers it, or it

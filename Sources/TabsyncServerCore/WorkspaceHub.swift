@@ -48,8 +48,6 @@ struct WorkspaceHub {
         if stored != nil { stored = sequencer }
     }
 
-    func isMember(_ id: ConnectionID) -> Bool { memberIndex[id] != nil }
-
     /// The session's `Welcome` is out: it receives broadcasts and presence names it.
     mutating func admit(_ id: ConnectionID) {
         guard memberIndex[id] == nil else { return }
