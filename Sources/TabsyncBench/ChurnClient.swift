@@ -1,3 +1,5 @@
+import TabsyncCore
+
 /// One churn client: a stable client id (`c<index>`) in one workspace that lives through many
 /// connections. It keeps what a resuming client keeps — the last version and epoch it saw, its
 /// seqs, the ops not yet answered (sent again, same seq, after each Welcome) — and its own tabs.
@@ -73,7 +75,7 @@ final class ChurnClient {
     var clientId: String { "c\(index)" }
 
     /// Plans its next op: keeps between 2 and 5 tabs of its own, else adds, renames or removes.
-    func plan(random: inout BenchRandom) -> ChurnOp {
+    func plan(random: inout SplitMix64) -> ChurnOp {
         seq += 1
         let count = live.count + pendingAdds
         var roll = random.next() % 10

@@ -1,3 +1,4 @@
+import TabsyncCore
 import CLibwebsockets
 import Foundation
 import TabsyncLoop
@@ -27,7 +28,7 @@ final class ChurnGenerator {
     var clients: [ChurnClient] = []
     let workspaceNames: [String]
     var ledger: ChurnLedger
-    var random: BenchRandom
+    var random: SplitMix64
     var stats = ChurnStats()
     /// What the tick does: churn (drops, stalls, ops), settle (reconnect and answer everything),
     /// verify (a snapshot per workspace).
@@ -56,7 +57,7 @@ final class ChurnGenerator {
         format = base.mode == .json ? .json : .proto
         workspaceNames = (0..<base.workspaces).map { "\(base.workspacePrefix)-\($0)" }
         ledger = ChurnLedger(workspaces: base.workspaces)
-        random = BenchRandom(state: base.seed)
+        random = SplitMix64(seed: base.seed)
         protocols = .allocate(capacity: 2)
         protocols.initialize(repeating: lws_protocols(), count: 2)
         protocols[0].name = UnsafePointer(strdup("tabsync-churn"))

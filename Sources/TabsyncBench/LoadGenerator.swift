@@ -1,3 +1,4 @@
+import TabsyncCore
 import CLibwebsockets
 import Foundation
 import TabsyncLoop
@@ -36,7 +37,7 @@ final class LoadGenerator {
     let format: WireFormat?
     var connections: [BenchConnection] = []
     var models: [WorkspaceModel]
-    var random: BenchRandom
+    var random: SplitMix64
     let workspaceNames: [String]
     var schedule: Schedule
     var measurement = Measurement()
@@ -68,7 +69,7 @@ final class LoadGenerator {
         case .mirror: format = nil
         }
         models = Array(repeating: WorkspaceModel(), count: configuration.workspaces)
-        random = BenchRandom(state: configuration.seed)
+        random = SplitMix64(seed: configuration.seed)
         workspaceNames = (0..<configuration.workspaces).map { "\(configuration.workspacePrefix)-\($0)" }
         schedule = Schedule(ramp: configuration.ramp, timeLimit: configuration.timeLimit, drainSeconds: configuration.drainTimeout)
         protocols = .allocate(capacity: 2)

@@ -1,18 +1,5 @@
 import TabsyncCore
 
-/// A small fast deterministic generator (SplitMix64), so a seed replays the same workload.
-struct BenchRandom: RandomNumberGenerator {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// What the load generator knows of one workspace: the tabs it may target, kept from its own
 /// submissions and answers (it is the workspace's only writer).
 ///
@@ -45,7 +32,7 @@ struct WorkspaceModel {
     }
 
     /// Picks the next op by `mix`, clamped so the workspace stays between the bounds.
-    mutating func plan(mix: Mix, random: inout BenchRandom) -> Planned {
+    mutating func plan(mix: Mix, random: inout SplitMix64) -> Planned {
         var roll = Int(random.next() % UInt64(mix.total))
         var kind = Kind.add
         for (candidate, weight) in [(Kind.add, mix.add), (.move, mix.move), (.activate, mix.activate),

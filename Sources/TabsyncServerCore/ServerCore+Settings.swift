@@ -96,17 +96,11 @@ extension ServerCore {
     /// The core's one source of randomness: SplitMix64 from ``Settings/jitterSeed``, so the same
     /// seed gives the same pauses (and the simulation replays them).
     struct Jitter {
-        private var state: UInt64
+        private var random: SplitMix64
 
-        init(seed: UInt64) { state = seed }
+        init(seed: UInt64) { random = SplitMix64(seed: seed) }
 
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        mutating func next() -> UInt64 { random.next() }
 
         /// A duration from zero to `limit`, in whole microseconds.
         mutating func pause(upTo limit: Duration) -> Duration {

@@ -7,7 +7,7 @@ struct WorkloadTests {
     @Test("the default mix keeps a workspace between 20 and 200 tabs when every op is applied")
     func staysWithinBounds() {
         var model = WorkspaceModel()
-        var random = BenchRandom(state: 3)
+        var random = SplitMix64(seed: 3)
         var seenAbove20 = false
         for _ in 0..<20_000 {
             let planned = model.plan(mix: .default, random: &random)
@@ -21,7 +21,7 @@ struct WorkloadTests {
     @Test("with no acknowledged tab and 200 adds in flight, it still plans an op (an add)")
     func plansWhileAcksLag() {
         var model = WorkspaceModel()
-        var random = BenchRandom(state: 5)
+        var random = SplitMix64(seed: 5)
         for _ in 0..<250 {
             let planned = model.plan(mix: .default, random: &random)
             #expect(planned.kind == .add)

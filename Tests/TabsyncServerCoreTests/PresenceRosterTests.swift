@@ -1,4 +1,5 @@
 @testable import TabsyncServerCore
+import TabsyncCore
 import TabsyncTestSupport
 import Testing
 

@@ -1,3 +1,4 @@
+import TabsyncCore
 import TabsyncTestSupport
 import Testing
 @testable import TabsyncTerminal
