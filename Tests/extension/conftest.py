@@ -83,18 +83,9 @@ class LoggedServer:
 
 
 def wait_for(predicate, timeout=WAIT, what="condition"):
-    """Polls `predicate` until it returns a truthy value or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except Exception as error:  # noqa: BLE001 - retried until the deadline
-            last = error
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+    """Polls `predicate` until it returns a truthy value or the deadline passes (the page tests'
+    wait, with this suite's longer deadline: two browsers and a worker run here)."""
+    return web_conftest.wait_for(predicate, timeout=timeout, what=what)
 
 
 @pytest.fixture(scope="session")
