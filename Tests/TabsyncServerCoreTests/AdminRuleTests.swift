@@ -6,7 +6,7 @@ import TabsyncStore
 
 /// The admin API's rules on the core alone (ServerCore+Admin.swift, ServerCore+Quotas.swift;
 /// docs/operating.md, "The admin API"): who may call it, what revocations, kicks and deletes do to
-/// sessions, the quotas. Socket tests and Tests/scripts/test_admin.py cover the HTTP side.
+/// sessions, the quotas. Socket tests and Tests/thirdparty/test_admin.py cover the HTTP side.
 @Suite struct AdminRuleTests {
     static let later = Date(timeIntervalSince1970: 4_000_000_000)
 
