@@ -57,7 +57,8 @@ struct AdminState {
     var reading = false
     /// When to read the log next (several nodes only).
     var nextRead: ServerCore.Instant?
-    /// Entries this node appended and acted on already: skipped when its read brings them back.
+    /// Entries this node appended and acted on already: skipped when its read brings them back,
+    /// and forgotten then (kept with a shared store only: a single node never reads its log back).
     var actedOn: Set<Int64> = []
     /// Workspaces being deleted, with the requests waiting to be answered: their sessions were
     /// closed; the store delete goes once nothing of them is left in the commit pipeline.
@@ -66,8 +67,9 @@ struct AdminState {
     var authorizing: [RequestID: AdminRequest] = [:]
     /// List requests waiting for the store, with the pattern of the token that asked.
     var listing: [RequestID: WorkspacePattern] = [:]
-    /// Kick requests waiting for their log entry, with the sessions they closed here.
-    var kicked: [RequestID: Int] = [:]
+    /// Kick requests waiting for their log entry, with the workspaces the asking token grants:
+    /// nothing is closed until the entry is durable.
+    var kicking: [RequestID: WorkspacePattern] = [:]
 }
 
 /// Per-subject and per-workspace counts for the quotas (``ServerCore/Settings/quotas``).
@@ -92,5 +94,9 @@ extension ServerCore {
             self.maxOpsPerSecondPerSubject = maxOpsPerSecondPerSubject
             self.maxConnectionsPerWorkspace = maxConnectionsPerWorkspace
         }
+
+        /// True when a quota is kept per sub: its sessions are counted, and what it holds (an op
+        /// bucket) goes with its last session.
+        var countsSubjects: Bool { maxConnectionsPerSubject != nil || maxOpsPerSecondPerSubject != nil }
     }
 }

@@ -32,9 +32,9 @@ extension ServerCore {
         guard grant.admits(hello.workspaceId) else { return unauthorized(id, .wrongWorkspace) }
         guard !grant.isExpired(at: wallNow) else { return unauthorized(id, .expired) }
         guard !admin.revocations.revokes(grant) else { return unauthorized(id, .revoked) }
-        if let limit = settings.quotas.maxConnectionsPerSubject {
+        if settings.quotas.countsSubjects {
             let open = quotas.connectionsBySubject[grant.subject, default: 0]
-            guard open < limit else {
+            if let limit = settings.quotas.maxConnectionsPerSubject, open >= limit {
                 return overQuota(id, "\(grant.subject) already has \(open) sessions: the limit per sub is \(limit) (--max-connections-per-sub)")
             }
             quotas.connectionsBySubject[grant.subject] = open + 1

@@ -92,14 +92,15 @@ extension ServerCore {
         case .deleteWorkspace(let workspace):
             startDelete(workspace, answering: requestId)
         case .kick(.session(let sessionId)):
-            let closed = kickSession(sessionId, within: grant.workspaces)
-            if closed == 0 && (sessionId.hasPrefix(settings.nodeName + ".") || !settings.sharedStore) {
+            // Durable first, as a revocation: nothing is closed until the log holds the kick.
+            if kickable(sessionId, within: grant.workspaces) == nil
+                && (sessionId.hasPrefix(settings.nodeName + ".") || !settings.sharedStore) {
                 return emit(.respond(requestId, AdminJSON.error(404, "no session \(sessionId) in a workspace this token grants")))
             }
-            admin.kicked[requestId] = closed
+            admin.kicking[requestId] = grant.workspaces
             emit(.admin(AdminCall(request: requestId, work: .append(.kickSession(id: sessionId)))))
         case .kick(.subject(let sub)):
-            admin.kicked[requestId] = kickSubject(sub, within: grant.workspaces, before: nil)
+            admin.kicking[requestId] = grant.workspaces
             emit(.admin(AdminCall(request: requestId, work: .append(.kickSubject(sub: sub, workspaces: grant.workspaces.text)))))
         case .revoke(let command):
             guard everyWorkspace else {
@@ -148,8 +149,11 @@ extension ServerCore {
             admin.reading = false
             logger.warning("could not read the admin log", metadata: ["error": "\(error)"])
         case (.append, .success(.appended(let entry))):
-            admin.actedOn.insert(entry.number)
-            let closed = act(on: entry, here: true) + (call.request.flatMap { admin.kicked.removeValue(forKey: $0) } ?? 0)
+            // Skipped when a read of the log brings it back; a single node never reads its log, so
+            // there it only moves the cursor (nothing to remember).
+            if settings.sharedStore { admin.actedOn.insert(entry.number) } else { admin.cursor = max(admin.cursor, entry.number) }
+            let granted = call.request.flatMap { admin.kicking.removeValue(forKey: $0) }
+            let closed = act(on: entry, here: true, granted: granted)
             if let requestId = call.request {
                 var body = AdminJSON.command(entry)
                 body["closedHere"] = closed
@@ -190,7 +194,7 @@ extension ServerCore {
         case (_, .failure(let error)):
             if let requestId = call.request {
                 admin.listing[requestId] = nil
-                admin.kicked[requestId] = nil
+                admin.kicking[requestId] = nil
                 emit(.respond(requestId, AdminJSON.error(503, "store unavailable: \(error)")))
             }
         default:
@@ -198,9 +202,11 @@ extension ServerCore {
         }
     }
 
-    /// Acts on one entry of the admin log; returns how many sessions it closed on this node.
+    /// Acts on one entry of the admin log; returns how many sessions it closed on this node. An
+    /// entry this node appended (`here`) is acted on once it is durable, within the workspaces the
+    /// requesting token grants (`granted`).
     @discardableResult
-    private mutating func act(on entry: AdminEntry, here: Bool) -> Int {
+    private mutating func act(on entry: AdminEntry, here: Bool, granted: WorkspacePattern? = nil) -> Int {
         switch entry.command {
         case .revokeToken, .revokeSubject:
             admin.revocations.add(entry)
@@ -213,9 +219,11 @@ extension ServerCore {
             if closed > 0 { logger.notice("sessions of a revoked token closed", metadata: ["sessions": "\(closed)"]) }
             return closed
         case .kickSession(let sessionId):
-            return here ? 0 : kickSession(sessionId, within: nil)
+            return kickSession(sessionId, within: here ? granted : nil)
         case .kickSubject(let sub, let pattern):
-            return here ? 0 : kickSubject(sub, within: WorkspacePattern(pattern), before: entry.at)
+            // Here: every session of the sub now (the request came before any of them could be
+            // opened after it); elsewhere: those opened before the entry's time.
+            return kickSubject(sub, within: WorkspacePattern(pattern), before: here ? nil : entry.at)
         case .deleteWorkspace(let workspace):
             guard !here else { return 0 }
             let closed = closeSessions(of: workspace)
@@ -230,13 +238,20 @@ extension ServerCore {
     /// Closes the session with this admin id, when it is this node's and in a workspace `pattern`
     /// grants (nil: any); returns 1 when it did.
     private mutating func kickSession(_ sessionId: String, within pattern: WorkspacePattern?) -> Int {
-        let prefix = settings.nodeName + "."
-        guard sessionId.hasPrefix(prefix), let id = ConnectionID(sessionId.dropFirst(prefix.count)),
-              let session = sessions[id], session.closing == nil, let workspace = session.workspaceId,
-              pattern?.matches(workspace) ?? true else { return 0 }
+        guard let id = kickable(sessionId, within: pattern) else { return 0 }
         logger.notice("session kicked", metadata: ["session": "\(sessionId)"])
         close(id, .kicked)
         return 1
+    }
+
+    /// The connection of the session with this admin id, when it is this node's, open, and in a
+    /// workspace `pattern` grants (nil: any).
+    private func kickable(_ sessionId: String, within pattern: WorkspacePattern?) -> ConnectionID? {
+        let prefix = settings.nodeName + "."
+        guard sessionId.hasPrefix(prefix), let id = ConnectionID(sessionId.dropFirst(prefix.count)),
+              let session = sessions[id], session.closing == nil, let workspace = session.workspaceId,
+              pattern?.matches(workspace) ?? true else { return nil }
+        return id
     }
 
     /// Closes every session of `sub` in a workspace `pattern` grants (nil: none) that opened before

@@ -29,7 +29,8 @@ extension ServerCore {
         return true
     }
 
-    /// The session is gone: it no longer counts.
+    /// The session is gone: it no longer counts; with its sub's last session the sub's op bucket
+    /// goes too (the sub's next session starts with a full one, as after an idle second).
     mutating func releaseQuotas(_ session: SessionMachine) {
         if let sub = session.quotaSubject {
             let left = quotas.connectionsBySubject[sub, default: 1] - 1

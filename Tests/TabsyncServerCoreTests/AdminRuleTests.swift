@@ -119,11 +119,42 @@ import TabsyncStore
         Self.join(&h, 2, Self.grant("bob"), workspace: "home")
         Self.join(&h, 3, Self.grant("carol"), workspace: "team-a")
         let kicked = Self.admin(&h, .kick(.subject("bob")), Self.grant("ta", "team-*", role: .admin))
-        #expect(Said.of(kicked).contains(.close(1, 4408)))
-        #expect(!Said.of(kicked).contains(.close(2, 4408)))
-        #expect(!Said.of(kicked).contains(.close(3, 4408)))
         let answered = Self.answer(&h, kicked)
+        #expect(Said.of(answered).contains(.close(1, 4408)))
+        #expect(!Said.of(answered).contains(.close(2, 4408)))
+        #expect(!Said.of(answered).contains(.close(3, 4408)))
         #expect(Self.text(Self.response(answered)).contains(#""closedHere":1"#))
+    }
+
+    /// A kick is durable before it closes anything, as a revocation: a log append that fails
+    /// answers 503 with every session still open.
+    @Test(arguments: [AdminRequest.kick(.subject("bob")), .kick(.session("n1.1"))])
+    func aKickIsDurableBeforeItClosesAnything(_ request: AdminRequest) {
+        var h = Self.harness()
+        Self.join(&h, 1, Self.grant("bob"))
+        let asked = Self.admin(&h, request, Self.root)
+        #expect(!Said.of(asked).contains(.close(1, 4408)), "closed before the kick was in the log")
+        guard case .admin(let call)? = asked.first(where: { if case .admin = $0 { true } else { false } }) else {
+            Issue.record("no log append")
+            return
+        }
+        let failed = h.handle(.adminAnswered(call, .failure(.writeFailed("disk full"))))
+        #expect(Self.response(failed)?.status == 503)
+        #expect(!Said.of(failed).contains(.close(1, 4408)))
+        let again = Self.answer(&h, Self.admin(&h, request, Self.root, id: 101))
+        #expect(Said.of(again).contains(.close(1, 4408)))
+        #expect(Self.text(Self.response(again)).contains(#""closedHere":1"#))
+    }
+
+    /// A node alone never reads its admin log back, so it remembers nothing of what it appended.
+    @Test func aSingleNodeKeepsNoRecordOfTheCommandsItActedOn() {
+        var h = Self.harness()
+        for n in 1...50 {
+            let asked = Self.admin(&h, .revoke(.revokeToken(jti: "j\(n)")), Self.root, id: RequestID(n))
+            #expect(Self.response(Self.answer(&h, asked, number: Int64(n)))?.status == 201)
+        }
+        #expect(h.core.admin.actedOn.isEmpty)
+        #expect(h.core.admin.cursor == 50)
     }
 
     @Test func anotherNodesKickClosesOnlySessionsOpenedBeforeIt() {
@@ -170,6 +201,20 @@ import TabsyncStore
         h.handle(.disconnected(5))
         h.handle(.disconnected(1))  // bob's first session leaves: one more of his fits again
         #expect(!Said.of(Self.join(&h, 6, Self.grant("bob"))).contains(.close(6, 4429)))
+    }
+
+    /// With only the ops quota set, a sub's bucket still goes with its last session: the table is
+    /// bounded by the subs connected now, not by every sub ever seen.
+    @Test func aSubjectsOpBucketGoesWithItsLastSession() {
+        var h = Self.harness { $0.quotas = .init(maxOpsPerSecondPerSubject: 5) }
+        for n in ConnectionID(1)...200 { Self.join(&h, n, Self.grant("user\(n % 100)")) }
+        for n in ConnectionID(1)...200 {
+            var actions = h.submit(n, seq: 1, CoreHarness.add("t\(n)"))
+            while let batch = actions.commitId { actions = h.handle(.committed(batch: batch, .stored, duration: .zero)) }
+        }
+        #expect(h.core.quotas.buckets.count == 100)
+        for n in ConnectionID(1)...200 { h.handle(.disconnected(n)) }
+        #expect(h.core.quotas.buckets.isEmpty && h.core.quotas.connectionsBySubject.isEmpty)
     }
 
     @Test func aSubjectsOpRateIsSharedByItsSessions() {
