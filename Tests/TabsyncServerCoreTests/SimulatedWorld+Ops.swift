@@ -76,7 +76,7 @@ extension SimulatedWorld {
     }
 
     /// A tab with a fresh id (sometimes an id that exists or existed: `TAB_EXISTS` or a re-add).
-    private mutating func newTab(for c: Int) -> Tab {
+    mutating func newTab(for c: Int) -> Tab {
         let id: String
         if rng.chance(0.08), !knownTabIds.isEmpty {
             id = rng.pick(knownTabIds)
@@ -91,14 +91,14 @@ extension SimulatedWorld {
     }
 
     /// A tab id the client sees, or (sometimes) any id ever made: removed by someone, or never added.
-    private mutating func someTabId(in view: Workspace) -> String {
+    mutating func someTabId(in view: Workspace) -> String {
         if !view.tabs.isEmpty && rng.chance(0.8) { return rng.pick(view.tabs).id }
         if !knownTabIds.isEmpty && rng.chance(0.9) { return rng.pick(knownTabIds) }
         return "nobody"
     }
 
     /// A place as a client computes it from `view` (the moving tab left out of the neighbours).
-    private mutating func randomPlace(in view: Workspace, moving: String?) -> Place {
+    mutating func randomPlace(in view: Workspace, moving: String?) -> Place {
         let mix = options.placeMix
         let list = view.tabs.filter { $0.id != moving }
         let gap = mix.beforeFirst > 0 && rng.chance(mix.beforeFirst) ? 0 : rng.int(0...list.count)
@@ -121,7 +121,7 @@ extension SimulatedWorld {
 
     /// A new list for replace: tabs kept, dropped, shuffled and added; locked tabs usually left at
     /// their index (else `LOCKED`).
-    private mutating func replacement(of view: Workspace, for c: Int) -> [Tab] {
+    mutating func replacement(of view: Workspace, for c: Int) -> [Tab] {
         var tabs = view.tabs
         if rng.chance(0.7) {
             // Keep locked tabs in place; shuffle and drop only among the others.

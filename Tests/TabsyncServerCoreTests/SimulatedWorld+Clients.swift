@@ -1,0 +1,166 @@
+import Logging
+import SwiftProtobuf
+import TabsyncCore
+import TabsyncProto
+import TabsyncStore
+import TabsyncTestSupport
+@testable import TabsyncClient
+@testable import TabsyncServerCore
+
+/// The simulated clients: real TabsyncClient `Session`s making seeded ops, history reads and
+/// reconnects, and an operator kicking them.
+extension SimulatedWorld {
+    struct SimClient {
+        var session: Session
+        var link: ConnectionID?
+        var attempt = 0
+        /// Seqs this client saw acknowledged (its own `Applied`) and refused, with their versions.
+        var acked: [UInt64: UInt64] = [:]
+        var refused: Set<UInt64> = []
+        var madeTabs = 0
+        /// An operator kicked it (4408): it stopped for good, as a real client does, and takes no
+        /// further part; what it had acknowledged must still be stored.
+        var kicked = false
+    }
+
+    mutating func clientOp(_ c: Int) {
+        // Now and then a history read instead, over the client's session (docs/design.md, "History").
+        if rng.chance(0.05), clients[c].session.phase == .ready, let id = clients[c].link, links[id] != nil {
+            var query = Tabsync_V1_HistoryQuery()
+            query.id = UInt32(rng.int(1...1_000_000))
+            var page = Tabsync_V1_HistoryPage()
+            page.limit = UInt32(rng.int(1...30))
+            query.ops = page
+            var message = Tabsync_V1_ClientMessage()
+            message.history = query
+            links[id]!.up.append(clients[c].session.format.encode(message))
+            note("c\(c) asks for the newest \(page.limit) ops of history")
+            return
+        }
+        let op = randomOp(for: c)
+        let seq = clients[c].session.submit(op)
+        let base = clients[c].session.state.confirmed.version
+        note("c\(c) submits seq \(seq.map(String.init) ?? "-") base \(base) \(op)")
+        pumpClient(c)
+    }
+
+    /// Tells the oracle of a Submit in a frame client `c` sends, as the server will decode it.
+    mutating func noteSent(_ c: Int, _ frame: [UInt8]) {
+        guard let message = try? clients[c].session.format.decodeClientMessage(frame),
+              case .submit(let submit)? = message.message else { return }
+        let op = submit.hasOp ? try? TabsyncCore.Operation(submit.op) : nil
+        if let problem = oracle.sent(client: "c\(c)", seq: submit.seq, baseVersion: submit.baseVersion, op: op) { fail(problem) }
+    }
+
+    /// Moves what the client queued onto its connection, and reads its events.
+    mutating func pumpClient(_ c: Int) {
+        let frames = clients[c].session.takeOutgoing(budget: .max)
+        if let id = clients[c].link, links[id] != nil {
+            for frame in frames { noteSent(c, frame) }
+            links[id]!.up.append(contentsOf: frames)
+        }
+        for event in clients[c].session.takeEvents() {
+            switch event {
+            case .applied(let op) where op.clientId == "c\(c)" && op.seq > 0:
+                if let earlier = clients[c].acked[op.seq], earlier != op.version {
+                    fail("c\(c) seq \(op.seq) acknowledged at v\(earlier) and again at v\(op.version)")
+                }
+                clients[c].acked[op.seq] = op.version
+            case .rejected(let rejection):
+                clients[c].refused.insert(rejection.seq)
+            case .history(let answer):
+                checkHistory(c, answer)
+            default:
+                break
+            }
+        }
+    }
+
+    /// A history answer is a prefix of the acknowledged log: newest first, contiguous, each op the
+    /// very op the store accepted at its version, none past what it accepted.
+    mutating func checkHistory(_ c: Int, _ answer: Tabsync_V1_HistoryAnswer) {
+        guard !answer.hasError else { return }  // a failed read (the store's faults) says so
+        stats.historyReads += 1
+        var previous: UInt64?
+        for entry in answer.ops {
+            let v = entry.version
+            if let previous, v != previous - 1 { return fail("c\(c)'s history answer jumps from v\(previous) to v\(v)") }
+            previous = v
+            guard v >= 1, Int(v) <= oracle.log.count else {
+                return fail("c\(c)'s history answer names v\(v); the store accepted \(oracle.log.count) ops")
+            }
+            let stored = oracle.log[Int(v) - 1]
+            let op = try? TabsyncCore.Operation(entry.op)
+            if op != stored.op || entry.clientID != stored.clientId || entry.seq != stored.seq || entry.activeTabID != stored.activeTabId {
+                return fail("c\(c)'s history answer has \(entry.clientID) seq \(entry.seq) at v\(v); the store \(stored.clientId) seq \(stored.seq)")
+            }
+            stats.historyOpsChecked += 1
+        }
+    }
+
+    /// A client that is not connected opens a connection to a node (any node: a workspace may be
+    /// split across nodes, as several nodes allow).
+    mutating func connectSomeone() {
+        let idle = clients.indices.filter { clients[$0].link == nil && clients[$0].session.phase != .closed }
+        guard !idle.isEmpty else { return }
+        let c = rng.pick(idle)
+        connect(c, to: options.split && rng.chance(0.5) ? rng.int(0...(nodes.count - 1)) : home)
+    }
+
+    /// An operator kicks one client's session (docs/operating.md, "The admin API"): the node holding
+    /// it reads a `kickSession` entry from the admin log, as it would one another node appended.
+    /// The session must be closed 4408 at once; the client stops for good, and everything it had
+    /// acknowledged stays stored (checked at the end).
+    mutating func kickSomeone() {
+        let clients = self.clients
+        guard clients.filter({ !$0.kicked }).count > 1,
+              let id = pickLink({ !$0.clientGone && clients[$0.client].session.phase == .ready && !clients[$0.client].kicked })
+        else { return }
+        let n = links[id]!.node
+        let c = links[id]!.client
+        // A session the node is closing already (for another reason) is not kicked again.
+        guard let session = nodes[n].core.sessions[id], session.closing == nil else { return }
+        adminEntries += 1
+        let entry = AdminEntry(
+            number: adminEntries, at: nodes[n].core.wallNow,
+            command: .kickSession(id: nodes[n].core.adminSessionId(id)))
+        note("an operator kicks link \(id) (c\(c)) on node \(n)")
+        handle(n, .adminAnswered(ServerCore.AdminCall(request: nil, work: .readLog(after: 0)), .success(.entries([entry]))))
+        guard links[id] == nil || links[id]!.down.last == .close(CloseReason.kicked.code) else {
+            return fail("link \(id) was kicked on node \(n) and not closed 4408")
+        }
+        stats.kicks += 1
+    }
+
+    /// The proxy sends the workspace's new sessions to another node from now on (a node came back
+    /// or went out of its ring); the sessions on the old home stay there.
+    mutating func moveHome() {
+        let next = (home + rng.int(1...(nodes.count - 1))) % nodes.count
+        home = next
+        note("the proxy's home of the workspace is node \(next) now")
+    }
+
+    mutating func connect(_ c: Int, to n: Int) {
+        let id = nextId
+        nextId += 1
+        clients[c].attempt += 1
+        clients[c].session.connecting(attempt: clients[c].attempt)
+        let hello = clients[c].session.opened()
+        var up = [hello]
+        if rng.chance(0.3) {
+            // Resubmitted before the Welcome, as an eager client may (the client resubmits them
+            // again after it): the server defers them, then answers each seq once more from dedup.
+            let format = clients[c].session.format
+            for pending in clients[c].session.state.pending {
+                up.append(format.encode(Tabsync_V1_ClientMessage(
+                    submit: .init(seq: pending.seq, baseVersion: pending.baseVersion, op: pending.op))))
+            }
+        }
+        for frame in up.dropFirst() { noteSent(c, frame) }
+        links[id] = Link(id: id, client: c, node: n, format: clients[c].session.format, up: up)
+        note("c\(c) connects to node \(n) as link \(id)")
+        clients[c].link = id
+        handle(n, .connected(id, format: clients[c].session.format, echo: false))
+        pumpClient(c)
+    }
+}
