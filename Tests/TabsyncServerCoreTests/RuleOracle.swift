@@ -78,9 +78,14 @@ struct RuleOracle {
     var stats = Stats()
     private var problems: [String] = []
 
-    init(workspace: Workspace, limits: Limits) {
+    /// True when a quota limits the rate of ops (a sub's): only then may an op be refused
+    /// `RATE_LIMITED` (the session's own rate is never reached in the simulation).
+    let ratesLimited: Bool
+
+    init(workspace: Workspace, limits: Limits, ratesLimited: Bool = false) {
         workspaceId = workspace.id
         self.limits = limits
+        self.ratesLimited = ratesLimited
         history = [workspace]
     }
 
@@ -185,6 +190,11 @@ struct RuleOracle {
     private mutating func checkRules(
         before: Workspace, submitted op: TabsyncCore.Operation, baseVersion: UInt64, applied: AppliedOp?, refusal: OpError?
     ) {
+        // Over the sub's ops quota: refused before any rule is asked (docs/design.md, "Quotas").
+        if refusal?.code == .rateLimited {
+            if !ratesLimited { fail("\(op) refused RATE_LIMITED in a world with no quota on the rate of ops") }
+            return
+        }
         // Remove wins: the tab an op names must be there.
         let named: String?
         switch op {

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import SwiftProtobuf
 import TabsyncCore
@@ -18,9 +19,23 @@ extension SimulatedWorld {
         var acked: [UInt64: UInt64] = [:]
         var refused: Set<UInt64> = []
         var madeTabs = 0
-        /// An operator kicked it (4408): it stopped for good, as a real client does, and takes no
-        /// further part; what it had acknowledged must still be stored.
+        /// An operator kicked it (4408), or revoked its token (4401): it stopped for good, as a
+        /// real client does, and takes no further part; what it had acknowledged must still be stored.
         var kicked = false
+        var revoked = false
+        var stopped: Bool { kicked || revoked }
+    }
+
+    /// Client `c`'s token (with ``Options/accessControl``): the world's verifier takes it to
+    /// ``grant(of:at:)``.
+    static func token(of c: Int) -> String { "token-c\(c)" }
+
+    /// What client `c`'s token grants: one of two subs (so a sub's quota is shared by sessions of
+    /// several clients), every op on every workspace, for a day, under its own `jti`.
+    static func grant(of c: Int, at now: Date) -> AccessGrant {
+        AccessGrant(
+            subject: "user\(c % 2)", workspaces: WorkspacePattern("*")!, role: .admin,
+            expiresAt: now.addingTimeInterval(86_400), tokenId: "jti-c\(c)", issuedAt: nil)
     }
 
     mutating func clientOp(_ c: Int) {
@@ -113,8 +128,8 @@ extension SimulatedWorld {
     /// acknowledged stays stored (checked at the end).
     mutating func kickSomeone() {
         let clients = self.clients
-        guard clients.filter({ !$0.kicked }).count > 1,
-              let id = pickLink({ !$0.clientGone && clients[$0.client].session.phase == .ready && !clients[$0.client].kicked })
+        guard clients.filter({ !$0.stopped }).count > 1,
+              let id = pickLink({ !$0.clientGone && clients[$0.client].session.phase == .ready && !clients[$0.client].stopped })
         else { return }
         let n = links[id]!.node
         let c = links[id]!.client
@@ -130,6 +145,30 @@ extension SimulatedWorld {
             return fail("link \(id) was kicked on node \(n) and not closed 4408")
         }
         stats.kicks += 1
+    }
+
+    /// An operator revokes one client's token (docs/operating.md, "The admin API"): every node
+    /// reads the entry from the admin log (and every later life of a node reads it at start). Each
+    /// session of that token must be closed 4401 at once and no later one admitted; the client
+    /// stops for good, and everything it had acknowledged stays stored (checked at the end).
+    mutating func revokeSomeone() {
+        let live = clients.indices.filter { !clients[$0].stopped }
+        guard options.accessControl, live.count > 1 else { return }
+        let c = rng.pick(live)
+        adminEntries += 1
+        let entry = AdminEntry(number: adminEntries, at: nodes[home].core.wallNow, command: .revokeToken(jti: "jti-c\(c)"))
+        adminLog.append(entry)
+        clients[c].revoked = true
+        stats.revocations += 1
+        note("an operator revokes c\(c)'s token")
+        for n in nodes.indices {
+            handle(n, .adminAnswered(ServerCore.AdminCall(request: nil, work: .readLog(after: 0)), .success(.entries([entry]))))
+            for id in links.keys.sorted() where links[id]!.node == n && links[id]!.client == c && !links[id]!.clientGone {
+                // A session whose token is still being checked is refused when the check comes back.
+                guard let session = nodes[n].core.sessions[id], session.closing == nil, session.access != nil else { continue }
+                fail("node \(n) read the revocation of c\(c)'s token and left its session \(id) open")
+            }
+        }
     }
 
     /// The proxy sends the workspace's new sessions to another node from now on (a node came back

@@ -85,7 +85,8 @@ extension SimulatedWorld {
         if clients[c].link == id {
             clients[c].link = nil
             let next = clients[c].session.closed(ConnectionEnding(kind: .lost))
-            if case .stop = next { fail("c\(c) stopped for good after a lost connection") }
+            // A revoked client may have read its UNAUTHORIZED before the connection was lost.
+            if case .stop = next, !clients[c].revoked { fail("c\(c) stopped for good after a lost connection") }
             pumpClient(c)
         }
     }
@@ -107,7 +108,10 @@ extension SimulatedWorld {
             if ending.code == CloseReason.kicked.code {
                 guard case .stop = next else { return fail("c\(c) was kicked and did not stop") }
                 clients[c].kicked = true
-            } else if case .stop = next, ending.code != 1001 {
+            } else if ending.code == 4401 {
+                guard clients[c].revoked else { return fail("c\(c) was closed 4401, but its token was not revoked") }
+                guard case .stop = next else { return fail("c\(c)'s token was revoked and it did not stop") }
+            } else if case .stop = next, ending.code != 1001, !clients[c].revoked {
                 fail("c\(c) stopped for good after \(ending)")
             }
             pumpClient(c)

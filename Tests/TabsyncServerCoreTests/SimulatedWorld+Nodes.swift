@@ -91,7 +91,17 @@ extension SimulatedWorld {
         default:
             break
         }
-        let answer = turn(n).answer(call)
+        let answer: ServerCore.Event?
+        if case .verifyToken(let request, let token) = call {
+            // The world's verifier: every client's token checks out (a revoked one is the core's
+            // to refuse, from the admin log it read).
+            guard let c = clients.indices.first(where: { Self.token(of: $0) == token }) else {
+                return fail("node \(n) asked to verify a token no client holds")
+            }
+            answer = .tokenVerified(request, .success(Self.grant(of: c, at: nodes[n].core.wallNow)))
+        } else {
+            answer = turn(n).answer(call)
+        }
         tookStored(from: n)
         switch (call, answer) {
         case (.hold(let id), .held(_, .success)?):
@@ -160,6 +170,12 @@ extension SimulatedWorld {
         case .send(let id, let message):
             guard let link = links[id] else { return }
             guard !link.clientGone else { return }
+            if case .welcome? = message.message, clients[link.client].revoked {
+                fail("node \(n) welcomed session \(id) of c\(link.client), whose token was revoked")
+            }
+            if case .rejected(let rejected)? = message.message, ErrorCode(rejected.code) == .rateLimited {
+                stats.quotaRefusals += 1
+            }
             if case .welcome(let welcome)? = message.message {
                 links[id]!.welcomedAt = welcome.recovered ? (welcome.missed.last?.version ?? 0) : welcome.snapshot.version
             }
@@ -192,7 +208,9 @@ extension SimulatedWorld {
         case .checkHolders(let id):
             checkHolderCheck(n, id)
             nodes[n].storeCalls.append(action)
-        case .echo, .verifyToken, .respond, .stop:
+        case .verifyToken:
+            nodes[n].storeCalls.append(action)  // answered in turn, as the driver's verifier does off the loop
+        case .echo, .respond, .stop:
             break
         }
     }

@@ -40,6 +40,12 @@ extension SimulatedWorld {
         /// The nodes' commit linger (``CommitPipeline/Linger``); zero: off. A third of the worlds
         /// linger (drawn apart from the rest, so the other worlds of a seed stay as they were).
         var commitLinger: Duration = .zero
+        /// Access control on: every client has a token the world's verifier turns into a grant
+        /// (two subs share the clients), and operators revoke tokens now and then (the client is
+        /// closed 4401 and stops for good). A third of the worlds (drawn apart from the rest).
+        var accessControl = false
+        /// With access control, the ops quota per sub (`--max-ops-per-second-per-sub`); nil: none.
+        var opsPerSecondPerSub: Int?
 
         /// Makes the world split, with at least `nodes` nodes.
         mutating func split(nodes atLeast: Int = 2) {
@@ -54,6 +60,8 @@ extension SimulatedWorld {
                 + (logRetention < 100_000 ? ", logRetention \(logRetention)" : "")
                 + (maxTabs != Limits.default.maxTabs ? ", maxTabs \(maxTabs)" : "")
                 + (maxResumeOps != Limits.default.maxResumeOps ? ", maxResumeOps \(maxResumeOps)" : "")
+                + (accessControl ? ", access control" : "")
+                + (opsPerSecondPerSub.map { ", \($0) ops/s per sub" } ?? "")
         }
 
         /// A world's shape from its seed: 1–3 nodes, 1–6 clients, 200–600 steps, fault rates from
@@ -87,6 +95,11 @@ extension SimulatedWorld {
             if lingerRng.chance(0.33) { o.commitLinger = .milliseconds(lingerRng.int(5...120)) }
             var splitRng = SplitMix64(seed: seed ^ 0x5B17)
             if splitRng.chance(0.33) { o.split(nodes: splitRng.int(2...3)) }
+            var adminRng = SplitMix64(seed: seed ^ 0xAD31)
+            if adminRng.chance(0.33) {
+                o.accessControl = true
+                if adminRng.chance(0.5) { o.opsPerSecondPerSub = adminRng.int(2...40) }
+            }
             return o
         }
     }
@@ -107,6 +120,10 @@ extension SimulatedWorld {
         var timeouts = 0
         /// Sessions an operator kicked (the admin log's entry read by the node holding them).
         var kicks = 0
+        /// Tokens an operator revoked (every node read the entry), and Submits refused over the
+        /// sub's ops quota.
+        var revocations = 0
+        var quotaRefusals = 0
         /// From the cores' metrics, over every life: Submits re-sequenced after `behind`, loads
         /// that found the workspace held by another live node (splits), workspaces handed to
         /// their newer holder (moves), checks for a newer holder.
@@ -133,6 +150,8 @@ extension SimulatedWorld {
             lingerWakes += other.lingerWakes
             timeouts += other.timeouts
             kicks += other.kicks
+            revocations += other.revocations
+            quotaRefusals += other.quotaRefusals
             resequenced += other.resequenced
             splits += other.splits
             moves += other.moves

@@ -56,7 +56,7 @@ extension SimulatedWorld {
 
     func settled() -> Bool {
         clients.allSatisfy { c in
-            c.kicked || (c.session.phase == .ready && c.session.state.pending.isEmpty && c.session.state.unsequenced == 0)
+            c.stopped || (c.session.phase == .ready && c.session.state.pending.isEmpty && c.session.state.unsequenced == 0)
         } && links.values.allSatisfy { $0.up.isEmpty && $0.down.isEmpty }
             && nodes.allSatisfy { $0.storeCalls.allSatisfy(Self.isPeriodic) }
     }
@@ -104,7 +104,7 @@ extension SimulatedWorld {
                 fail("c\(c) seq \(seq) acknowledged at v\(version) is not stored there")
             }
             let confirmed = client.session.state.confirmed
-            if !client.kicked && confirmed != final {
+            if !client.stopped && confirmed != final {
                 fail("c\(c) holds v\(confirmed.version) \(confirmed.tabs.map(\.id)), the store v\(final.version) \(final.tabs.map(\.id))")
             }
         }

@@ -31,8 +31,10 @@ struct SimulatedWorld {
     /// The workspace's home node (where clients connect unless the options split it).
     var home = 0
     var clients: [SimClient] = []
-    /// Admin-log entries made so far (their numbers count up).
+    /// Admin-log entries made so far (their numbers count up), and the revocations among them
+    /// (every node, and every new life of a node, has read them).
     var adminEntries: Int64 = 0
+    var adminLog: [AdminEntry] = []
     var links: [ConnectionID: Link] = [:]
     var nextId = 1
     let start = ContinuousClock.now
@@ -77,11 +79,14 @@ struct SimulatedWorld {
         self.options = options ?? .from(seed: seed)
         rng = SplitMix64(seed: seed)
         store = SimulatedStore(seed: seed, options: self.options)
-        oracle = RuleOracle(workspace: Workspace(id: workspace, epoch: store.epoch), limits: Self.limits(self.options))
+        oracle = RuleOracle(
+            workspace: Workspace(id: workspace, epoch: store.epoch), limits: Self.limits(self.options),
+            ratesLimited: self.options.opsPerSecondPerSub != nil)
         for _ in 0..<self.options.nodes { nodes.append(makeNode()) }
         for c in 0..<self.options.clients {
             var session = Session(
-                workspaceId: workspace, clientId: "c\(c)", clientName: "client \(c)", token: "",
+                workspaceId: workspace, clientId: "c\(c)", clientName: "client \(c)",
+                token: self.options.accessControl ? Self.token(of: c) : "",
                 format: rng.chance(0.5) ? .json : .proto)
             _ = session.start()
             clients.append(SimClient(session: session))
@@ -136,6 +141,10 @@ struct SimulatedWorld {
             settings.jitterSeed = seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(lives)
         }
         settings.commitLinger = options.commitLinger
+        settings.accessControl = options.accessControl
+        settings.quotas = .init(maxOpsPerSecondPerSubject: options.opsPerSecondPerSub)
+        settings.nodeName = "node\(lives)"
+        settings.adminLog = adminLog  // a new life reads the log at start: the revocations in force
         let core = ServerCore(settings: settings, logger: Logger(label: "sim", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
         return Node(core: core, name: "node\(lives)", lastBeat: elapsed)
     }
@@ -186,6 +195,7 @@ struct SimulatedWorld {
             1_000,  // the commit feed tells a node of another's commit
             options.split ? 150 : 0,  // the proxy moves the workspace's home to another node
             40,  // an operator kicks a client's session
+            options.accessControl ? 15 : 0,  // an operator revokes a client's token
         ]
         switch rng.weighted(weights) {
         case 0: clientOp(rng.int(0...(clients.count - 1)))
@@ -198,7 +208,8 @@ struct SimulatedWorld {
         case 7: connectSomeone()
         case 8: tellFeed()
         case 9: moveHome()
-        default: kickSomeone()
+        case 10: kickSomeone()
+        default: revokeSomeone()
         }
     }
 
