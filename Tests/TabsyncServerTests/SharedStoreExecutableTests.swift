@@ -66,7 +66,7 @@ struct SharedStoreExecutableTests {
         var url: String { String(clusterURL[...clusterURL.lastIndex(of: "/")!]) + name }
 
         init() throws {
-            clusterURL = try SharedStoreDatabase.requireURL()
+            clusterURL = try PostgresTestCluster.requireURL()
             let db = try PGConnection(url: clusterURL)
             defer { db.close() }
             try db.execute("CREATE DATABASE " + PGConnection.quoteIdentifier(name))
@@ -87,7 +87,7 @@ struct SharedStoreExecutableTests {
         }
     }
 
-    @Test(.enabled(if: SharedStoreDatabase.isEnabled, SharedStoreDatabase.skipReason))
+    @Test(.enabled(if: PostgresTestCluster.isEnabled, PostgresTestCluster.skipReason))
     func migrateCreatesTheSchemaAndRunsAgainAsANoOp() throws {
         let database = try Database()
         #expect(try database.tables().isEmpty)
@@ -103,7 +103,7 @@ struct SharedStoreExecutableTests {
         #expect(try database.tables().contains("tabsync_workspaces"))
     }
 
-    @Test(.enabled(if: SharedStoreDatabase.isEnabled, SharedStoreDatabase.skipReason))
+    @Test(.enabled(if: PostgresTestCluster.isEnabled, PostgresTestCluster.skipReason))
     func aNodeServesOnAPostgreSQLStoreGivenByTheEnvironmentAndStopsOnSIGTERM() throws {
         let database = try Database()
         let child = try Child(

@@ -12,7 +12,7 @@ import Testing
 /// re-sequences what it has not acknowledged, a resubmitted seq is answered from dedup.
 @Suite(
     "Several nodes on one PostgreSQL", .serialized,
-    .enabled(if: SharedStoreDatabase.isEnabled, SharedStoreDatabase.skipReason))
+    .enabled(if: PostgresTestCluster.isEnabled, PostgresTestCluster.skipReason))
 struct SharedStoreNodesTests {
     /// Random ops of one client: adds of its own tabs (at the end or an index), moves and removes
     /// of them (a remove may find the tab gone: refused), activates.

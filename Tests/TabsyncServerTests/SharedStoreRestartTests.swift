@@ -11,13 +11,13 @@ import Testing
 /// the shared one would fail the tests running beside it).
 @Suite(
     "A node while PostgreSQL restarts", .serialized,
-    .enabled(if: SharedStoreDatabase.isEnabled, SharedStoreDatabase.skipReason))
+    .enabled(if: PostgresTestCluster.isEnabled, PostgresTestCluster.skipReason))
 struct SharedStoreRestartTests {
     @Test func writesAreRefusedUnavailableWhileItIsDownReadsGoOnAndWritesResumeByThemselves() throws {
-        _ = try SharedStoreDatabase.requireURL()  // required and configured alike
+        _ = try PostgresTestCluster.requireURL()  // required and configured alike
         let directory = NSTemporaryDirectory() + "tabsync-node-pg-" + UUID().uuidString
-        defer { _ = try? SharedStoreDatabase.runScript(["destroy", directory]) }
-        let started = try SharedStoreDatabase.runScript(["start", directory])
+        defer { _ = try? PostgresTestCluster.runScript(["destroy", directory]) }
+        let started = try PostgresTestCluster.runScript(["start", directory])
         let url = try #require(
             started.split(separator: "\n").first { $0.contains("TABSYNC_TEST_POSTGRES_URL=") }?
                 .split(separator: "=", maxSplits: 1).last.map(String.init))
@@ -31,7 +31,7 @@ struct SharedStoreRestartTests {
         try writer.collect(through: 3, into: &acknowledged)
         let (watcher, _) = try TestClient.joined(port: node.port, workspace: "quiet", clientId: "watcher")
 
-        try SharedStoreDatabase.runScript(["stop", directory])
+        try PostgresTestCluster.runScript(["stop", directory])
         // A write: refused UNAVAILABLE, never acknowledged.
         let next = TabsyncCore.Operation.add(tab: .named("t4"), place: .end, activate: false)
         try writer.submit(next, seq: 4)
@@ -50,7 +50,7 @@ struct SharedStoreRestartTests {
         #expect(peers.contains("watcher"))
         _ = visitor
 
-        try SharedStoreDatabase.runScript(["start", directory])
+        try PostgresTestCluster.runScript(["start", directory])
         // Writes resume by themselves: the client sends its unacknowledged op again until stored.
         var applied: AppliedOp?
         let resumed = try waitUntil(deadline: .seconds(30), interval: .milliseconds(200)) {

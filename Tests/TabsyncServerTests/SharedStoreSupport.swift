@@ -7,53 +7,6 @@ import TabsyncTestSupport
 import Testing
 @testable import TabsyncStore
 
-/// The PostgreSQL cluster `scripts/test` starts (`TABSYNC_TEST_POSTGRES_URL`), as the store tests
-/// find it: with `TABSYNC_TEST_POSTGRES_REQUIRED=1` a missing URL fails these tests, without it
-/// they are skipped.
-enum SharedStoreDatabase {
-    static let url = ProcessInfo.processInfo.environment["TABSYNC_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-    static let required = ProcessInfo.processInfo.environment["TABSYNC_TEST_POSTGRES_REQUIRED"] == "1"
-    static let isEnabled = url != nil || required
-    static let skipReason: Comment =
-        "TABSYNC_TEST_POSTGRES_URL is unset: tests of several nodes on one PostgreSQL skipped (scripts/test sets it)"
-
-    struct Unconfigured: Error, CustomStringConvertible {
-        var description: String {
-            "TABSYNC_TEST_POSTGRES_URL is unset but TABSYNC_TEST_POSTGRES_REQUIRED=1: start a cluster with "
-                + "`eval \"$(scripts/postgres start)\"` (scripts/test does)"
-        }
-    }
-
-    static func requireURL() throws -> String {
-        guard let url else { throw Unconfigured() }
-        return url
-    }
-
-    /// scripts/postgres in this checkout.
-    static var script: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("scripts/postgres").path
-    }
-
-    /// Runs scripts/postgres and returns its output (through `system`: Foundation's `Process` was
-    /// seen hanging in `waitUntilExit` once the script had started a server, a daemon).
-    @discardableResult
-    static func runScript(_ arguments: [String]) throws -> String {
-        let outputPath = NSTemporaryDirectory() + "tabsync-pg-output-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: outputPath) }
-        let quote = { (text: String) in "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
-        let command = ([script] + arguments).map(quote).joined(separator: " ") + " >" + quote(outputPath) + " </dev/null"
-        let status = system(command)
-        guard status == 0 else { throw Failure("scripts/postgres \(arguments.joined(separator: " ")) exited with status \(status)") }
-        return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-    }
-
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-        init(_ description: String) { self.description = description }
-    }
-}
-
 /// A PostgreSQL schema of the test's own on the shared cluster (dropped at the end), and the
 /// server nodes on it: each node an in-process ``TestServer`` with its own ``PostgresStore``
 /// connection, as separate processes would have.
@@ -74,7 +27,7 @@ final class SharedStoreNodes: @unchecked Sendable {
     }
 
     init(url: String? = nil, _ hearings: [Hearing], configure: (inout Server.Configuration) -> Void = { _ in }) throws {
-        self.url = try url ?? SharedStoreDatabase.requireURL()
+        self.url = try url ?? PostgresTestCluster.requireURL()
         for hearing in hearings { try addNode(hearing, configure: configure) }
     }
 

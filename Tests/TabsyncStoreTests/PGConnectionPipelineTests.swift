@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import TabsyncTestSupport
 @testable import TabsyncStore
 
 /// ``PGConnection/pipeline(_:)``: several statements in one round trip behave as if sent one by one
 /// (each its own result, in order; each later statement sees what an earlier one wrote), and a
 /// failure stops the rest without leaving the connection in pipeline mode.
-@Suite("PostgreSQL connection: pipelines", .enabled(if: PostgresTestDatabase.isEnabled, PostgresTestDatabase.skipReason))
+@Suite("PostgreSQL connection: pipelines", .enabled(if: PostgresTestCluster.isEnabled, PostgresTestCluster.skipReason))
 struct PGConnectionPipelineTests {
     /// A connection on a schema of the test's own with a table `t (k text primary key, n int8)`.
     private func connection(_ schema: PostgresSchema) throws -> PGConnection {

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import TabsyncTestSupport
 import TabsyncCore
 @testable import TabsyncStore
 
 /// The holder registry (``HolderRegistry``) in PostgreSQL: a commit notifies only when another live
 /// node holds the workspace; holds end by release, by leaving, or when a node's heartbeat stops.
-@Suite("PostgreSQL store: holder registry", .enabled(if: PostgresTestDatabase.isEnabled, PostgresTestDatabase.skipReason))
+@Suite("PostgreSQL store: holder registry", .enabled(if: PostgresTestCluster.isEnabled, PostgresTestCluster.skipReason))
 struct PostgresHolderRegistryTests {
     /// Two nodes on one schema, committing through drivers of their own.
     struct Nodes {
@@ -89,7 +90,7 @@ struct PostgresHolderRegistryTests {
 /// A node stopped in the middle of a commit (SIGSTOP, a frozen VM) holds its workspace rows
 /// locked; PostgreSQL ends its transaction after the store's `idleInTransactionSeconds`, so the
 /// other nodes' commits to those rows go on instead of waiting for it to wake.
-@Suite("PostgreSQL store: a stalled transaction", .enabled(if: PostgresTestDatabase.isEnabled, PostgresTestDatabase.skipReason))
+@Suite("PostgreSQL store: a stalled transaction", .enabled(if: PostgresTestCluster.isEnabled, PostgresTestCluster.skipReason))
 struct PostgresStalledTransactionTests {
     @Test func aTransactionStalledHoldingAWorkspaceRowIsEndedAndTheOthersCommitGoesOn() throws {
         let schema = try PostgresSchema()

@@ -7,7 +7,7 @@ import TabsyncTestSupport
 /// The connection breaking during `COMMIT`, made to happen by a proxy between the store and the
 /// real PostgreSQL (``TCPFaultProxy``): the store must find out how the transaction ended instead of
 /// guessing. "Refused" for a batch that is in the log was the bug the cluster test found.
-@Suite("PostgreSQL store: a COMMIT whose answer is lost", .enabled(if: PostgresTestDatabase.isEnabled, PostgresTestDatabase.skipReason))
+@Suite("PostgreSQL store: a COMMIT whose answer is lost", .enabled(if: PostgresTestCluster.isEnabled, PostgresTestCluster.skipReason))
 struct PostgresStoreLostCommitTests {
     /// A store through a proxy on a schema of the test's own, with one batch already stored.
     struct Setup {

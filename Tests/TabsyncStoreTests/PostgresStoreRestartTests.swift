@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 import TabsyncCore
+import TabsyncTestSupport
 @testable import TabsyncStore
 
 /// PostgreSQL going down and coming back, on a cluster of the test's own (stopping the shared one
 /// would fail the tests running beside it).
-@Suite("PostgreSQL store: server restart", .enabled(if: PostgresTestDatabase.isEnabled, PostgresTestDatabase.skipReason))
+@Suite("PostgreSQL store: server restart", .enabled(if: PostgresTestCluster.isEnabled, PostgresTestCluster.skipReason))
 struct PostgresStoreRestartTests {
     /// A cluster of its own made by scripts/postgres; destroyed at the end.
     final class Cluster {
@@ -13,7 +14,7 @@ struct PostgresStoreRestartTests {
         private(set) var url = ""
 
         init() throws {
-            _ = try PostgresTestDatabase.requireURL()  // required and configured alike
+            _ = try PostgresTestCluster.requireURL()  // required and configured alike
             try start()
         }
 
@@ -21,7 +22,7 @@ struct PostgresStoreRestartTests {
             let output = try Self.run(["start", directory])
             guard let line = output.split(separator: "\n").first(where: { $0.contains("TABSYNC_TEST_POSTGRES_URL=") }),
                 let found = line.split(separator: "=", maxSplits: 1).last
-            else { throw Failure(description: "scripts/postgres start printed no URL: \(output)") }
+            else { throw PostgresTestCluster.Failure("scripts/postgres start printed no URL: \(output)") }
             url = String(found)
         }
 
@@ -29,23 +30,7 @@ struct PostgresStoreRestartTests {
 
         deinit { _ = try? Self.run(["destroy", directory]) }
 
-        struct Failure: Error, CustomStringConvertible { var description: String }
-
-        /// Runs scripts/postgres and returns its output. Not Foundation's `Process`: its
-        /// `waitUntilExit` was seen hanging once the script had started a server (a daemon).
-        @discardableResult
-        static func run(_ arguments: [String]) throws -> String {
-            let outputPath = NSTemporaryDirectory() + "tabsync-pg-output-" + UUID().uuidString
-            defer { try? FileManager.default.removeItem(atPath: outputPath) }
-            let quote = { (text: String) in "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
-            let command = ([PostgresTestDatabase.script] + arguments).map(quote).joined(separator: " ")
-                + " >" + quote(outputPath) + " </dev/null"
-            let status = system(command)
-            guard status == 0 else {
-                throw Failure(description: "scripts/postgres \(arguments.joined(separator: " ")) exited with status \(status)")
-            }
-            return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-        }
+        static func run(_ arguments: [String]) throws -> String { try PostgresTestCluster.runScript(arguments) }
     }
 
     @Test func commitsFailQuicklyWhileTheServerIsDownAndResumeByThemselves() throws {

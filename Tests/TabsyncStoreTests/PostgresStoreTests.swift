@@ -1,12 +1,13 @@
 import Dispatch
 import Foundation
 import Testing
+import TabsyncTestSupport
 import TabsyncCore
 @testable import TabsyncStore
 
 /// What only the PostgreSQL store does: migration under a lock, NOTIFY to other nodes' listeners,
 /// parameterised binary-safe statements. The contract itself runs in the Store contract suites.
-@Suite("PostgreSQL store", .enabled(if: PostgresTestDatabase.isEnabled, PostgresTestDatabase.skipReason))
+@Suite("PostgreSQL store", .enabled(if: PostgresTestCluster.isEnabled, PostgresTestCluster.skipReason))
 struct PostgresStoreTests {
     @Test func nodesMigratingAtOnceCreateOneSchemaAndAgreeOnTheEpoch() throws {
         let schema = try PostgresSchema()

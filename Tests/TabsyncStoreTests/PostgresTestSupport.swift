@@ -1,36 +1,7 @@
 import Foundation
 import Testing
+import TabsyncTestSupport
 @testable import TabsyncStore
-
-/// The test cluster `scripts/test` starts (`scripts/postgres start`): its URL is in
-/// `TABSYNC_TEST_POSTGRES_URL`. scripts/test also sets `TABSYNC_TEST_POSTGRES_REQUIRED=1`, so a
-/// missing URL fails the PostgreSQL tests there; a plain `swift test` without it skips them.
-enum PostgresTestDatabase {
-    static let url = ProcessInfo.processInfo.environment["TABSYNC_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-    static let required = ProcessInfo.processInfo.environment["TABSYNC_TEST_POSTGRES_REQUIRED"] == "1"
-    /// Run the PostgreSQL tests (they fail with a clear message when required and unconfigured).
-    static let isEnabled = url != nil || required
-    static let skipReason: Comment =
-        "TABSYNC_TEST_POSTGRES_URL is unset: PostgreSQL store tests skipped (scripts/test starts a cluster and sets it)"
-
-    struct Unconfigured: Error, CustomStringConvertible {
-        var description: String {
-            "TABSYNC_TEST_POSTGRES_URL is unset but TABSYNC_TEST_POSTGRES_REQUIRED=1: start a cluster with "
-                + "`eval \"$(scripts/postgres start)\"` (scripts/test does) so the PostgreSQL store tests run"
-        }
-    }
-
-    static func requireURL() throws -> String {
-        guard let url else { throw Unconfigured() }
-        return url
-    }
-
-    /// scripts/postgres in this checkout.
-    static var script: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("scripts/postgres").path
-    }
-}
 
 /// A schema of its own for one test, so tests on the shared cluster stay independent; dropped at
 /// the end.
@@ -39,7 +10,7 @@ final class PostgresSchema: @unchecked Sendable {
     let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
 
     init(url: String? = nil) throws {
-        self.url = try url ?? PostgresTestDatabase.requireURL()
+        self.url = try url ?? PostgresTestCluster.requireURL()
     }
 
     func options(snapshotInterval: Int = 256, applicationName: String = "tabsync-test") -> PostgresStore.Options {

@@ -8,8 +8,8 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     case memory, sqlite, postgres
     var testDescription: String { rawValue }
 
-    /// PostgreSQL only when a test cluster is configured or required (see ``PostgresTestDatabase``).
-    static var allCases: [StoreKind] { PostgresTestDatabase.isEnabled ? [.memory, .sqlite, .postgres] : [.memory, .sqlite] }
+    /// PostgreSQL only when a test cluster is configured or required (see ``PostgresTestCluster``).
+    static var allCases: [StoreKind] { PostgresTestCluster.isEnabled ? [.memory, .sqlite, .postgres] : [.memory, .sqlite] }
 }
 
 /// One store and how to "restart" it: SQLite closes and reopens the file; the memory store is the
