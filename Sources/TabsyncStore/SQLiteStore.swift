@@ -246,64 +246,6 @@ public final class SQLiteStore: WorkspaceStore {
     /// inline checkpoints.
     var checkpointRuns: (passive: Int, restart: Int, truncate: Int)? { checkpointer?.runs }
 
-    // MARK: - beyond the protocol
-
-    /// A refused op whose seq is a client's last consumed one: answered again on resubmission.
-    struct StoredRefusal: Sendable, Equatable {
-        var seq: UInt64
-        var error: OpError
-
-        init(seq: UInt64, error: OpError) {
-            self.seq = seq
-            self.error = error
-        }
-    }
-
-    /// Per client, the refusal of its last consumed seq, for the clients whose last seq was refused.
-    func rejections(workspaceId: String) throws(StoreError) -> [String: StoredRefusal] {
-        try read { db throws(StoreError) in
-            do {
-                let statement = try db.prepare(
-                    "SELECT client_id, seq, error_code, error_detail FROM client_seqs WHERE workspace = ? AND error_code IS NOT NULL")
-                try statement.bind(.text(workspaceId))
-                var result: [String: StoredRefusal] = [:]
-                while try statement.step() {
-                    guard let error = StoreEncoding.decodeError(code: statement.int64(2), detail: statement.text(3)) else {
-                        throw StoreError.readFailed("\(self.path): unknown refusal code \(statement.int64(2))")
-                    }
-                    result[statement.text(0)] = StoredRefusal(seq: UInt64(bitPattern: statement.int64(1)), error: error)
-                }
-                return result
-            } catch {
-                throw Self.readFailure(error)
-            }
-        }
-    }
-
-    /// The applied ops after `version`, oldest first, when the stored log holds all of them and they
-    /// are at most `limit`; nil otherwise (resume with a snapshot). Reaches further back than the
-    /// server's in-memory log when the store keeps more.
-    func missed(workspaceId: String, after version: UInt64, limit: Int = .max) throws(StoreError) -> [AppliedOp]? {
-        try read { db throws(StoreError) in
-            do {
-                let bounds = try db.prepare("SELECT min(version), max(version), count(*) FROM ops WHERE workspace = ?")
-                try bounds.bind(.text(workspaceId))
-                _ = try bounds.step()
-                let count = bounds.int64(2)
-                let first = UInt64(bitPattern: bounds.int64(0))
-                let last = UInt64(bitPattern: bounds.int64(1))
-                bounds.reset()
-                if count == 0 { return version == 0 ? [] : nil }
-                guard version <= last, first <= version + 1, last - version <= UInt64(max(limit, 0)) else {
-                    return version == last ? [] : nil
-                }
-                return try self.ops(workspaceId, after: version, db)
-            } catch {
-                throw Self.readFailure(error)
-            }
-        }
-    }
-
     // MARK: - implementation
 
     /// Runs a read on the connection.

@@ -41,7 +41,9 @@ struct SQLiteStoreTests {
         #expect(store?.epoch != first)
     }
 
-    @Test func lastRefusalIsKeptToAnswerAgainAndReplacedByALaterSeq() throws {
+    /// Refusals are kept across a reopen, to answer a resent seq again; each client's last seq is
+    /// its last consumed one, refused or applied.
+    @Test func refusalsAreKeptToAnswerAgainAcrossAReopen() throws {
         let directory = TemporaryDirectory()
         var store = try SQLiteStore(dataDirectory: directory.path)
         var driver = Driver(epoch: store.epoch)
@@ -54,15 +56,16 @@ struct SQLiteStoreTests {
         try store.commit(driver.takeBatch())
         store.close()
         store = try SQLiteStore(dataDirectory: directory.path)
-        let rejections = try store.rejections(workspaceId: "w")
-        #expect(rejections == [
-            "c1": .init(seq: 2, error: .tabExists("a")),
-            "c2": .init(seq: 5, error: .tabGone("gone")),
+        let rejections = try #require(try store.load(workspaceId: "w")).rejections
+        #expect(rejections.sorted { $0.clientId < $1.clientId } == [
+            Sequencer.Rejection(clientId: "c1", seq: 2, error: .tabExists("a")),
+            Sequencer.Rejection(clientId: "c2", seq: 5, error: .tabGone("gone")),
+            Sequencer.Rejection(clientId: "c3", seq: 2, error: .notEditable),
         ])
         #expect(try store.load(workspaceId: "w")?.lastSeqs == ["c1": 2, "c2": 5, "c3": 3])
     }
 
-    @Test func missedOpsComeFromTheStoredLogWithinItsWindow() throws {
+    @Test func opsAfterAVersionComeFromTheStoredLogWithinItsWindow() throws {
         let directory = TemporaryDirectory()
         let store = try SQLiteStore(dataDirectory: directory.path, options: .init(snapshotInterval: 10))
         var driver = Driver(epoch: store.epoch, limits: Limits(logRetention: 30))
@@ -75,14 +78,13 @@ struct SQLiteStoreTests {
         let oldest = try #require(try store.load(workspaceId: "w")?.log.first?.version)
         #expect(oldest >= version - 29)
 
-        #expect(try store.missed(workspaceId: "w", after: version) == [])
-        let tail = try #require(try store.missed(workspaceId: "w", after: version - 5))
+        #expect(try store.ops(workspaceId: "w", after: version, limit: .max) == [])
+        let tail = try #require(try store.ops(workspaceId: "w", after: version - 5, limit: .max))
         #expect(tail == Array(log.suffix(5)))
-        #expect(try store.missed(workspaceId: "w", after: oldest - 1)?.count == Int(version - oldest + 1))
-        #expect(try store.missed(workspaceId: "w", after: oldest - 2) == nil)  // before the log: snapshot
-        #expect(try store.missed(workspaceId: "w", after: version - 5, limit: 4) == nil)  // over the resume limit
-        #expect(try store.missed(workspaceId: "w", after: version + 1) == nil)  // another history
-        #expect(try store.missed(workspaceId: "none", after: 0) == [])
+        #expect(try store.ops(workspaceId: "w", after: oldest - 1, limit: .max)?.count == Int(version - oldest + 1))
+        #expect(try store.ops(workspaceId: "w", after: oldest - 2, limit: .max) == nil)  // before the log: read it whole
+        #expect(try store.ops(workspaceId: "w", after: version - 5, limit: 4) == Array(log.suffix(5).prefix(4)))
+        #expect(try store.ops(workspaceId: "none", after: 0, limit: .max) == [])
     }
 
     @Test func closedStoreRefusesCalls() throws {
