@@ -167,7 +167,7 @@ extension ServerCore {
             answer.ops = entries.map(Self.wireEntry)
             if let next = HistoryQuery.next(after: entries) { answer.next = next }
         case .success(.state(let state)):
-            answer.state = Tabsync_V1_Snapshot(stateWithEpoch(state, call.workspaceId))
+            answer.state = Tabsync_V1_Snapshot(state)
         case .success(.closed(let tabs)):
             answer.closed = tabs.map(Self.wireClosed)
         case .failure(.store(let error)):
@@ -177,14 +177,6 @@ extension ServerCore {
             answer.error = Tabsync_V1_Error(code: refusal.code, message: refusal.message)
         }
         return answer
-    }
-
-    /// A replayed state carries the workspace's epoch (a replay from version 0 has none).
-    private func stateWithEpoch(_ state: Workspace, _ workspaceId: String) -> Workspace {
-        guard state.epoch.isEmpty, let epoch = workspaces.hub(workspaceId)?.live.workspace.epoch else { return state }
-        var copy = state
-        copy.epoch = epoch
-        return copy
     }
 
     static func wireEntry(_ entry: HistoryEntry) -> Tabsync_V1_HistoryEntry {
@@ -218,7 +210,7 @@ extension ServerCore {
         case .success(.ops(let entries)):
             return historyResponse(call.workspaceId, entries)
         case .success(.state(let state)):
-            guard let json: [UInt8] = try? Tabsync_V1_Snapshot(stateWithEpoch(state, call.workspaceId)).jsonUTF8Bytes() else {
+            guard let json: [UInt8] = try? Tabsync_V1_Snapshot(state).jsonUTF8Bytes() else {
                 return HTTPResponse(status: 500, body: "cannot encode snapshot\n")
             }
             return HTTPResponse(status: 200, contentType: "application/json", bytes: json + [0x0A])

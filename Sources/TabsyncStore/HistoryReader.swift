@@ -68,7 +68,8 @@ public struct ClosedTab: Sendable, Equatable {
 /// milestones) by replay: the one place a past state is computed, whatever the store.
 ///
 /// Guarantees: a state answered for version v is the replay of the stored ops up to v over the
-/// newest milestone at or before it, exactly the state the workspace had at v; a version whose
+/// newest milestone at or before it, exactly the state the workspace had at v, with the
+/// workspace's epoch (whether or not a server holds it in memory); a version whose
 /// ops or milestone are no longer kept is refused `INVALID_ARGUMENT` naming the oldest version
 /// that is; nothing is answered that is not durable.
 public struct HistoryReader: Sendable {
@@ -87,13 +88,13 @@ public struct HistoryReader: Sendable {
             case .ops(let before, let limit):
                 return .ops(try store.history(workspaceId: workspaceId, before: before, limit: limit))
             case .version(let version):
-                return .state(try state(workspaceId, at: version))
+                return .state(try withEpoch(try state(workspaceId, at: version)))
             case .time(let date):
                 guard let version = try store.version(workspaceId: workspaceId, at: date) else {
                     throw HistoryFailure.refused(.invalidArgument(
                         "no kept version of \(workspaceId) is as old as \(RFC3339.format(date.timeIntervalSince1970))"))
                 }
-                return .state(try state(workspaceId, at: version))
+                return .state(try withEpoch(try state(workspaceId, at: version)))
             case .closed(let limit):
                 return .closed(Array(try closed(workspaceId).prefix(max(0, limit))))
             case .closedTab(let tabId):
@@ -133,6 +134,16 @@ public struct HistoryReader: Sendable {
                 "version \(version) is outside the history this server keeps (--history-retention)"))
         }
         return try replay(base, entries.reversed(), workspaceId)
+    }
+
+    /// A past state carries its workspace's epoch, as a snapshot does: a replay from before the
+    /// first kept milestone starts from an empty workspace, which has none, so the stored
+    /// workspace's is read (rarely: only states older than every kept milestone).
+    private func withEpoch(_ state: Workspace) throws -> Workspace {
+        guard state.epoch.isEmpty, let epoch = try store.load(workspaceId: state.id)?.workspace.epoch else { return state }
+        var copy = state
+        copy.epoch = epoch
+        return copy
     }
 
     private func replay(_ base: Workspace, _ entries: some Sequence<HistoryEntry>, _ workspaceId: String) throws -> Workspace {

@@ -12,7 +12,7 @@ import TabsyncTestSupport
     /// A random log on a sequencer, committed to a memory store keeping history; every state kept.
     struct World {
         var rng: SplitMix64
-        var sequencer = Sequencer(workspace: Workspace(id: "w"), limits: Limits(maxTabs: 12, logRetention: 16))
+        var sequencer = Sequencer(workspace: Workspace(id: "w", epoch: "epoch-1"), limits: Limits(maxTabs: 12, logRetention: 16))
         var states: [Workspace]
         let store = MemoryStore(history: .standard, milestoneInterval: 7)
         var seq: UInt64 = 0
@@ -68,6 +68,8 @@ import TabsyncTestSupport
                 }
                 #expect(state.tabs == world.states[v].tabs && state.activeTabId == world.states[v].activeTabId
                         && state.editable == world.states[v].editable, "seed \(seed) v\(v)")
+                // Every past state carries the workspace's epoch, v0 (replayed from nothing) too.
+                #expect(state.epoch == world.sequencer.workspace.epoch && !state.epoch.isEmpty, "seed \(seed) v\(v): epoch \(state.epoch)")
             }
             for _ in 0..<5 {
                 let v = world.rng.int(0...world.states.count - 1)
