@@ -92,6 +92,15 @@ struct RuleOracle {
     /// The stored workspace now.
     var current: Workspace { history[history.count - 1] }
 
+    /// An operator deleted the workspace: its history is gone and a new one starts at `workspace`
+    /// (version 0, a new epoch), where seqs count from nothing again (the dedup table went with
+    /// it). What was counted stays counted.
+    mutating func restart(at workspace: Workspace) {
+        let counted = stats
+        self = RuleOracle(workspace: workspace, limits: limits, ratesLimited: ratesLimited)
+        stats = counted
+    }
+
     private mutating func fail(_ problem: String) { problems.append(problem) }
 
     /// A client sent a Submit. Every send of one seq must carry the same op and baseVersion (the

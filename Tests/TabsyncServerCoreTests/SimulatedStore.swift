@@ -107,6 +107,14 @@ struct SimulatedRegistry: HolderRegistry {
 
 /// History reads fail as often as loads (the restore or reopen waiting on one is refused
 /// `UNAVAILABLE` and sent again); what they find is what is stored.
+/// The admin log and deletes are the memory store's, without faults.
+extension SimulatedStore: AdminStore {
+    func workspaceIds(after: String?, limit: Int) throws(StoreError) -> [String] { try base.workspaceIds(after: after, limit: limit) }
+    func deleteWorkspace(_ id: String) throws(StoreError) -> Bool { try base.deleteWorkspace(id) }
+    func appendAdminCommand(_ command: AdminCommand) throws(StoreError) -> AdminEntry { try base.appendAdminCommand(command) }
+    func adminEntries(after number: Int64) throws(StoreError) -> [AdminEntry] { try base.adminEntries(after: number) }
+}
+
 extension SimulatedStore: HistoryStore {
     func history(workspaceId: String, before: UInt64?, limit: Int) throws(StoreError) -> [HistoryEntry] {
         if faults && rng.chance(options.loadFailure) { throw .readFailed("simulated history read failure") }

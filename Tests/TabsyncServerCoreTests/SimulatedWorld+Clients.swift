@@ -15,15 +15,20 @@ extension SimulatedWorld {
         var session: Session
         var link: ConnectionID?
         var attempt = 0
-        /// Seqs this client saw acknowledged (its own `Applied`) and refused, with their versions.
+        /// Seqs this client saw acknowledged (its own `Applied`) and refused, with their versions,
+        /// and the epoch each acknowledged op was applied in (an operator's delete erases the
+        /// history before it).
         var acked: [UInt64: UInt64] = [:]
+        var ackedEpoch: [UInt64: String] = [:]
         var refused: Set<UInt64> = []
         var madeTabs = 0
         /// An operator kicked it (4408), or revoked its token (4401): it stopped for good, as a
         /// real client does, and takes no further part; what it had acknowledged must still be stored.
         var kicked = false
         var revoked = false
-        var stopped: Bool { kicked || revoked }
+        /// Its session was closed 4410: an operator deleted the workspace; it stopped for good.
+        var deleted = false
+        var stopped: Bool { kicked || revoked || deleted }
     }
 
     /// Client `c`'s token (with ``Options/accessControl``): the world's verifier takes it to
@@ -81,6 +86,7 @@ extension SimulatedWorld {
                     fail("c\(c) seq \(op.seq) acknowledged at v\(earlier) and again at v\(op.version)")
                 }
                 clients[c].acked[op.seq] = op.version
+                clients[c].ackedEpoch[op.seq] = clients[c].session.state.confirmed.epoch
             case .rejected(let rejection):
                 clients[c].refused.insert(rejection.seq)
             case .history(let answer):
@@ -95,6 +101,8 @@ extension SimulatedWorld {
     /// very op the store accepted at its version, none past what it accepted.
     mutating func checkHistory(_ c: Int, _ answer: Tabsync_V1_HistoryAnswer) {
         guard !answer.hasError else { return }  // a failed read (the store's faults) says so
+        // An answer about a history an operator's delete erased since is not checked against the new one.
+        guard clients[c].session.state.confirmed.epoch == oracle.current.epoch else { return }
         stats.historyReads += 1
         var previous: UInt64?
         for entry in answer.ops {
@@ -169,6 +177,38 @@ extension SimulatedWorld {
                 fail("node \(n) read the revocation of c\(c)'s token and left its session \(id) open")
             }
         }
+    }
+
+    /// The operator's token: the world's verifier grants it the admin API on every workspace.
+    static let operatorToken = "operator-token"
+
+    /// An operator deletes the workspace through the admin API of its home node (docs/operating.md,
+    /// "The admin API"), once per world, in worlds of one node with access control: its sessions
+    /// are closed 4410 at once and their clients stop for good; the store delete goes once nothing
+    /// of it is left in the commit pipeline, and the workspace starts again at version 0 under a
+    /// new epoch for the clients that were not connected (their pending ops go to the new history).
+    mutating func deleteWorkspace() {
+        guard options.accessControl, options.nodes == 1, deletes == 0 else { return }
+        deletes += 1
+        let n = home
+        note("an operator deletes the workspace on node \(n)")
+        handle(n, .adminRequested(RequestID(deletes), .deleteWorkspace(workspace), bearerToken: Self.operatorToken))
+    }
+
+    /// The store deleted the workspace: the history the oracle follows starts again at the new
+    /// epoch, and no session of the old one may be left open.
+    mutating func workspaceDeleted(on n: Int) {
+        guard let stored = try? store.base.load(workspaceId: workspace) else { return fail("the deleted workspace left nothing behind") }
+        guard stored.workspace.version == 0, stored.workspace.epoch != oracle.current.epoch else {
+            return fail("the deleted workspace is at v\(stored.workspace.version) epoch \(stored.workspace.epoch), not a new epoch at v0")
+        }
+        // The store delete goes only after the workspace drained: no session of it is left open.
+        for (id, session) in nodes[n].core.sessions where session.workspaceId == workspace && session.closing == nil {
+            if case .joined = session.phase { return fail("node \(n) deleted the workspace with session \(id) still joined to it") }
+        }
+        stats.deletes += 1
+        note("the store deleted the workspace; new epoch \(stored.workspace.epoch)")
+        oracle.restart(at: stored.workspace)
     }
 
     /// The proxy sends the workspace's new sessions to another node from now on (a node came back

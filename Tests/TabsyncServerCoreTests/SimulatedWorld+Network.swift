@@ -108,10 +108,14 @@ extension SimulatedWorld {
             if ending.code == CloseReason.kicked.code {
                 guard case .stop = next else { return fail("c\(c) was kicked and did not stop") }
                 clients[c].kicked = true
+            } else if ending.code == CloseReason.workspaceDeleted.code {
+                guard deletes > 0 else { return fail("c\(c) was closed 4410, but no operator deleted the workspace") }
+                guard case .stop = next else { return fail("c\(c)'s workspace was deleted and it did not stop") }
+                clients[c].deleted = true
             } else if ending.code == 4401 {
                 guard clients[c].revoked else { return fail("c\(c) was closed 4401, but its token was not revoked") }
                 guard case .stop = next else { return fail("c\(c)'s token was revoked and it did not stop") }
-            } else if case .stop = next, ending.code != 1001, !clients[c].revoked {
+            } else if case .stop = next, ending.code != 1001, !clients[c].revoked, !clients[c].deleted {
                 fail("c\(c) stopped for good after \(ending)")
             }
             pumpClient(c)

@@ -94,11 +94,17 @@ extension SimulatedWorld {
         let answer: ServerCore.Event?
         if case .verifyToken(let request, let token) = call {
             // The world's verifier: every client's token checks out (a revoked one is the core's
-            // to refuse, from the admin log it read).
-            guard let c = clients.indices.first(where: { Self.token(of: $0) == token }) else {
+            // to refuse, from the admin log it read), and the operator's.
+            if token == Self.operatorToken {
+                let grant = AccessGrant(
+                    subject: "operator", workspaces: WorkspacePattern("*")!, role: .admin,
+                    expiresAt: nodes[n].core.wallNow.addingTimeInterval(86_400))
+                answer = .tokenVerified(request, .success(grant))
+            } else if let c = clients.indices.first(where: { Self.token(of: $0) == token }) {
+                answer = .tokenVerified(request, .success(Self.grant(of: c, at: nodes[n].core.wallNow)))
+            } else {
                 return fail("node \(n) asked to verify a token no client holds")
             }
-            answer = .tokenVerified(request, .success(Self.grant(of: c, at: nodes[n].core.wallNow)))
         } else {
             answer = turn(n).answer(call)
         }
@@ -117,6 +123,9 @@ extension SimulatedWorld {
         default:
             break
         }
+        if case .admin(let admin) = call, case .delete = admin.work, case .adminAnswered(_, .success(.deleted(true)))? = answer {
+            workspaceDeleted(on: n)
+        }
         if let answer { handle(n, answer) }
     }
 
@@ -124,7 +133,7 @@ extension SimulatedWorld {
     func turn(_ n: Int) -> StoreTurn {
         let instant = now
         let registry = options.nodes > 1 ? SimulatedRegistry(base: registry(n), store: store) : nil
-        return StoreTurn(stores: StoreCapabilities(history: store), holders: registry, clock: { instant })
+        return StoreTurn(stores: StoreCapabilities(store), holders: registry, clock: { instant })
     }
 
     /// The batches the store accepted in the last turn: the oracle checks each, and each is
@@ -210,7 +219,9 @@ extension SimulatedWorld {
             nodes[n].storeCalls.append(action)
         case .verifyToken:
             nodes[n].storeCalls.append(action)  // answered in turn, as the driver's verifier does off the loop
-        case .echo, .respond, .stop:
+        case .respond(_, let response):
+            if case .adminRequested? = handling, response.status != 200 { fail("node \(n) answered the operator's delete \(response.status)") }
+        case .echo, .stop:
             break
         }
     }

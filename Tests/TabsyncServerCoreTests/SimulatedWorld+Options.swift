@@ -124,6 +124,8 @@ extension SimulatedWorld {
         /// sub's ops quota.
         var revocations = 0
         var quotaRefusals = 0
+        /// Workspaces an operator deleted (the store's delete done).
+        var deletes = 0
         /// From the cores' metrics, over every life: Submits re-sequenced after `behind`, loads
         /// that found the workspace held by another live node (splits), workspaces handed to
         /// their newer holder (moves), checks for a newer holder.
@@ -152,6 +154,7 @@ extension SimulatedWorld {
             kicks += other.kicks
             revocations += other.revocations
             quotaRefusals += other.quotaRefusals
+            deletes += other.deletes
             resequenced += other.resequenced
             splits += other.splits
             moves += other.moves

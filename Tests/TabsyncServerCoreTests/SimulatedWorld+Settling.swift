@@ -100,7 +100,7 @@ extension SimulatedWorld {
         if log != Array(oracle.log.suffix(log.count)) { fail("the store's log is not the tail of the ops its batches brought") }
         for (c, client) in clients.enumerated() {
             for (seq, version) in client.acked.sorted(by: { $0.key < $1.key })
-            where oracle.appliedAt[RuleOracle.ClientSeq(client: "c\(c)", seq: seq)] != version {
+            where client.ackedEpoch[seq] == final.epoch && oracle.appliedAt[RuleOracle.ClientSeq(client: "c\(c)", seq: seq)] != version {
                 fail("c\(c) seq \(seq) acknowledged at v\(version) is not stored there")
             }
             let confirmed = client.session.state.confirmed

@@ -35,6 +35,8 @@ struct SimulatedWorld {
     /// (every node, and every new life of a node, has read them).
     var adminEntries: Int64 = 0
     var adminLog: [AdminEntry] = []
+    /// Deletes an operator asked for (at most one a world).
+    var deletes = 0
     var links: [ConnectionID: Link] = [:]
     var nextId = 1
     let start = ContinuousClock.now
@@ -196,6 +198,7 @@ struct SimulatedWorld {
             options.split ? 150 : 0,  // the proxy moves the workspace's home to another node
             40,  // an operator kicks a client's session
             options.accessControl ? 15 : 0,  // an operator revokes a client's token
+            options.accessControl && options.nodes == 1 ? 25 : 0,  // an operator deletes the workspace (once)
         ]
         switch rng.weighted(weights) {
         case 0: clientOp(rng.int(0...(clients.count - 1)))
@@ -209,7 +212,8 @@ struct SimulatedWorld {
         case 8: tellFeed()
         case 9: moveHome()
         case 10: kickSomeone()
-        default: revokeSomeone()
+        case 11: revokeSomeone()
+        default: deleteWorkspace()
         }
     }
 

@@ -91,7 +91,7 @@ struct SimulationTests {
         summary += "\(totals.disconnects) disconnects, \(totals.crashes) node crashes, "
         summary += "\(totals.lateDelivered) frames read after their connection dropped; "
         summary += "\(lingering) worlds with a commit linger, \(totals.lingerWakes) lingering batches woken; "
-        summary += "\(totals.timeouts) deadlines met, \(totals.kicks) sessions kicked, \(totals.revocations) tokens revoked, "
+        summary += "\(totals.timeouts) deadlines met, \(totals.kicks) sessions kicked, \(totals.revocations) tokens revoked, \(totals.deletes) workspaces deleted, "
             + "\(totals.quotaRefusals) ops refused over a sub's quota, "
         summary += "\(totals.historyReads) history reads (\(totals.historyOpsChecked) ops checked against the stored log); "
         summary += "busiest world seed \(busiest.seed): \(busiest.work) of its budget of \(busiest.budget) events "
@@ -116,7 +116,7 @@ struct SimulationTests {
         #expect(totals.splits > 0, "no load found the workspace held by another node")
         #expect(totals.moves > 0, "no split workspace was handed to its newer holder")
         #expect(totals.kicks > 0, "no session was kicked: the admin log's kick went untested")
-        #expect(totals.revocations > 0 && totals.quotaRefusals > 0, "no token was revoked or no op refused over a quota: the admin mix went untested")
+        #expect(totals.revocations > 0 && totals.quotaRefusals > 0 && totals.deletes > 0, "no token was revoked or no op refused over a quota: the admin mix went untested")
         #expect(totals.historyOpsChecked > 0, "no history answer named an op: the prefix check went untested")
         #expect(rules.historyOps["restore applied", default: 0] > 0 && rules.historyOps["reopen applied", default: 0] > 0,
                 "no restore or reopen applied: history's ops went untested")
