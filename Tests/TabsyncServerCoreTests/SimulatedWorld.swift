@@ -195,6 +195,8 @@ struct SimulatedWorld {
     var lives = 0
     /// The event a node's core is handling (what its actions are answers to).
     var handling: ServerCore.Event?
+    /// The sessions whose close the node handling ``handling`` held for their answers before it.
+    var heldBefore: Set<ConnectionID> = []
 
     struct Stats {
         var delivered = 0
@@ -496,7 +498,8 @@ struct SimulatedWorld {
             command: .kickSession(id: nodes[n].core.adminSessionId(id)))
         note("an operator kicks link \(id) (c\(c)) on node \(n)")
         handle(n, .adminAnswered(ServerCore.AdminCall(request: nil, work: .readLog(after: 0)), .success(.entries([entry]))))
-        guard links[id] == nil || links[id]!.down.last == .close(CloseReason.kicked.code) else {
+        let held = nodes[n].core.heldCloses[id] != nil && nodes[n].core.sessions[id]?.closing == .kicked
+        guard held || links[id] == nil || links[id]!.down.last == .close(CloseReason.kicked.code) else {
             return fail("link \(id) was kicked on node \(n) and not closed 4408")
         }
         stats.kicks += 1
@@ -745,6 +748,7 @@ struct SimulatedWorld {
     mutating func handle(_ n: Int, _ event: ServerCore.Event) {
         guard spend() else { return }
         var actions: [ServerCore.Action] = []
+        heldBefore = Set(nodes[n].core.heldCloses.keys)
         nodes[n].core.handle(event, now: now, into: &actions)
         handling = event
         defer { handling = nil }
@@ -771,6 +775,10 @@ struct SimulatedWorld {
             }
         case .close(let id, let reason, _):
             if reason.code == CloseReason.moved.code { checkMove(n, id) }
+            // The server sends a pending answer before any close (docs/design.md, "Close codes").
+            if reason.waitsForAnswers, nodes[n].core.commits.owesAnswer(to: id) {
+                fail("node \(n) closes session \(id) \(reason.code) while an answer it owes the session waits in the pipeline")
+            }
             guard let link = links[id], !link.clientGone else { return }
             if !reason.flushesQueue { links[id]!.down.removeAll() }
             links[id]!.down.append(.close(reason.code))
@@ -813,6 +821,7 @@ struct SimulatedWorld {
     /// A session is closed "moved" only when the registry just answered that a newer holder of its
     /// workspace exists.
     private mutating func checkMove(_ n: Int, _ id: ConnectionID) {
+        if heldBefore.contains(id) { return }  // decided earlier; it waited for the session's answers
         guard case .holdersChecked(_, true)? = handling else {
             return fail("node \(n) closes session \(id) moved while handling \(handling.map { "\($0)".prefix(60) } ?? "nothing"), "
                 + "not a registry answer that a newer holder exists")
