@@ -78,6 +78,30 @@ public enum ClientEvent: Sendable, Equatable {
     /// The stream broke (a version gap, an epoch change, an op that does not fit): the client
     /// reconnects and catches up.
     case resync(reason: String)
+    /// The server's history was replaced (docs/design.md, "Durability"): a `Welcome` under another
+    /// epoch, or under this one below a version already seen (a store brought back from a backup).
+    /// The workspace is now the server's snapshot, taken whole: what vanished from it was not
+    /// removed by any op, and no `.applied` is reported for the change.
+    case historyReplaced(HistoryReplacement)
+    /// The server no longer holds the answer to one of this client's seqs (`Rejected
+    /// ANSWER_GONE`): not a refusal. The op left `pending`; whatever it did is in the state the
+    /// client was welcomed with. `firstSeq` as in ``Rejection``.
+    case answerGone(seq: UInt64, firstSeq: UInt64)
+}
+
+/// A history the client held, replaced by another (``ClientEvent/historyReplaced(_:)``).
+public struct HistoryReplacement: Sendable, Equatable {
+    public var previousEpoch: String
+    public var previousVersion: UInt64
+    public var epoch: String
+    public var version: UInt64
+
+    public init(previousEpoch: String, previousVersion: UInt64, epoch: String, version: UInt64) {
+        self.previousEpoch = previousEpoch
+        self.previousVersion = previousVersion
+        self.epoch = epoch
+        self.version = version
+    }
 }
 
 /// Everything a client knows, as one value. `TabsyncClient.state` returns a copy.
@@ -108,6 +132,9 @@ public struct ClientState: Sendable, Equatable {
     public var welcomes: Int = 0
     /// Resyncs started so far.
     public var resyncs: Int = 0
+    /// Histories replaced so far (``ClientEvent/historyReplaced(_:)``), and the last one.
+    public var historyReplacements: Int = 0
+    public var lastHistoryReplacement: HistoryReplacement?
     /// Every permanent refusal of this client's ops, oldest first (the last 100).
     public var rejections: [Rejection] = []
     /// How the last connection ended.

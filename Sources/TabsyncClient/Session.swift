@@ -7,7 +7,9 @@ import TabsyncProto
 /// Invariants: frames leave in `outbox` order; the outbox only holds frames for the current
 /// connection and is emptied when it ends (pending ops are resubmitted from the replica after the
 /// next `Welcome`, with the same seq and base version, so the server's dedup answers any that
-/// already arrived); no op gets a seq before the first `Welcome` (seqs start after
+/// already arrived: a pending op is settled only by its own answer, never by `Welcome.lastSeq`);
+/// a snapshot of another history (a new epoch, or this one below a version already seen) is taken
+/// whole and reported as ``ClientEvent/historyReplaced(_:)``; no op gets a seq before the first `Welcome` (seqs start after
 /// `Welcome.lastSeq`, so a restarted client never reuses a consumed seq); an op refused for a
 /// reason that passes (``isTransient(_:)``) is held, still shown, and sent again as a new op with
 /// a new seq after a back-off or at the next `Welcome`, until it gets a permanent answer.
@@ -294,6 +296,12 @@ struct Session {
                 return nil
             }
             let op = replica.receive(rejectedSeq: rejected.seq)
+            if code == .answerGone {
+                // Not a refusal: the server cannot answer any more (docs/design.md, 'Submit, seqs and dedup').
+                emit(.answerGone(seq: rejected.seq, firstSeq: op?.firstSeq ?? rejected.seq))
+                syncReplica()
+                return nil
+            }
             let rejection = Rejection(
                 seq: rejected.seq, code: code, message: rejected.message, op: op?.op,
                 firstSeq: op?.firstSeq ?? rejected.seq)
@@ -365,7 +373,19 @@ struct Session {
                     activeTabId: snapshot.activeTabId, editable: snapshot.editable)
             }
             if snapshot.epoch.isEmpty { snapshot.epoch = welcome.epoch }
-            replica.reset(to: snapshot, lastSeq: welcome.lastSeq)
+            let held = replica.confirmed
+            // Another history: a new epoch, or this one below a version already seen (a store
+            // brought back from a backup). Taken whole, never spliced (docs/design.md, "Durability").
+            if welcomedOnce, snapshot.epoch != held.epoch || snapshot.version < held.version {
+                replica.replaceHistory(with: snapshot, lastSeq: welcome.lastSeq)
+                let replacement = HistoryReplacement(
+                    previousEpoch: held.epoch, previousVersion: held.version, epoch: snapshot.epoch, version: snapshot.version)
+                state.historyReplacements += 1
+                state.lastHistoryReplacement = replacement
+                emit(.historyReplaced(replacement))
+            } else {
+                replica.reset(to: snapshot, lastSeq: welcome.lastSeq)
+            }
         }
         if welcome.hasLimits {
             let limits = Limits(welcome.limits)
@@ -381,7 +401,9 @@ struct Session {
             for op in unsequenced { replica.submit(op) }
             unsequenced = []
         }
-        // Resubmit everything still pending, in seq order, as it was first sent.
+        // Resubmit everything still pending, in seq order, as it was first sent: those at or below
+        // lastSeq too, whose answers were lost with a connection; the server answers each again
+        // (its Applied, its Rejected, or ANSWER_GONE), and only that answer settles it.
         clearOutbox()
         for pending in replica.pending {
             send(.init(submit: .init(seq: pending.seq, baseVersion: pending.baseVersion, op: pending.op)))
@@ -407,6 +429,8 @@ struct Session {
             syncReplica()
             return nil
         case .stale:
+            // An answer again to a seq sent again: it may settle a pending op.
+            syncReplica()
             return nil
         case .gap(let expected, let got):
             // Resume from the last version held: the server sends what is missing.

@@ -15,6 +15,10 @@ public enum ErrorCode: Int, Sendable, CaseIterable, Hashable {
     case notPermitted = 9
     case unavailable = 10
     case protocolError = 11
+    /// Only in `Rejected`, answering a seq sent again at or below `Welcome.lastSeq` whose answer
+    /// the server no longer holds. Not a refusal: the seq was consumed long ago, and whatever it
+    /// did is in the state the client was welcomed with (docs/design.md, 'Submit, seqs and dedup').
+    case answerGone = 12
 
     /// The code's name on the wire (protobuf JSON uses it), e.g. `TAB_GONE`.
     public var wireName: String {
@@ -30,6 +34,7 @@ public enum ErrorCode: Int, Sendable, CaseIterable, Hashable {
         case .notPermitted: "NOT_PERMITTED"
         case .unavailable: "UNAVAILABLE"
         case .protocolError: "PROTOCOL_ERROR"
+        case .answerGone: "ANSWER_GONE"
         }
     }
 

@@ -2,10 +2,11 @@
 /// and its own pending ops replayed on top of it (the optimistic state a UI shows).
 ///
 /// Guarantees: `confirmed` only ever changes by whole, contiguous `Applied` ops or a snapshot;
-/// a pending op leaves when its `Applied` or `Rejected` arrives, when a `Welcome.lastSeq` covers it,
-/// or when an answer to a later seq of this client arrives (the server consumes a client's seqs in
-/// increasing order, so a seq below an answered one that got no answer of its own was consumed
-/// already or never will be: docs/design.md, 'Submit, seqs and dedup');
+/// a pending op leaves only with its own answer: its `Applied`, its `Rejected`, or `Rejected
+/// ANSWER_GONE` when the server no longer holds the answer (docs/design.md, 'Submit, seqs and
+/// dedup'). A `Welcome.lastSeq` at or above a pending op settles nothing: the op is sent again with
+/// its seq and the server answers it with its stored answer, so a refused op is never taken for
+/// applied, nor an applied one for refused;
 /// `optimistic` is always `confirmed` plus the pending ops that still apply, in seq order, then the
 /// held ops. An op refused for a reason that passes (`UNAVAILABLE`, `RATE_LIMITED`) is not dropped:
 /// ``hold(rejectedSeq:)`` keeps it, still shown, until ``releaseHeld()`` sends it again as a new op
@@ -56,17 +57,26 @@ public struct Replica: Sendable {
         self.optimistic = workspace
     }
 
-    /// Takes a snapshot (a `Welcome` without recovery): pending ops at or below `lastSeq` are dropped,
-    /// since their effect is already in the snapshot.
+    /// Takes a snapshot (a `Welcome` without recovery). Pending ops stay, those at or below
+    /// `lastSeq` too: they wait for the answers their resubmission gets. Seqs go on after `lastSeq`.
     public mutating func reset(to snapshot: Workspace, lastSeq: UInt64) {
         confirmed = snapshot
-        acknowledge(upTo: lastSeq)
+        advanceSeqs(past: lastSeq)
     }
 
-    /// A recovered `Welcome`: the missed ops follow through ``receive(applied:)``; pending ops at or
-    /// below `lastSeq` are dropped (their `Applied` is among the missed ones or they were refused).
+    /// Takes a snapshot of another history (a new epoch, or its own epoch below a version already
+    /// seen: a store brought back from a backup). As ``reset(to:lastSeq:)``, and the rekeys of the
+    /// old history are forgotten: no key is translated through them.
+    public mutating func replaceHistory(with snapshot: Workspace, lastSeq: UInt64) {
+        rekeys = []
+        reset(to: snapshot, lastSeq: lastSeq)
+    }
+
+    /// A recovered `Welcome`: the missed ops follow through ``receive(applied:)`` (answering the
+    /// pending ops they name). Pending ops at or below `lastSeq` that none answers stay, to be sent
+    /// again for their answers. Seqs go on after `lastSeq`.
     public mutating func resume(lastSeq: UInt64) {
-        acknowledge(upTo: lastSeq)
+        advanceSeqs(past: lastSeq)
     }
 
     /// Adds a local op: it gets the next seq and the current confirmed version as its base, and shows
@@ -83,10 +93,10 @@ public struct Replica: Sendable {
     /// Receives one `Applied` from the server.
     public mutating func receive(applied: AppliedOp) -> Receipt {
         if applied.version <= confirmed.version {
-            // Its effect is in the confirmed state: an own op it answers (again) is settled, and so
-            // is every pending op below it.
-            if applied.clientId == clientId, pending.contains(where: { $0.seq <= applied.seq }) {
-                acknowledge(upTo: applied.seq)
+            // Its effect is in the confirmed state: the own op it answers (again) is settled.
+            if applied.clientId == clientId, pending.contains(where: { $0.seq == applied.seq }) {
+                pending.removeAll { $0.seq == applied.seq }
+                replay()
             }
             return .stale
         }
@@ -103,30 +113,29 @@ public struct Replica: Sendable {
             rekeys.append(RekeyRecord(version: applied.version, before: before, rekey: keys))
         }
         if applied.clientId == clientId {
-            pending.removeAll { $0.seq <= applied.seq }
+            pending.removeAll { $0.seq == applied.seq }
         }
         replay()
         return .applied
     }
 
-    /// Receives a `Rejected` for one of this client's seqs; returns the op it refused, if pending.
-    /// Pending ops below it, which got no answer, leave too (see the type's guarantees).
+    /// Receives a `Rejected` for one of this client's seqs (or `ANSWER_GONE`: the op leaves the same
+    /// way, its effect, if any, already in `confirmed`); returns the op it settled, if pending.
     @discardableResult
     public mutating func receive(rejectedSeq seq: UInt64) -> PendingOp? {
-        let op = pending.first { $0.seq == seq }
-        guard pending.contains(where: { $0.seq <= seq }) else { return nil }
-        pending.removeAll { $0.seq <= seq }
+        guard let op = pending.first(where: { $0.seq == seq }) else { return nil }
+        pending.removeAll { $0.seq == seq }
         replay()
         return op
     }
 
     /// Receives a `Rejected` that may pass if tried again (`UNAVAILABLE`, `RATE_LIMITED`): the op
-    /// leaves `pending` for `held`, still shown in `optimistic`. Pending ops below it, which got no
-    /// answer, leave as with any answer. Returns the held op, nil when it was not pending.
+    /// leaves `pending` for `held`, still shown in `optimistic`. Returns the held op, nil when it
+    /// was not pending.
     @discardableResult
     public mutating func hold(rejectedSeq seq: UInt64) -> PendingOp? {
-        guard let op = pending.first(where: { $0.seq == seq }) else { return receive(rejectedSeq: seq) }
-        pending.removeAll { $0.seq <= seq }
+        guard let op = pending.first(where: { $0.seq == seq }) else { return nil }
+        pending.removeAll { $0.seq == seq }
         held.append(op)
         replay()
         return op
@@ -149,8 +158,8 @@ public struct Replica: Sendable {
         return released
     }
 
-    private mutating func acknowledge(upTo lastSeq: UInt64) {
-        pending.removeAll { $0.seq <= lastSeq }
+    /// The server consumed every seq up to `lastSeq`: new ops get later ones.
+    private mutating func advanceSeqs(past lastSeq: UInt64) {
         nextSeq = max(nextSeq, lastSeq + 1)
         replay()
     }

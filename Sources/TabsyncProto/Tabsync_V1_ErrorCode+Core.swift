@@ -15,6 +15,7 @@ extension Tabsync_V1_ErrorCode {
         case .notPermitted: self = .notPermitted
         case .unavailable: self = .unavailable
         case .protocolError: self = .protocolError
+        case .answerGone: self = .answerGone
         }
     }
 }
@@ -36,6 +37,7 @@ extension ErrorCode {
         case .notPermitted: self = .notPermitted
         case .unavailable: self = .unavailable
         case .protocolError: self = .protocolError
+        case .answerGone: self = .answerGone
         }
     }
 }

@@ -118,6 +118,20 @@ package enum CloseReason: Equatable, Sendable {
         }
     }
 
+    /// True when the close waits for the answers the commit pipeline owes the session (the server
+    /// sends a pending `Rejected` before any close: docs/design.md, "Close codes"). Not a close
+    /// that drops the queue (nothing more can reach that client), nor a stop (it closes once the
+    /// pipeline is idle, or at its deadline when nothing more can be answered), nor a deleted
+    /// workspace (its sessions leave it at once and stop for good: their answers name nothing), nor
+    /// a token that expired or was revoked (nothing more of the workspace goes to it; the client
+    /// sends its seqs again once it has a valid token).
+    package var waitsForAnswers: Bool {
+        switch self {
+        case .shuttingDown, .workspaceDeleted, .unauthorized: false
+        default: flushesQueue
+        }
+    }
+
     /// At most `limit` bytes of `text`, cut on a scalar boundary.
     static func cut(_ text: String, to limit: Int) -> String {
         guard text.utf8.count > limit else { return text }

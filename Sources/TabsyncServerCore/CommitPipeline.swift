@@ -105,10 +105,13 @@ struct CommitPipeline {
         case answer(workspaceId: String, session: Int, answer: Sequencer.Answer)
         /// A session's `Welcome`, made from the live state: it joins the broadcasts once it is out.
         case welcome(workspaceId: String, session: Int, welcome: Tabsync_V1_Welcome)
+        /// `Rejected ANSWER_GONE` to a resubmitter whose seq's answer is no longer held.
+        case answerGone(workspaceId: String, session: Int, seq: UInt64)
 
         var workspaceId: String {
             switch self {
-            case .broadcast(let id, _, _, _), .reject(let id, _, _, _), .answer(let id, _, _), .welcome(let id, _, _): id
+            case .broadcast(let id, _, _, _), .reject(let id, _, _, _), .answer(let id, _, _), .welcome(let id, _, _),
+                .answerGone(let id, _, _): id
             }
         }
 
@@ -116,8 +119,14 @@ struct CommitPipeline {
         var session: Int {
             switch self {
             case .broadcast(_, let session, _, _), .reject(_, let session, _, _), .answer(_, let session, _),
-                .welcome(_, let session, _): session
+                .welcome(_, let session, _), .answerGone(_, let session, _): session
             }
+        }
+
+        /// True when the effect answers one of `session`'s seqs (not a `Welcome`).
+        func answers(_ session: Int) -> Bool {
+            if case .welcome = self { return false }
+            return self.session == session
         }
     }
 
@@ -160,6 +169,12 @@ struct CommitPipeline {
     var isIdle: Bool { inFlight == nil && pendingRecords.isEmpty && pendingEntries.isEmpty }
 
     var hasPendingRecords: Bool { !pendingRecords.isEmpty }
+
+    /// True when an answer to one of `session`'s seqs waits in the pipeline (pending or in flight).
+    func owesAnswer(to session: Int) -> Bool {
+        pendingEntries.contains { $0.effect.answers(session) }
+            || (inFlight?.entries.contains { $0.effect.answers(session) } ?? false)
+    }
 
     /// True when `workspaceId` has records pending or in flight.
     func isBusy(_ workspaceId: String) -> Bool {

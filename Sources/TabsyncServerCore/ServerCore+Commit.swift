@@ -127,6 +127,10 @@ extension ServerCore {
             case .rejected(let seq, let error):
                 send(Tabsync_V1_ServerMessage(rejected: Tabsync_V1_Rejected(seq: seq, error: error)), to: sessionId)
             }
+        case .answerGone(_, let sessionId, let seq):
+            metrics.opsRejected[.answerGone, default: 0] += 1
+            let message = "seq \(seq) was consumed and its answer is no longer held: what it did is in the state you were welcomed with"
+            send(Tabsync_V1_ServerMessage(rejected: Tabsync_V1_Rejected(seq: seq, code: .answerGone, message: message)), to: sessionId)
         }
     }
 
@@ -144,6 +148,9 @@ extension ServerCore {
             target = (session, applied.seq)
         case .answer(_, let session, .rejected(let seq, _)):
             target = (session, seq)
+        case .answerGone:
+            // True whatever became of the batch: the seq was consumed long before it.
+            return release(effect)
         case .welcome(let workspaceId, let sessionId, _):
             workspaces.withHub(workspaceId) { _ = $0.welcoming.remove(sessionId) }
             send(Tabsync_V1_ServerMessage(error: Tabsync_V1_Error(code: .unavailable, message: "not stored: \(error)")), to: sessionId)

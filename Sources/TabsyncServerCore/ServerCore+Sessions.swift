@@ -16,6 +16,7 @@ extension ServerCore {
 
     mutating func disconnected(_ id: ConnectionID) {
         guard let session = sessions.removeValue(forKey: id) else { return }
+        heldCloses[id] = nil
         sessionDeadlines.set(id, nil)
         releaseQuotas(session)
         sessionLeft(session)
@@ -161,19 +162,26 @@ extension ServerCore {
     }
 
     /// The `Welcome` as of the hub's live state: the missed ops when the session resumes and the log
-    /// still holds at most `maxResumeOps` of them, else a snapshot.
+    /// still holds at most `maxResumeOps` of them, else a snapshot. Its limits name the per-user op
+    /// rate when the session counts against one (a token's sub under `--max-ops-per-second-per-sub`).
     func makeWelcome(_ id: ConnectionID, _ hello: SessionMachine.Hello, hub: WorkspaceHub) -> Tabsync_V1_Welcome {
         let state = hub.live
         let limits = settings.limits
         let lastSeq = state.lastSeq(of: hello.clientId)
+        var welcome: Tabsync_V1_Welcome
         if hello.lastVersion > 0, hello.epoch == state.workspace.epoch,
            let missed = state.missed(after: hello.lastVersion), missed.count <= limits.maxResumeOps {
-            return Tabsync_V1_Welcome(
+            welcome = Tabsync_V1_Welcome(
                 sessionId: String(id), clientId: hello.clientId, lastSeq: lastSeq, limits: limits,
                 epoch: state.workspace.epoch, missed: missed)
+        } else {
+            welcome = Tabsync_V1_Welcome(
+                sessionId: String(id), clientId: hello.clientId, lastSeq: lastSeq, limits: limits, snapshot: state.workspace)
         }
-        return Tabsync_V1_Welcome(
-            sessionId: String(id), clientId: hello.clientId, lastSeq: lastSeq, limits: limits, snapshot: state.workspace)
+        if let perUser = settings.quotas.maxOpsPerSecondPerSubject, sessions[id]?.access?.subject != nil {
+            welcome.limits.maxOpsPerSecondPerUser = UInt32(clamping: perUser)
+        }
+        return welcome
     }
 
     /// The `Welcome` is durable: it goes out, the session joins the broadcasts and presence, and its
@@ -222,12 +230,13 @@ extension ServerCore {
         // RATE_LIMITED and an op that does not decode consume the seq like any refusal
         // (docs/design.md, "Protocol").
         let request: SubmitInput.Request
+        var abusive = false
         if !sessions[id]!.takeToken(rate: settings.limits.maxOpsPerSecond, now: now) {
             request = .refuse(.rateLimited("over \(settings.limits.maxOpsPerSecond) ops per second"))
-            strike(id)
+            abusive = strike(id)
         } else if let refusal = subjectRateRefusal(id) {
             request = .refuse(refusal)
-            strike(id)
+            abusive = strike(id)
         } else {
             do throws(ConversionError) {
                 guard submit.hasOp else { throw .opKindMissing }
@@ -241,6 +250,11 @@ extension ServerCore {
         input.author = sessions[id]?.access?.subject ?? hello.clientName
         if case .op(let op) = request, op.needsHistory, awaitHistory(input, op, from: id, workspaceId: hello.workspaceId) { return }
         sequence(input, from: id, workspaceId: hello.workspaceId)
+        // After the refusal that tipped it is queued: the close waits for that answer.
+        if abusive {
+            logger.warning("rate limit abuse closed", metadata: ["session": "\(id)"])
+            close(id, .rateLimitAbuse)
+        }
         startCommitIfIdle()
     }
 
@@ -274,25 +288,18 @@ extension ServerCore {
         case .answeredAgain(let answer):
             commits.append(nil, .answer(workspaceId: workspaceId, session: id, answer: answer), input: input, at: now)
         case .ignored:
-            // The seq was consumed and its answer has left the sequencer's memory: nothing can
-            // answer it here. A client only sends a consumed seq again after a reconnect, but a node
-            // behind its store may have taken it as new and learned otherwise while it waited
-            // (caught up, or sequenced again after `behind`): the client would wait for an answer
-            // until it reconnects. It resumes now, and its Welcome's lastSeq settles the seq
-            // (simulation seed 2901).
-            if input.seq > 0 {
-                logger.info("a repeated seq with no answer left: the session resumes", metadata: [
-                    "session": "\(id)", "client": "\(input.clientId)", "seq": "\(input.seq)",
-                ])
-                close(id, .behindStore)
-            }
+            // The seq was consumed and its answer has left the sequencer's memory (its op left the
+            // log, or its refusal the refusals kept): it is answered `Rejected ANSWER_GONE`, in
+            // order behind the answers queued before it, so the client settles it by its Welcome's
+            // state (docs/design.md, "Submit, seqs and dedup"). A node behind its store meets it
+            // too, for a seq it took as new and learned another node consumed (simulation seed 2901).
+            commits.append(nil, .answerGone(workspaceId: workspaceId, session: id, seq: input.seq), input: input, at: now)
         }
     }
 
-    /// Counts a second with rate-limited ops; `rateLimitStrikes` in a row close 1008.
-    mutating func strike(_ id: ConnectionID) {
-        guard sessions[id]!.strike(now: now, limit: settings.rateLimitStrikes) else { return }
-        logger.warning("rate limit abuse closed", metadata: ["session": "\(id)"])
-        close(id, .rateLimitAbuse)
+    /// Counts a second with rate-limited ops; true once `rateLimitStrikes` ran in a row: the
+    /// caller closes the session 1008 once the refusal is queued.
+    mutating func strike(_ id: ConnectionID) -> Bool {
+        sessions[id]!.strike(now: now, limit: settings.rateLimitStrikes)
     }
 }

@@ -54,6 +54,9 @@ package struct ServerCore {
     var quotas = QuotaState()
     /// History reads out at the store, and who waits for each (ServerCore+History.swift).
     var historyReads = HistoryReads()
+    /// Sessions closed while the pipeline still owed them an answer: each one's close goes out
+    /// once its answers have (``close(_:_:grace:)``).
+    var heldCloses: [ConnectionID: Duration] = [:]
 
     /// The instant of the event being handled, and the wall clock at one instant.
     private var clock: Clock
@@ -124,6 +127,7 @@ package struct ServerCore {
             case .deferredMessages(let id): handleDeferred(id)
             }
         }
+        closeAnswered()
         nextDeadline = earliestDeadline()
         actions.append(contentsOf: outbox.actions)
         outbox.actions.removeAll(keepingCapacity: true)
@@ -207,9 +211,9 @@ package struct ServerCore {
 
     // MARK: actions
 
-    /// Queues one message to one open session.
+    /// Queues one message to one open session, or to one whose close waits for its answers.
     mutating func send(_ message: Tabsync_V1_ServerMessage, to id: ConnectionID) {
-        guard let session = sessions[id], session.closing == nil else { return }
+        guard let session = sessions[id], session.closing == nil || heldCloses[id] != nil else { return }
         outbox.actions.append(.send(id, message))
     }
 
@@ -219,11 +223,31 @@ package struct ServerCore {
         outbox.actions.append(.broadcast(members, message))
     }
 
-    /// Closes a session for `reason` (once; later closes of the same session are ignored).
+    /// Closes a session for `reason` (once; later closes of the same session are ignored). The
+    /// session takes nothing more from now on; when the commit pipeline still owes it an answer
+    /// (an `Applied`, `Rejected` or repeated answer to a seq it consumed) and the close flushes the
+    /// queue, the close waits until those answers went out (the server sends a pending `Rejected`
+    /// before any close: docs/design.md, "Close codes"; ``CloseReason/waitsForAnswers`` says which
+    /// closes wait).
     mutating func close(_ id: ConnectionID, _ reason: CloseReason, grace: Duration = .seconds(5)) {
         guard sessions[id] != nil, sessions[id]!.closing == nil else { return }
         sessions[id]!.closing = reason
+        if reason.waitsForAnswers, commits.owesAnswer(to: id) {
+            heldCloses[id] = grace
+            return
+        }
         outbox.actions.append(.close(id, reason, grace: grace))
+    }
+
+    /// Sends each held close whose session the pipeline owes nothing any more, after the answers
+    /// this event released (so they go out before it).
+    private mutating func closeAnswered() {
+        guard !heldCloses.isEmpty else { return }
+        for (id, grace) in heldCloses.sorted(by: { $0.key < $1.key }) where !commits.owesAnswer(to: id) {
+            heldCloses[id] = nil
+            guard let reason = sessions[id]?.closing else { continue }
+            outbox.actions.append(.close(id, reason, grace: grace))
+        }
     }
 
     mutating func emit(_ action: Action) {

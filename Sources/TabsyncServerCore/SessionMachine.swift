@@ -9,7 +9,8 @@ import TabsyncProto
 ///   taken once and first; anything else before it, a second Hello or an empty message is a
 ///   protocol violation; messages that come while the token is checked or the workspace loads
 ///   wait (at most ``maxDeferredMessages``) and are handled, in order, right after the `Welcome`.
-/// - Once ``closing`` is set, nothing the session sends is routed and nothing more goes to it.
+/// - Once ``closing`` is set, nothing the session sends is routed, and nothing more goes to it but
+///   the answers its close waits for (``ServerCore/close(_:_:grace:)``).
 /// - A session opened on `/v1/workspaces/{id}/ws` (``pathWorkspace``) joins no other workspace:
 ///   ``ServerCore`` refuses a `Hello` naming another one before its token or workspace is looked at.
 /// - ``takeToken(rate:now:)`` admits at most `rate` ops per second after a burst of `rate`.

@@ -50,7 +50,8 @@ extension SQLiteStore {
     /// beside the destination under a temporary name, synced, checked with `PRAGMA
     /// integrity_check`, and renamed into place only then, so a backup killed midway leaves at
     /// most that temporary file and never a partial copy under the destination's name. The
-    /// source is only read: no checkpoint, no write.
+    /// source is only read: no checkpoint, no write. The copy is marked as one: the first server
+    /// started on it gives every workspace a new epoch (docs/design.md, "Durability").
     public static func backup(from source: String, to destination: String) throws(BackupError) -> BackupReport {
         let files = FileManager.default
         guard files.fileExists(atPath: source) else { throw .noStore(path: source) }
@@ -91,6 +92,9 @@ extension SQLiteStore {
             guard finished == SQLITE_OK else { throw SQLiteError.make(finished, to.handle, "backup_finish") }
             // One self-contained file: the copy leaves WAL mode (a server sets it again at open).
             _ = try to.scalarText("PRAGMA journal_mode = DELETE")
+            // Marked: the first start on it gives every workspace a new epoch (SQLiteStore+BackupMark.swift).
+            let sourceEpoch = try to.scalarText("SELECT value FROM meta WHERE key = 'epoch'") ?? ""
+            try markAsBackup(to, note: "copied from \(source) (epoch \(sourceEpoch))")
             let check = try to.scalarText("PRAGMA integrity_check") ?? "no answer"
             guard check == "ok" else { throw SQLiteError(code: SQLITE_CORRUPT, message: check, context: "integrity_check") }
             let workspaces = try to.scalar("SELECT count(*) FROM snapshots") ?? 0

@@ -174,6 +174,8 @@ public final class SQLiteStore: WorkspaceStore {
                 _ = try db.scalarText("PRAGMA journal_mode = WAL")
                 db.persistWAL()
                 try migrate(db, from: version, newEpoch: StoreEpoch.random())
+                // A backup copy's first start: history cannot continue (SQLiteStore+BackupMark.swift).
+                _ = try startNewEpochIfBackup(db, newEpoch: StoreEpoch.random())
             } else if version < schemaVersion {
                 throw SQLiteError(
                     code: SQLITE_READONLY, message: "schema \(version) needs a migration and the file is read-only",

@@ -149,6 +149,12 @@ struct BarCommand: AsyncParsableCommand {
             return [.notice("server error: " + (code.map { $0.wireName + ": " } ?? "") + message)]
         case .resync(let reason):
             return [.notice("resyncing: \(reason)")]
+        case .historyReplaced(let replaced):
+            // Not removals: the server's history was replaced (a store brought back from a backup).
+            return [.notice("the server's history was replaced (version \(replaced.previousVersion) → \(replaced.version)): showing its state")]
+        case .answerGone(let seq, _):
+            tracker.finished(seq, clientId: tracker.clientId)
+            return []
         case .history:
             return []
         case .disconnected(let ending):

@@ -252,4 +252,63 @@ import TabsyncProto
         #expect(next == .stop)
         #expect(session.state.refusal == .refused(.unauthorized, "the token has been revoked"))
     }
+
+    /// Issue 39: pending ops at or below `Welcome.lastSeq` are sent again with their seqs and
+    /// settled only by their own answers: a stale `Applied` again, the stored `Rejected`, or
+    /// `ANSWER_GONE`, which is not a refusal.
+    @Test func opsAtOrBelowLastSeqAreAskedForTheirAnswers() throws {
+        var session = makeSession()
+        _ = session.opened()
+        _ = session.received(welcome(Workspace(id: "team", epoch: "e1"), lastSeq: 0))
+        for id in ["a", "b", "c"] { session.submit(.add(tab: Tab(id: id), place: .end, activate: false)) }
+        _ = session.takeOutgoing(budget: 1 << 20)
+        _ = session.closed(ConnectionEnding(kind: .lost))
+        session.connecting(attempt: 1)
+        _ = session.opened()
+        // The server consumed all three; seq 1 was applied (version 1), seq 2 refused, seq 3 is old.
+        let snapshot = Workspace(
+            id: "team", version: 1, epoch: "e1", tabs: [Tab(id: "a", key: "a0")], activeTabId: "", editable: true)
+        _ = session.received(welcome(snapshot, lastSeq: 3))
+        #expect(try submits(session.takeOutgoing(budget: 1 << 20)).map(\.seq) == [1, 2, 3])
+        #expect(session.state.pending.map(\.seq) == [1, 2, 3], "lastSeq settled ops without their answers")
+        let addA = Operation.add(tab: Tab(id: "a", key: "a0"), place: .key("a0"), activate: false)
+        _ = session.received(applied(1, addA, clientId: "c1", seq: 1, active: ""))
+        #expect(session.state.pending.map(\.seq) == [2, 3], "the stale Applied answers seq 1")
+        _ = session.received(frame(.init(rejected: .init(seq: 3, code: .answerGone, message: "gone"))))
+        #expect(session.state.pending.map(\.seq) == [2])
+        #expect(session.state.rejections.isEmpty, "ANSWER_GONE is not a refusal")
+        _ = session.received(frame(.init(rejected: .init(seq: 2, code: .tabExists, message: "tab b already exists"))))
+        #expect(session.state.pending.isEmpty)
+        #expect(session.state.rejections.map(\.seq) == [2])
+        let events = session.takeEvents()
+        #expect(events.contains(.answerGone(seq: 3, firstSeq: 3)))
+        #expect(session.submit(.activate(.tabId("a"))) == 4)
+    }
+
+    /// A snapshot under the client's own epoch below a version it saw is another history (a store
+    /// brought back from a copy): taken whole, reported once, the next Hello resumes from it.
+    @Test func aSnapshotBelowAVersionSeenIsAnotherHistory() throws {
+        var session = makeSession()
+        _ = session.opened()
+        let v4 = Workspace(
+            id: "team", version: 4, epoch: "e1", tabs: [Tab(id: "a", key: "a0"), Tab(id: "b", key: "a1")],
+            activeTabId: "", editable: true)
+        _ = session.received(welcome(v4, lastSeq: 0))
+        _ = session.closed(ConnectionEnding(kind: .lost))
+        session.connecting(attempt: 1)
+        #expect(try hello(session.opened()).lastVersion == 4)
+        let v1 = Workspace(id: "team", version: 1, epoch: "e1", tabs: [Tab(id: "a", key: "a0")], activeTabId: "", editable: true)
+        _ = session.takeEvents()
+        _ = session.received(welcome(v1, lastSeq: 0))
+        let replaced = HistoryReplacement(previousEpoch: "e1", previousVersion: 4, epoch: "e1", version: 1)
+        let events = session.takeEvents()
+        #expect(events.contains(.historyReplaced(replaced)))
+        #expect(!events.contains { if case .applied = $0 { true } else { false } })
+        #expect(session.state.historyReplacements == 1 && session.state.confirmed == v1)
+        _ = session.closed(ConnectionEnding(kind: .lost))
+        session.connecting(attempt: 2)
+        #expect(try hello(session.opened()).lastVersion == 1)
+        _ = session.received(welcome(v1, lastSeq: 0))
+        #expect(session.state.historyReplacements == 1, "the same history again is not another one")
+    }
 }

@@ -36,10 +36,10 @@ import Testing
         #expect(r.receive(rejectedSeq: 99) == nil)
     }
 
-    /// Seqs are consumed in increasing order, so an answer to seq s settles every pending op below
-    /// it that got none (its commit failed and the refusal was lost with a connection, and a later
-    /// seq was consumed first: it can never be consumed now).
-    @Test func anAnswerToALaterSeqSettlesTheUnansweredOpsBelowIt() {
+    /// Issue 39: an op is settled only by its own answer. An answer to a later seq settles none
+    /// below it (that op was refused, its `Rejected` lost with a connection: taking it for settled
+    /// brought back a tab the user closed); it is sent again with its seq for its stored answer.
+    @Test func anAnswerToALaterSeqSettlesNothingBelowIt() {
         var server = Sequencer(workspace: Workspace(id: "w"), limits: .default)
         var r = Replica(clientId: "me", workspace: Workspace(id: "w"))
         let skipped = r.submit(.add(tab: Tab(id: "a"), place: .end, activate: false))
@@ -49,24 +49,28 @@ import Testing
             Issue.record("not applied"); return
         }
         #expect(r.receive(applied: ops[0]) == .applied)
-        #expect(r.pending == [third])
-        #expect(r.optimistic.tabs.map(\.id) == ["b", "c"])
-        #expect(!r.pending.contains(skipped))
+        #expect(r.pending == [skipped, third])
+        #expect(r.optimistic.tabs.map(\.id) == ["b", "a", "c"])
 
-        // The same through a Rejected, and through an Applied seen again (stale).
+        // The same through a Rejected, ANSWER_GONE settling only its own seq, and an Applied seen
+        // again (stale).
         var refused = Replica(clientId: "me", workspace: Workspace(id: "w"))
-        refused.submit(.remove(tabId: "x"))
+        let first = refused.submit(.remove(tabId: "x"))
         let second = refused.submit(.remove(tabId: "y"))
         let kept = refused.submit(.remove(tabId: "z"))
         #expect(refused.receive(rejectedSeq: second.seq) == second)
-        #expect(refused.pending == [kept])
+        #expect(refused.pending == [first, kept])
+        #expect(refused.hold(rejectedSeq: 99) == nil && refused.pending == [first, kept])
 
         var again = Replica(clientId: "me", workspace: Workspace(id: "w"))
         _ = again.receive(applied: ops[0].with(clientId: "someone else"))
         let lower = again.submit(.add(tab: Tab(id: "d"), place: .end, activate: false))
+        let other = again.submit(.add(tab: Tab(id: "e"), place: .end, activate: false))
+        #expect(again.receive(applied: ops[0].with(clientId: "me", seq: other.seq)) == .stale)
+        #expect(again.pending == [lower])
         #expect(again.receive(applied: ops[0].with(clientId: "me", seq: lower.seq)) == .stale)
         #expect(again.pending.isEmpty)
-        #expect(again.nextSeq == lower.seq + 1)
+        #expect(again.nextSeq == other.seq + 1)
     }
 
     /// docs/design.md, 'Transient refusals are retried': an op refused UNAVAILABLE is held, still
@@ -117,11 +121,11 @@ import Testing
         #expect(r.held == [p])
         #expect(r.optimistic.tabs.map(\.id) == ["a"])
         #expect(r.releaseHeld().map(\.seq) == [8])
-        // Holding a seq that is not pending settles the ones below it, as any answer does.
+        // Holding a seq that is not pending settles nothing.
         var q = Replica(clientId: "me", workspace: Workspace(id: "w"))
-        q.submit(.remove(tabId: "x"))
+        let x = q.submit(.remove(tabId: "x"))
         #expect(q.hold(rejectedSeq: 2) == nil)
-        #expect(q.pending.isEmpty && q.held.isEmpty)
+        #expect(q.pending == [x] && q.held.isEmpty)
     }
 
     @Test func gapsAndStaleOpsAreReported() {
@@ -135,7 +139,9 @@ import Testing
         guard case .diverged = r.receive(applied: bad) else { Issue.record("must diverge"); return }
     }
 
-    @Test func aWelcomeDropsPendingOpsAtOrBelowLastSeqAndSeqsKeepIncreasing() {
+    /// Issue 39: `Welcome.lastSeq` settles nothing; pending ops at or below it wait for the
+    /// answers their resubmission gets, and new seqs go on after it.
+    @Test func aWelcomeKeepsPendingOpsAtOrBelowLastSeqAndSeqsKeepIncreasing() {
         var r = Replica(clientId: "me", workspace: Workspace(id: "w"))
         r.submit(.setEditable(false))
         r.submit(.setEditable(true))
@@ -143,11 +149,14 @@ import Testing
         var snapshot = Workspace(id: "w")
         snapshot.version = 2
         r.reset(to: snapshot, lastSeq: 2)
-        #expect(r.pending.map(\.seq) == [3])
+        #expect(r.pending.map(\.seq) == [1, 2, 3])
         #expect(r.optimistic.editable == false)
         r.reset(to: snapshot, lastSeq: 10)
-        #expect(r.pending.isEmpty)
+        r.resume(lastSeq: 10)
+        #expect(r.pending.map(\.seq) == [1, 2, 3])
         #expect(r.submit(.setEditable(true)).seq == 11)
+        for seq in UInt64(1)...3 { r.receive(rejectedSeq: seq) }
+        #expect(r.pending.map(\.seq) == [11])
     }
 }
 

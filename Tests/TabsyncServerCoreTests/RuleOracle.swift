@@ -324,6 +324,13 @@ struct RuleOracle {
         before: Workspace, submitted op: TabsyncCore.Operation, baseVersion b: UInt64, applied: AppliedOp?, refusal: OpError?
     ) {
         guard let (submittedKey, movingId) = RuleSevenOracle.keyPlace(of: op) else { return }
+        // A baseVersion past the stored version names a version of a history an operator's delete
+        // erased (the client sent it again into the new epoch): rule 7 has nothing to translate
+        // it against, and any place is accepted.
+        if b > before.version {
+            stats.ambiguousKeyPlaces += 1
+            return
+        }
         // An open that activates a tab that is there does not use its place (nor is refused for it).
         if op.kind == .open, case .activate? = applied?.op { return }
         let v = Int(before.version)

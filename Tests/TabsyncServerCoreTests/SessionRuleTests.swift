@@ -80,7 +80,9 @@ struct SessionRuleTests {
         for _ in 0..<4 {
             for _ in 0..<5 {
                 seq += 1
-                for case .close(_, let reason, _) in h.submit(1, seq: seq, CoreHarness.add("t\(seq)")) { closes.append(reason.code) }
+                var actions = h.submit(1, seq: seq, CoreHarness.add("t\(seq)"))
+                if let batch = actions.commitId { actions += h.handle(.committed(batch: batch, .stored, duration: .zero)) }
+                for case .close(_, let reason, _) in actions { closes.append(reason.code) }
             }
             h.advance(.seconds(1))
         }

@@ -27,6 +27,7 @@ extension SimulatedWorld {
     /// A session is closed "moved" only when the registry just answered that a newer holder of its
     /// workspace exists.
     mutating func checkMove(_ n: Int, _ id: ConnectionID) {
+        if heldBefore.contains(id) { return }  // decided earlier; it waited for the session's answers
         guard case .holdersChecked(_, true)? = handling else {
             return fail("node \(n) closes session \(id) moved while handling \(handling.map { "\($0)".prefix(60) } ?? "nothing"), "
                 + "not a registry answer that a newer holder exists")

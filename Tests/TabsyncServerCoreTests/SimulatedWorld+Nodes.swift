@@ -168,6 +168,7 @@ extension SimulatedWorld {
     mutating func handle(_ n: Int, _ event: ServerCore.Event) {
         guard spend() else { return }
         var actions: [ServerCore.Action] = []
+        heldBefore = Set(nodes[n].core.heldCloses.keys)
         nodes[n].core.handle(event, now: now, into: &actions)
         handling = event
         defer { handling = nil }
@@ -200,6 +201,10 @@ extension SimulatedWorld {
             }
         case .close(let id, let reason, _):
             if reason.code == CloseReason.moved.code { checkMove(n, id) }
+            // The server sends a pending answer before any close (docs/design.md, "Close codes").
+            if reason.waitsForAnswers, nodes[n].core.commits.owesAnswer(to: id) {
+                fail("node \(n) closes session \(id) \(reason.code) while an answer it owes the session waits in the pipeline")
+            }
             guard let link = links[id], !link.clientGone else { return }
             if !reason.flushesQueue { links[id]!.down.removeAll() }
             links[id]!.down.append(.close(reason.code))

@@ -67,6 +67,8 @@ struct SimulatedWorld {
     var lives = 0
     /// The event a node's core is handling (what its actions are answers to).
     var handling: ServerCore.Event?
+    /// The sessions whose close the node handling ``handling`` held for their answers before it.
+    var heldBefore: Set<ConnectionID> = []
 
     /// The holder registry's timing in the simulation: production's (2.5 s beats, 10 s timeout,
     /// a check at most once a minute after up to 1 s) scaled to worlds that last seconds.

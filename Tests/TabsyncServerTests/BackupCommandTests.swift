@@ -55,6 +55,54 @@ struct BackupCommandTests {
     }
 }
 
+extension BackupCommandTests {
+    /// Issue 39's situation, end to end: a backup at version 1, three more ops (version 4), the
+    /// server stopped, its data replaced by the backup, started again. A client resuming with the
+    /// old epoch and version 4 gets a snapshot of the backup's state under a new epoch
+    /// (`recovered: false`), never the missed ops of another history; a second start keeps it.
+    @Test func aServerStartedOnABackupStartsANewEpoch() throws {
+        let root = TemporaryDirectory(prefix: "tabsync-backup-epoch")
+        let dataDir = root.path + "/data"
+        var server = try Child(arguments: ["--port", "0", "--data-dir", dataDir])
+        defer { server.kill() }
+        _ = try server.waitForListening()
+        let (writer, _) = try TestClient.joined(port: server.port, workspace: "team", clientId: "writer")
+        try writer.submit(.add(tab: .named("t1"), place: .end, activate: true))
+        let first = try writer.nextApplied()
+        #expect(first.version == 1)
+        let copy = root.path + "/copy.sqlite3"
+        let run = try ToolRun.run(ServerExecutableTests.executable.path, ["backup", "--data-dir", dataDir, "--to", copy])
+        #expect(run.status == 0, "\(run.output)")
+        for i in 2...4 { try writer.submit(.add(tab: .named("t\(i)"), place: .end, activate: false)) }
+        var last = first
+        for _ in 2...4 { last = try writer.nextApplied() }
+        #expect(last.version == 4)
+        let (_, seen) = try TestClient.joined(port: server.port, workspace: "team", clientId: "reader")
+        let oldEpoch = seen.snapshot.epoch
+        #expect(!oldEpoch.isEmpty)
+        server.kill()
+
+        let files = FileManager.default
+        for suffix in ["", "-wal", "-shm"] { try? files.removeItem(atPath: dataDir + "/tabsync.sqlite3" + suffix) }
+        try files.copyItem(atPath: copy, toPath: dataDir + "/tabsync.sqlite3")
+        var epochs: [String] = []
+        for _ in 1...2 {
+            server = try Child(arguments: ["--port", "0", "--data-dir", dataDir])
+            _ = try server.waitForListening()
+            let (_, welcome) = try TestClient.joined(
+                port: server.port, workspace: "team", clientId: "reader", lastVersion: 4, epoch: oldEpoch)
+            #expect(!welcome.recovered, "another history is never resumed")
+            #expect(welcome.missed.isEmpty)
+            #expect(welcome.snapshot.version == 1)
+            #expect(welcome.snapshot.tabs.map(\.id) == ["t1"])
+            #expect(welcome.epoch != oldEpoch && welcome.snapshot.epoch == welcome.epoch)
+            epochs.append(welcome.epoch)
+            server.kill()
+        }
+        #expect(epochs[0] == epochs[1], "the second start keeps the epoch the first gave")
+    }
+}
+
 /// `seed` takes a server; a child process has only a port.
 private struct ServerPort { let port: Int }
 

@@ -47,7 +47,7 @@ struct SQLiteBackupTests {
         let restoredDirectory = TemporaryDirectory(prefix: "tabsync-restored")
         try FileManager.default.copyItem(atPath: copy, toPath: restoredDirectory.path + "/" + SQLiteStore.fileName)
         let restored = try SQLiteStore(dataDirectory: restoredDirectory.path)
-        #expect(restored.epoch == store.epoch)
+        #expect(restored.epoch != store.epoch, "a backup copy starts a new epoch")
         for w in 0..<20 {
             let loaded = try #require(try restored.load(workspaceId: "w\(w)"))
             #expect(loaded.workspace.version >= before[w], "w\(w) is older in the copy than before the backup")
@@ -55,6 +55,45 @@ struct SQLiteBackupTests {
         }
         // The source goes on as before.
         #expect(try store.load(workspaceId: "w0")?.workspace.version ?? 0 >= before[0])
+    }
+
+    /// The backup rule (docs/design.md, "Durability"): the copy is marked; the first open of it
+    /// gives the store and every workspace a new epoch (snapshots and milestones rewritten) and
+    /// clears the mark durably, so the second open keeps that epoch; the source keeps its own.
+    @Test func theFirstStartOnABackupGivesEveryWorkspaceANewEpochAndTheSecondKeepsIt() throws {
+        let directory = TemporaryDirectory(prefix: "tabsync-backup-epoch")
+        let store = try SQLiteStore(dataDirectory: directory.path, options: .init(snapshotInterval: 4))
+        var driver = Driver(epoch: store.epoch)
+        for w in 0..<3 { driver.mixedOps("w\(w)", count: 20 + w, seed: UInt64(w)) }
+        try store.commit(driver.takeBatch())
+        let copy = directory.path + "/copy.sqlite3"
+        _ = try SQLiteStore.backup(from: store.path, to: copy)
+        let marked = try SQLiteConnection(path: copy, create: false)
+        #expect(try SQLiteStore.backupMark(marked)?.contains(store.epoch) == true, "the copy is marked")
+        #expect(try SQLiteStore.backupMark(SQLiteConnection(path: store.path, create: false)) == nil, "the source is not")
+        marked.close()
+
+        let restoredDirectory = TemporaryDirectory(prefix: "tabsync-restored")
+        let file = restoredDirectory.path + "/" + SQLiteStore.fileName
+        try FileManager.default.copyItem(atPath: copy, toPath: file)
+        var epochs: [String] = []
+        for start in 1...2 {
+            let restored = try SQLiteStore(dataDirectory: restoredDirectory.path)
+            epochs.append(restored.epoch)
+            for w in 0..<3 {
+                let loaded = try #require(try restored.load(workspaceId: "w\(w)"))
+                let before = try #require(try store.load(workspaceId: "w\(w)"))
+                #expect(loaded.workspace.epoch == restored.epoch, "start \(start): w\(w) keeps the backup's epoch")
+                #expect(loaded.workspace.version == before.workspace.version)
+                #expect(loaded.workspace.tabs == before.workspace.tabs)
+                #expect(loaded.lastSeqs == before.lastSeqs, "dedup state survives")
+            }
+            restored.close()
+        }
+        #expect(epochs[0] != store.epoch)
+        #expect(epochs[1] == epochs[0], "the mark is cleared durably: a second start keeps the new epoch")
+        #expect(try SQLiteStore.backupMark(SQLiteConnection(path: file, create: false)) == nil)
+        #expect(store.epoch == driver.epoch, "the source keeps its epoch")
     }
 
     @Test func aBackupNeverOverwritesAndRefusesWhatIsNotAStore() throws {

@@ -85,7 +85,13 @@ package final class TCPFaultProxy: @unchecked Sendable {
 
     /// Cuts the next connection whose client sends a chunk containing `pattern`.
     package func arm(on pattern: String, _ cut: Cut) {
-        state.withLock { $0.armed = (Array(pattern.utf8), cut) }
+        arm(onBytes: Array(pattern.utf8), cut)
+    }
+
+    /// Cuts the next connection whose client sends a chunk containing these bytes (a WebSocket
+    /// client's frames are masked: only their first byte, `0x82` for a binary frame, can be told).
+    package func arm(onBytes pattern: [UInt8], _ cut: Cut) {
+        state.withLock { $0.armed = (pattern, cut) }
     }
 
     /// While true, new connections are closed as soon as they are accepted.

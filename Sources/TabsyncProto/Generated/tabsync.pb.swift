@@ -42,6 +42,11 @@ public nonisolated enum Tabsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIter
   case notPermitted // = 9
   case unavailable // = 10
   case protocolError // = 11
+
+  /// Only in Rejected, for a seq sent again at or below Welcome.lastSeq whose answer the server no
+  /// longer holds: not a refusal. The seq was consumed long ago; whatever it did is in the state the
+  /// client was welcomed with.
+  case answerGone // = 12
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -62,6 +67,7 @@ public nonisolated enum Tabsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIter
     case 9: self = .notPermitted
     case 10: self = .unavailable
     case 11: self = .protocolError
+    case 12: self = .answerGone
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -80,6 +86,7 @@ public nonisolated enum Tabsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIter
     case .notPermitted: return 9
     case .unavailable: return 10
     case .protocolError: return 11
+    case .answerGone: return 12
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -98,6 +105,7 @@ public nonisolated enum Tabsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIter
     .notPermitted,
     .unavailable,
     .protocolError,
+    .answerGone,
   ]
 
 }
@@ -378,51 +386,68 @@ public nonisolated struct Tabsync_V1_HistoryPage: Sendable {
   public init() {}
 }
 
-public nonisolated struct Tabsync_V1_Welcome: Sendable {
+public nonisolated struct Tabsync_V1_Welcome: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var sessionID: String = String()
+  public var sessionID: String {
+    get {_storage._sessionID}
+    set {_uniqueStorage()._sessionID = newValue}
+  }
 
-  public var clientID: String = String()
+  public var clientID: String {
+    get {_storage._clientID}
+    set {_uniqueStorage()._clientID = newValue}
+  }
 
-  public var epoch: String = String()
+  public var epoch: String {
+    get {_storage._epoch}
+    set {_uniqueStorage()._epoch = newValue}
+  }
 
   /// true: only `missed` is sent, no snapshot
-  public var recovered: Bool = false
+  public var recovered: Bool {
+    get {_storage._recovered}
+    set {_uniqueStorage()._recovered = newValue}
+  }
 
   /// set when recovered is false
   public var snapshot: Tabsync_V1_Snapshot {
-    get {_snapshot ?? Tabsync_V1_Snapshot()}
-    set {_snapshot = newValue}
+    get {_storage._snapshot ?? Tabsync_V1_Snapshot()}
+    set {_uniqueStorage()._snapshot = newValue}
   }
   /// Returns true if `snapshot` has been explicitly set.
-  public var hasSnapshot: Bool {self._snapshot != nil}
+  public var hasSnapshot: Bool {_storage._snapshot != nil}
   /// Clears the value of `snapshot`. Subsequent reads from it will return its default value.
-  public mutating func clearSnapshot() {self._snapshot = nil}
+  public mutating func clearSnapshot() {_uniqueStorage()._snapshot = nil}
 
   /// set when recovered is true
-  public var missed: [Tabsync_V1_Applied] = []
+  public var missed: [Tabsync_V1_Applied] {
+    get {_storage._missed}
+    set {_uniqueStorage()._missed = newValue}
+  }
 
   /// last seq consumed for this (workspace, client_id)
-  public var lastSeq: UInt64 = 0
+  public var lastSeq: UInt64 {
+    get {_storage._lastSeq}
+    set {_uniqueStorage()._lastSeq = newValue}
+  }
 
   public var limits: Tabsync_V1_Limits {
-    get {_limits ?? Tabsync_V1_Limits()}
-    set {_limits = newValue}
+    get {_storage._limits ?? Tabsync_V1_Limits()}
+    set {_uniqueStorage()._limits = newValue}
   }
   /// Returns true if `limits` has been explicitly set.
-  public var hasLimits: Bool {self._limits != nil}
+  public var hasLimits: Bool {_storage._limits != nil}
   /// Clears the value of `limits`. Subsequent reads from it will return its default value.
-  public mutating func clearLimits() {self._limits = nil}
+  public mutating func clearLimits() {_uniqueStorage()._limits = nil}
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
-  fileprivate var _snapshot: Tabsync_V1_Snapshot? = nil
-  fileprivate var _limits: Tabsync_V1_Limits? = nil
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 public nonisolated struct Tabsync_V1_Applied: Sendable {
@@ -1163,6 +1188,11 @@ public nonisolated struct Tabsync_V1_Limits: Sendable {
 
   public var maxResumeOps: UInt32 = 0
 
+  /// Ops per second one user (a token's sub) may submit across all its sessions before
+  /// RATE_LIMITED (--max-ops-per-second-per-sub); 0: no per-user limit. A client paces under
+  /// min(max_ops_per_second, max_ops_per_second_per_user) when this is set.
+  public var maxOpsPerSecondPerUser: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1173,7 +1203,7 @@ public nonisolated struct Tabsync_V1_Limits: Sendable {
 fileprivate nonisolated let _protobuf_package = "tabsync.v1"
 
 nonisolated extension Tabsync_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}INVALID_ARGUMENT\0\u{1}TAB_EXISTS\0\u{1}TAB_GONE\0\u{1}LOCKED\0\u{1}NOT_EDITABLE\0\u{1}LIMIT_EXCEEDED\0\u{1}RATE_LIMITED\0\u{1}UNAUTHORIZED\0\u{1}NOT_PERMITTED\0\u{1}UNAVAILABLE\0\u{1}PROTOCOL_ERROR\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}INVALID_ARGUMENT\0\u{1}TAB_EXISTS\0\u{1}TAB_GONE\0\u{1}LOCKED\0\u{1}NOT_EDITABLE\0\u{1}LIMIT_EXCEEDED\0\u{1}RATE_LIMITED\0\u{1}UNAUTHORIZED\0\u{1}NOT_PERMITTED\0\u{1}UNAVAILABLE\0\u{1}PROTOCOL_ERROR\0\u{1}ANSWER_GONE\0")
 }
 
 nonisolated extension Tabsync_V1_ClientMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1676,66 +1706,116 @@ nonisolated extension Tabsync_V1_Welcome: SwiftProtobuf.Message, SwiftProtobuf._
   public static let protoMessageName: String = _protobuf_package + ".Welcome"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}session_id\0\u{3}client_id\0\u{1}epoch\0\u{1}recovered\0\u{1}snapshot\0\u{1}missed\0\u{3}last_seq\0\u{1}limits\0")
 
+  fileprivate class _StorageClass {
+    var _sessionID: String = String()
+    var _clientID: String = String()
+    var _epoch: String = String()
+    var _recovered: Bool = false
+    var _snapshot: Tabsync_V1_Snapshot? = nil
+    var _missed: [Tabsync_V1_Applied] = []
+    var _lastSeq: UInt64 = 0
+    var _limits: Tabsync_V1_Limits? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _sessionID = source._sessionID
+      _clientID = source._clientID
+      _epoch = source._epoch
+      _recovered = source._recovered
+      _snapshot = source._snapshot
+      _missed = source._missed
+      _lastSeq = source._lastSeq
+      _limits = source._limits
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.sessionID) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.clientID) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self.epoch) }()
-      case 4: try { try decoder.decodeSingularBoolField(value: &self.recovered) }()
-      case 5: try { try decoder.decodeSingularMessageField(value: &self._snapshot) }()
-      case 6: try { try decoder.decodeRepeatedMessageField(value: &self.missed) }()
-      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.lastSeq) }()
-      case 8: try { try decoder.decodeSingularMessageField(value: &self._limits) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularStringField(value: &_storage._sessionID) }()
+        case 2: try { try decoder.decodeSingularStringField(value: &_storage._clientID) }()
+        case 3: try { try decoder.decodeSingularStringField(value: &_storage._epoch) }()
+        case 4: try { try decoder.decodeSingularBoolField(value: &_storage._recovered) }()
+        case 5: try { try decoder.decodeSingularMessageField(value: &_storage._snapshot) }()
+        case 6: try { try decoder.decodeRepeatedMessageField(value: &_storage._missed) }()
+        case 7: try { try decoder.decodeSingularUInt64Field(value: &_storage._lastSeq) }()
+        case 8: try { try decoder.decodeSingularMessageField(value: &_storage._limits) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if !self.sessionID.isEmpty {
-      try visitor.visitSingularStringField(value: self.sessionID, fieldNumber: 1)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if !_storage._sessionID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._sessionID, fieldNumber: 1)
+      }
+      if !_storage._clientID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._clientID, fieldNumber: 2)
+      }
+      if !_storage._epoch.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._epoch, fieldNumber: 3)
+      }
+      if _storage._recovered != false {
+        try visitor.visitSingularBoolField(value: _storage._recovered, fieldNumber: 4)
+      }
+      try { if let v = _storage._snapshot {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      } }()
+      if !_storage._missed.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._missed, fieldNumber: 6)
+      }
+      if _storage._lastSeq != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._lastSeq, fieldNumber: 7)
+      }
+      try { if let v = _storage._limits {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+      } }()
     }
-    if !self.clientID.isEmpty {
-      try visitor.visitSingularStringField(value: self.clientID, fieldNumber: 2)
-    }
-    if !self.epoch.isEmpty {
-      try visitor.visitSingularStringField(value: self.epoch, fieldNumber: 3)
-    }
-    if self.recovered != false {
-      try visitor.visitSingularBoolField(value: self.recovered, fieldNumber: 4)
-    }
-    try { if let v = self._snapshot {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
-    } }()
-    if !self.missed.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.missed, fieldNumber: 6)
-    }
-    if self.lastSeq != 0 {
-      try visitor.visitSingularUInt64Field(value: self.lastSeq, fieldNumber: 7)
-    }
-    try { if let v = self._limits {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
-    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Tabsync_V1_Welcome, rhs: Tabsync_V1_Welcome) -> Bool {
-    if lhs.sessionID != rhs.sessionID {return false}
-    if lhs.clientID != rhs.clientID {return false}
-    if lhs.epoch != rhs.epoch {return false}
-    if lhs.recovered != rhs.recovered {return false}
-    if lhs._snapshot != rhs._snapshot {return false}
-    if lhs.missed != rhs.missed {return false}
-    if lhs.lastSeq != rhs.lastSeq {return false}
-    if lhs._limits != rhs._limits {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._sessionID != rhs_storage._sessionID {return false}
+        if _storage._clientID != rhs_storage._clientID {return false}
+        if _storage._epoch != rhs_storage._epoch {return false}
+        if _storage._recovered != rhs_storage._recovered {return false}
+        if _storage._snapshot != rhs_storage._snapshot {return false}
+        if _storage._missed != rhs_storage._missed {return false}
+        if _storage._lastSeq != rhs_storage._lastSeq {return false}
+        if _storage._limits != rhs_storage._limits {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3033,7 +3113,7 @@ nonisolated extension Tabsync_V1_Snapshot: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Tabsync_V1_Limits: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Limits"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}max_tabs\0\u{3}max_frame_bytes\0\u{3}max_ops_per_second\0\u{3}max_resume_ops\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}max_tabs\0\u{3}max_frame_bytes\0\u{3}max_ops_per_second\0\u{3}max_resume_ops\0\u{3}max_ops_per_second_per_user\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3045,6 +3125,7 @@ nonisolated extension Tabsync_V1_Limits: SwiftProtobuf.Message, SwiftProtobuf._M
       case 2: try { try decoder.decodeSingularUInt32Field(value: &self.maxFrameBytes) }()
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.maxOpsPerSecond) }()
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.maxResumeOps) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.maxOpsPerSecondPerUser) }()
       default: break
       }
     }
@@ -3063,6 +3144,9 @@ nonisolated extension Tabsync_V1_Limits: SwiftProtobuf.Message, SwiftProtobuf._M
     if self.maxResumeOps != 0 {
       try visitor.visitSingularUInt32Field(value: self.maxResumeOps, fieldNumber: 4)
     }
+    if self.maxOpsPerSecondPerUser != 0 {
+      try visitor.visitSingularUInt32Field(value: self.maxOpsPerSecondPerUser, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3071,6 +3155,7 @@ nonisolated extension Tabsync_V1_Limits: SwiftProtobuf.Message, SwiftProtobuf._M
     if lhs.maxFrameBytes != rhs.maxFrameBytes {return false}
     if lhs.maxOpsPerSecond != rhs.maxOpsPerSecond {return false}
     if lhs.maxResumeOps != rhs.maxResumeOps {return false}
+    if lhs.maxOpsPerSecondPerUser != rhs.maxOpsPerSecondPerUser {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
