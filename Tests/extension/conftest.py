@@ -144,6 +144,25 @@ const done = arguments[arguments.length - 1];
 """
 
 
+def process_tree(root):
+    """`root` and its descendants' pids, `root` first (from /proc, as a process list reads it)."""
+    children = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(pid))
+            except OSError:
+                pass
+    found, todo = [root], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
 class Profile:
     """One Chromium profile with the extension loaded. Its first tab is the control page: the
     extension's popup (popup.html?window=ID) for the window under test; through it the test reads
@@ -307,20 +326,8 @@ class Profile:
 
     def memory_kib(self):
         """Proportional set size of this browser's processes (chromedriver's descendants), in KiB."""
-        root = self.root_pid()
-        children = {}
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                    children.setdefault(ppid, []).append(int(pid))
-                except OSError:
-                    pass
-        total, todo = 0, list(children.get(root, []))
-        while todo:
-            pid = todo.pop()
-            todo.extend(children.get(pid, []))
+        total = 0
+        for pid in process_tree(self.root_pid())[1:]:
             try:
                 with open(f"/proc/{pid}/smaps_rollup") as f:
                     total += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))

@@ -7,9 +7,11 @@ about 60 lines rather than through Mozilla's `marionette-driver` package: no ext
 nothing between the test and the browser, and each command the tests use is visible below.
 (WebDriver BiDi, Firefox's other built-in protocol, refuses to navigate to `moz-extension://`.)
 
-`FirefoxProfile` has the methods of conftest's Chromium `Profile` that the tests call (`new_window`,
-`bind`, `binding`, `status`, `strip`, `open_tab`, `close`, `move`, `activate`, `popup`, `run`,
-`screenshot`, `memory_kib`, `quit`), so the scenario's steps and `converged` read both browsers alike.
+`FirefoxProfile` is a conftest `Profile`: what reads the extension through its own `chrome.*` calls
+(`binding`, `status`, `tab_of`, `open_tab`, `close`, `move`, `activate`) is the Chromium profile's,
+and it overrides what talks to the browser itself (starting it, `run`, the control page, `bind`,
+`strip` with Firefox's containers, `popup`, `screenshot`, `memory_kib`, `quit`), so the scenario's
+steps and `converged` read both browsers alike.
 Its control page is the extension's popup (`popup.html?window=ID`), opened as a tab of a window of
 its own through Marionette's chrome context; scripts run in it with `chrome.*` available, as in
 Chromium.
@@ -31,7 +33,7 @@ import tempfile
 import time
 import uuid
 
-from conftest import ARTIFACTS, WAIT, wait_for
+from conftest import ARTIFACTS, WAIT, Profile, process_tree, wait_for
 
 FIREFOX = os.environ.get("FIREFOX", "/usr/bin/firefox-esr")
 
@@ -134,7 +136,7 @@ const windowOf = (id) => { for (const w of Services.wm.getEnumerator("navigator:
 """
 
 
-class FirefoxProfile:
+class FirefoxProfile(Profile):
     """One Firefox ESR profile with the extension installed, driven over Marionette."""
 
     def __init__(self, name, xpi, gecko_id):
@@ -244,16 +246,6 @@ class FirefoxProfile:
             self.screenshot(screenshot)
         self.run("document.getElementById('bind').click();")
 
-    def binding(self):
-        bindings = self.run("return (await chrome.storage.local.get('bindings')).bindings || {};")
-        return next(iter(bindings.values()), None)
-
-    def status(self):
-        b = self.binding()
-        if not b:
-            return None
-        return self.run("const k = 'status:' + arguments[0]; return (await chrome.storage.session.get(k))[k] || null;", b["id"])
-
     def strip(self):
         """The bound window's tab strip as workspace ids (as conftest's Profile.strip), plus each
         tab's container (`cookieStoreIds`) and whether it is discarded."""
@@ -273,15 +265,6 @@ class FirefoxProfile:
                      titles: tabs.map((t) => t.title), urls: tabs.map((t) => t.url),
                      chromeIds: tabs.map((t) => t.id), cookieStoreIds: tabs.map((t) => t.cookieStoreId),
                      discarded: tabs.map((t) => !!t.discarded), connections: s.connections ?? null };""", b)
-
-    def tab_of(self, ws_id):
-        st = self.strip()
-        return st["chromeIds"][st["ids"].index(ws_id)]
-
-    def open_tab(self, url, active=True):
-        b = self.binding()
-        return self.run("return (await chrome.tabs.create({ windowId: arguments[0], url: arguments[1], active: arguments[2] })).id;",
-                        b["windowId"], url, active)
 
     def open_container_tab(self, url, user_context_id=1):
         """Opens `url` in container `user_context_id` (Firefox's default "Personal" is 1) at the end
@@ -315,15 +298,6 @@ class FirefoxProfile:
     def reopen_control(self):
         self._open_control(self.window or 0)
 
-    def close(self, ws_id):
-        self.run("await chrome.tabs.remove(arguments[0]);", self.tab_of(ws_id))
-
-    def move(self, ws_id, index):
-        self.run("await chrome.tabs.move(arguments[0], { index: arguments[1] });", self.tab_of(ws_id), index)
-
-    def activate(self, ws_id):
-        self.run("await chrome.tabs.update(arguments[0], { active: true });", self.tab_of(ws_id))
-
     def navigate(self, ws_id, url):
         self.run("await chrome.tabs.update(arguments[0], { url: arguments[1] });", self.tab_of(ws_id), url)
 
@@ -349,21 +323,7 @@ class FirefoxProfile:
 
     def pids(self):
         """Firefox's processes: the parent and its descendants (content, extension, GPU, ...)."""
-        children = {}
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                    children.setdefault(ppid, []).append(int(pid))
-                except OSError:
-                    pass
-        found, todo = [self.process.pid], list(children.get(self.process.pid, []))
-        while todo:
-            pid = todo.pop()
-            found.append(pid)
-            todo.extend(children.get(pid, []))
-        return found
+        return process_tree(self.process.pid)
 
     def memory(self):
         """{rss_kib, pss_kib, by_type: {type: {rss_kib, pss_kib, processes}}} of Firefox's processes,
