@@ -1249,15 +1249,20 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 """#),
         "tabsync-client.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""6b4332585ae581c285e6f3c1774d19f5""#,
+            etag: #""4435c81d46b503f7b7daf3a505dd12c4""#,
             text: #"""
 // A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
 // every Applied and their keys translated through rekeys (as core's Replica does), a permanent
 // Rejected rolled back, a transient one (UNAVAILABLE, RATE_LIMITED) kept in the outbox and
 // resubmitted with back-off, reconnect with backoff, version gaps answered by reconnecting;
-// `state` is rebuilt before "connected" is announced. Importable by any web app; web/bar.js is
-// one user of it.
+// `state` is rebuilt before "connected" is announced. Importable by any web app; web/bar.js and
+// the extension use it.
+//
+// Saved state: `exportState()` gives what the client needs to resume after its page or worker is
+// gone (plain JSON: `{ confirmed, pending, nextSeq, seen, rekeys }`), `importState(saved)` takes
+// it back (checked whole; an older `{ confirmed, pending, nextSeq }` is enough) before connect().
+// `confirmed`, `pending` and `state` are for reading: nothing outside this file writes them.
 //
 //   const client = new TabsyncClient({ url: "ws://127.0.0.1:7070/", workspace: "team" });
 //   client.addEventListener("change", () => render(client.state));
@@ -1463,10 +1468,20 @@ function withKey(op, key) {
  */
 export function rekeyRecord(version, tabsBefore, rekey) {
   const newKey = new Map((rekey.keys ?? []).map((k) => [k.tabId, k.key]));
-  const oldKeys = tabsBefore.map((t) => t.key);
-  const newKeys = tabsBefore.map((t) => newKey.get(t.id) ?? t.key);
+  return rekeyFromData({
+    version,
+    oldKeys: tabsBefore.map((t) => t.key),
+    newKeys: tabsBefore.map((t) => newKey.get(t.id) ?? t.key),
+  });
+}
+
+/** A rekey record from its data `{ version, oldKeys, newKeys }` (as exportState() saves it). */
+function rekeyFromData({ version, oldKeys, newKeys }) {
   return {
     version,
+    oldKeys,
+    newKeys,
+    toJSON() { return { version, oldKeys: [...oldKeys], newKeys: [...newKeys] }; },
     translate(key) {
       let lo = 0;
       let hi = oldKeys.length;
@@ -1492,6 +1507,54 @@ export function sessionUrl(url, workspace) {
   const [, origin, path, query = ""] = match;
   if (path.endsWith("/ws")) return url;
   return `${origin}${path.replace(/\/+$/, "")}/v1/workspaces/${encodeURIComponent(workspace)}/ws${query}`;
+}
+
+/** The most epochs `seen` remembers (the newest are kept; only the current one is ever asked). */
+const SEEN_EPOCHS = 8;
+
+/** A whole non-negative number, from a number or a decimal string (as protobuf JSON writes uint64). */
+function count(value, what) {
+  const n = typeof value === "string" && /^[0-9]+$/.test(value) ? Number(value) : value;
+  if (!Number.isSafeInteger(n) || n < 0) throw new TypeError(`importState: ${what} is not a whole number ≥ 0`);
+  return n;
+}
+
+/** One outbox entry of a saved state, checked and copied (its op is kept as the caller gave it). */
+function pendingFromData(p, i) {
+  const what = `pending[${i}]`;
+  if (!p || typeof p !== "object") throw new TypeError(`importState: ${what} is not an object`);
+  if (!p.op || typeof p.op !== "object" || Object.keys(p.op).length !== 1) {
+    throw new TypeError(`importState: ${what}.op is not an op (one kind, as { remove: { tabId } })`);
+  }
+  const entry = { seq: count(p.seq ?? 0, `${what}.seq`), baseVersion: count(p.baseVersion ?? 0, `${what}.baseVersion`),
+    op: structuredClone(p.op) };
+  if (p.retry) entry.retry = { code: String(p.retry.code ?? ""), attempts: count(p.retry.attempts ?? 0, `${what}.retry.attempts`) };
+  if (p.retryAt) entry.retryAt = count(p.retryAt, `${what}.retryAt`);
+  return entry;
+}
+
+/** A saved client state checked and made whole (see TabsyncClient.importState); throws a TypeError. */
+export function stateFromData(data) {
+  if (!data || typeof data !== "object") throw new TypeError("importState: not an object");
+  const c = data.confirmed;
+  if (!c || typeof c !== "object" || !Array.isArray(c.tabs)) throw new TypeError("importState: confirmed has no tabs");
+  const confirmed = stateFromSnapshot({ ...c, version: count(c.version ?? 0, "confirmed.version") }, c.epoch ?? "");
+  if (!Array.isArray(data.pending ?? [])) throw new TypeError("importState: pending is not a list");
+  const pending = (data.pending ?? []).map(pendingFromData);
+  const numbered = pending.map((p) => p.seq);
+  const nextSeq = Math.max(count(data.nextSeq ?? 1, "nextSeq"), 1, ...numbered.map((s) => s + 1));
+  const seen = {};
+  for (const [epoch, version] of Object.entries(data.seen ?? {})) seen[epoch] = count(version, `seen[${epoch}]`);
+  // An older saved shape has no `seen`: the confirmed version is the highest it can vouch for.
+  if (confirmed.epoch) seen[confirmed.epoch] = Math.max(seen[confirmed.epoch] ?? 0, confirmed.version);
+  if (!Array.isArray(data.rekeys ?? [])) throw new TypeError("importState: rekeys is not a list");
+  const rekeys = (data.rekeys ?? []).map((r, i) => {
+    if (!Array.isArray(r?.oldKeys) || !Array.isArray(r?.newKeys) || r.oldKeys.length !== r.newKeys.length) {
+      throw new TypeError(`importState: rekeys[${i}] is not { version, oldKeys, newKeys }`);
+    }
+    return rekeyFromData({ version: count(r.version, `rekeys[${i}].version`), oldKeys: r.oldKeys.map(String), newKeys: r.newKeys.map(String) });
+  });
+  return { confirmed, pending, nextSeq, seen, rekeys };
 }
 
 function randomId(prefix) {
@@ -1540,6 +1603,7 @@ export class TabsyncClient extends EventTarget {
     this.status = "closed";
     this.limits = null;
     this.nextSeq = 1;
+    this.seen = {}; // epoch -> the highest confirmed version seen under it (the backup rule)
     this.retryAt = 0;
     this.attempts = 0;
     this.welcomed = false;
@@ -1565,6 +1629,48 @@ export class TabsyncClient extends EventTarget {
     this.ws?.close(1000);
     this.failQueries("closed");
     this.setStatus("closed");
+  }
+
+  // ---------------------------------------------------------------- saved state
+
+  /**
+   * What this client needs to resume after its page or worker is gone, as plain JSON (a deep copy:
+   * changing it changes nothing here): `confirmed` (the last confirmed state), `pending` (the
+   * outbox, in order, each `{ seq, baseVersion, op, retry?, retryAt? }`), `nextSeq`, `seen` (the
+   * highest version seen per epoch) and `rekeys` (the rekeys pending ops' keys still go through).
+   */
+  exportState() {
+    return JSON.parse(JSON.stringify({
+      confirmed: this.confirmed, pending: this.pending, nextSeq: this.nextSeq, seen: this.seen, rekeys: this.rekeys,
+    }));
+  }
+
+  /**
+   * Takes a state exportState() gave (or an older saved shape: `{ confirmed, pending, nextSeq }`
+   * alone is enough) and rebuilds `state` from it. Checked whole first: a state of the wrong shape
+   * throws a TypeError and changes nothing. Meant for a client not yet connected; a connected one
+   * resumes again from the state it took.
+   */
+  importState(data) {
+    const { confirmed, pending, nextSeq, seen, rekeys } = stateFromData(data);
+    this.confirmed = confirmed;
+    this.pending = pending;
+    this.nextSeq = nextSeq;
+    this.seen = seen;
+    this.rekeys = rekeys;
+    this.rebuild();
+    if (this.ws) this.resync();
+  }
+
+  /** Records the confirmed version as seen under its epoch (kept for the newest SEEN_EPOCHS epochs). */
+  noteSeen() {
+    const { epoch, version } = this.confirmed;
+    if (!epoch) return;
+    if ((this.seen[epoch] ?? -1) >= version) return;
+    delete this.seen[epoch]; // re-inserted last: insertion order is recency
+    this.seen[epoch] = version;
+    const epochs = Object.keys(this.seen);
+    for (const old of epochs.slice(0, Math.max(0, epochs.length - SEEN_EPOCHS))) delete this.seen[old];
   }
 
   // ---------------------------------------------------------------- ops
@@ -1864,6 +1970,7 @@ export class TabsyncClient extends EventTarget {
   rebuild() {
     const oldestBase = Math.min(this.confirmed.version, ...this.pending.map((p) => p.baseVersion));
     this.rekeys = this.rekeys.filter((r) => r.version > oldestBase);
+    this.noteSeen();
     const state = cloneState(this.confirmed);
     for (const p of this.pending) applyPending(state, this.translated(p));
     if (state.activeTabId && !state.tabs.some((t) => t.id === state.activeTabId)) {

@@ -225,3 +225,55 @@ test("history() answers by id, rejects when the connection closes or the deadlin
   await assert.rejects(cut, /closed/);
   await assert.rejects(client.history({ version: 1 }), /not connected/);
 });
+
+// Saved state: exportState()/importState() are the only way in and out of the client's fields.
+test("exportState is a JSON deep copy that importState takes back, outbox, seqs and rekeys included", () => {
+  const client = offlineClient();
+  client.retry = { first: 60_000, max: 60_000, rateLimited: 60_000 };
+  client.onWelcome({ epoch: "e1", lastSeq: "4", snapshot: { workspace: "w", version: "3", epoch: "e1",
+    tabs: [tab("a", "a0"), tab("b", "a0V"), tab("c", "a1")], activeTabId: "a", editable: true } });
+  client.move("a", "a0x"); // seq 5, between b and c by the old keys
+  client.remove("c"); // seq 6
+  client.onRejected({ seq: "6", code: "RATE_LIMITED", message: "" }); // held, seq 0
+  client.onApplied({ version: "4", clientId: "", seq: "0", activeTabId: "a",
+    op: { rekey: { keys: [{ tabId: "a", key: "a0" }, { tabId: "b", key: "a1" }, { tabId: "c", key: "a2" }] } } });
+  const saved = client.exportState();
+  assert.deepEqual(Object.keys(saved).sort(), ["confirmed", "nextSeq", "pending", "rekeys", "seen"]);
+  assert.deepEqual(JSON.parse(JSON.stringify(saved)), saved);
+  assert.deepEqual(saved.seen, { e1: 4 });
+  saved.pending[0].op.move.tabId = "zzz"; // a copy: the client is untouched
+  saved.confirmed.tabs.length = 0;
+  assert.equal(client.pending[0].op.move.tabId, "a");
+  assert.equal(client.confirmed.tabs.length, 3);
+
+  const fresh = offlineClient();
+  fresh.importState(JSON.parse(JSON.stringify(client.exportState())));
+  assert.deepEqual(fresh.state, client.state);
+  assert.deepEqual(fresh.exportState(), client.exportState());
+  assert.deepEqual(fresh.state.tabs.map((t) => t.id), ["b", "a"]); // the move translated through the rekey
+  // Resumed: the held op goes with a new seq after every seq handed out.
+  fresh.onWelcome({ epoch: "e1", recovered: true, missed: [], lastSeq: "4" });
+  assert.deepEqual(fresh.sent.filter((m) => m.submit).map((m) => m.submit.seq), ["5", "7"]);
+  client.close();
+  fresh.close();
+});
+
+test("importState takes the extension's older { confirmed, pending, nextSeq } and rejects a wrong shape whole", () => {
+  const client = offlineClient();
+  client.importState({
+    confirmed: { workspace: "w", version: 7, epoch: "e9", tabs: [tab("a", "a0")], activeTabId: "a", editable: true },
+    pending: [{ seq: 3, baseVersion: 7, op: { add: { tab: { id: "n", title: "N" } } } }],
+    nextSeq: 4,
+  });
+  assert.deepEqual(client.state.tabs.map((t) => t.id), ["a", "n"]);
+  assert.deepEqual(client.exportState().seen, { e9: 7 });
+  assert.equal(client.exportState().nextSeq, 4);
+  const before = JSON.stringify(client.exportState());
+  for (const bad of [null, {}, { confirmed: { tabs: "x" } },
+    { confirmed: { tabs: [] }, pending: [{ seq: 1, op: {} }] },
+    { confirmed: { tabs: [] }, pending: [{ seq: -1, op: { remove: { tabId: "a" } } }] },
+    { confirmed: { tabs: [] }, nextSeq: "x" }]) {
+    assert.throws(() => client.importState(bad), TypeError);
+  }
+  assert.equal(JSON.stringify(client.exportState()), before);
+});
