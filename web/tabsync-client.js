@@ -2,9 +2,20 @@
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
 // every Applied and their keys translated through rekeys (as core's Replica does), a permanent
 // Rejected rolled back, a transient one (UNAVAILABLE, RATE_LIMITED) kept in the outbox and
-// resubmitted with back-off, reconnect with backoff, version gaps answered by reconnecting;
-// `state` is rebuilt before "connected" is announced. Importable by any web app; web/bar.js and
-// the extension use it.
+// resubmitted with a jittered back-off, reconnect with backoff, version gaps answered by
+// reconnecting; `state` is rebuilt before "connected" is announced. Importable by any web app;
+// web/bar.js and the extension use it. The rules it keeps (docs/design.md, "Submit, seqs and
+// dedup", "Transient refusals are retried", "Resume and epoch"):
+//
+// - an op is settled only by its own answer: a pending op at or below `Welcome.lastSeq` is sent
+//   again with its seq and settled by the Applied or Rejected the server repeats (a refusal is
+//   never taken for applied); only `Rejected ANSWER_GONE` (the server no longer holds the answer)
+//   drops one without it;
+// - a snapshot under another epoch, or under this one below a version already seen under it (a
+//   store brought back from a copy), is a new history: taken whole, nothing reported removed;
+// - the outbox goes in order, each op numbered when sent, paced under the smaller of
+//   `Welcome.limits`' `maxOpsPerSecond` and `maxOpsPerSecondPerUser` (a token bucket: ops wait
+//   here rather than be refused); a held op holds the ops submitted after it.
 //
 // Saved state: `exportState()` gives what the client needs to resume after its page or worker is
 // gone (plain JSON: `{ confirmed, pending, nextSeq, seen, rekeys }`), `importState(saved)` takes
@@ -24,8 +35,11 @@
 // { code, message, op, attempts, retryAt }: a transient refusal; the op stays pending and is sent
 // again as a new op with a new seq), "applied" (detail: { applied, removed }: an Applied changed
 // `confirmed`; `removed` lists the tab ids it took out), "welcome" (detail: { previousEpoch, epoch,
-// recovered, removed }: sent before `state` is rebuilt from the Welcome), "error" (detail: the
-// server's Error { code, message }).
+// recovered, newHistory, removed }: sent before `state` is rebuilt from the Welcome; `newHistory`:
+// another history replaced the one held, and `removed` is then empty, since no op removed
+// anything), "answergone" (detail: { seq, op }: the server no longer holds a resubmitted op's
+// answer; its effect, if any, is in the state; not a refusal), "error" (detail: the server's Error
+// { code, message }).
 
 import { generateKeyBetween } from "./fractional-indexing.js";
 
@@ -320,9 +334,10 @@ function randomId(prefix) {
  * One connection to one workspace, kept open (reconnecting with backoff) until close().
  *
  * Guarantees: `confirmed` changes only by whole contiguous Applied ops or a snapshot; `state`
- * (what a UI shows) is always `confirmed` plus the pending ops in seq order; a pending op leaves
- * when its Applied or Rejected arrives or a Welcome's lastSeq covers it, and is resubmitted with
- * its seq after a reconnect, so nothing submitted is lost while the page stays open.
+ * (what a UI shows) is always `confirmed` plus the pending ops in outbox order, which is the order
+ * the server applies them; a pending op leaves only when its own Applied or permanent Rejected
+ * arrives (or the server answers ANSWER_GONE), and is resubmitted with its seq after a reconnect,
+ * so nothing submitted is lost while the page stays open; a seq is never used for two ops.
  */
 export class TabsyncClient extends EventTarget {
   /**
