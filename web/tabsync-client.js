@@ -307,7 +307,10 @@ export function stateFromData(data) {
   if (!c || typeof c !== "object" || !Array.isArray(c.tabs)) throw new TypeError("importState: confirmed has no tabs");
   const confirmed = stateFromSnapshot({ ...c, version: count(c.version ?? 0, "confirmed.version") }, c.epoch ?? "");
   if (!Array.isArray(data.pending ?? [])) throw new TypeError("importState: pending is not a list");
-  const pending = (data.pending ?? []).map(pendingFromData);
+  // The outbox goes in order and numbers ops as they go: the numbered ones (sent before, in seq
+  // order) first, then the rest in the order saved (an older client could leave them mixed).
+  const entries = (data.pending ?? []).map(pendingFromData);
+  const pending = [...entries.filter((p) => p.seq > 0).sort((a, b) => a.seq - b.seq), ...entries.filter((p) => p.seq === 0)];
   const numbered = pending.map((p) => p.seq);
   const nextSeq = Math.max(count(data.nextSeq ?? 1, "nextSeq"), 1, ...numbered.map((s) => s + 1));
   const seen = {};

@@ -1258,7 +1258,7 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 """#),
         "tabsync-client.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""d15c0a6ab717b484474d1853eb4d1c11""#,
+            etag: #""3b8058e2d4ed2fe00a8645c0337165d1""#,
             text: #"""
 // A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
@@ -1569,7 +1569,10 @@ export function stateFromData(data) {
   if (!c || typeof c !== "object" || !Array.isArray(c.tabs)) throw new TypeError("importState: confirmed has no tabs");
   const confirmed = stateFromSnapshot({ ...c, version: count(c.version ?? 0, "confirmed.version") }, c.epoch ?? "");
   if (!Array.isArray(data.pending ?? [])) throw new TypeError("importState: pending is not a list");
-  const pending = (data.pending ?? []).map(pendingFromData);
+  // The outbox goes in order and numbers ops as they go: the numbered ones (sent before, in seq
+  // order) first, then the rest in the order saved (an older client could leave them mixed).
+  const entries = (data.pending ?? []).map(pendingFromData);
+  const pending = [...entries.filter((p) => p.seq > 0).sort((a, b) => a.seq - b.seq), ...entries.filter((p) => p.seq === 0)];
   const numbered = pending.map((p) => p.seq);
   const nextSeq = Math.max(count(data.nextSeq ?? 1, "nextSeq"), 1, ...numbered.map((s) => s + 1));
   const seen = {};
