@@ -194,6 +194,7 @@ extension Server.Configuration {
             rateLimitStrikes: rateLimitStrikes, idleUnload: idleUnload, maxPresencePeers: maxPresencePeers,
             slowCloseGrace: slowCloseGrace, accessControl: accessTokens != nil,
             sharedStorePollInterval: sharedStore?.pollInterval, storeEpoch: storeEpoch, shutdownTimeout: shutdownTimeout)
+        settings.idleTimeout = idleTimeout
         settings.holderRegistry = sharedStore?.holders.map { .init(heartbeatInterval: $0.heartbeatInterval) }
         settings.yieldsSplitWorkspaces = sharedStore.map { $0.holders != nil && $0.movesSplitWorkspaces } ?? false
         settings.jitterSeed = UInt64.random(in: .min ... .max)

@@ -788,7 +788,7 @@ struct SimulatedWorld {
         case .checkHolders(let id):
             checkHolderCheck(n, id)
             nodes[n].storeCalls.append(action)
-        case .echo, .verifyToken, .respond, .stop:
+        case .echo, .ping, .verifyToken, .respond, .stop:
             break
         }
     }
