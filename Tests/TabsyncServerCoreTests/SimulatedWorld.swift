@@ -52,6 +52,11 @@ struct SimulatedWorld {
         /// The nodes' commit linger (``CommitPipeline/Linger``); zero: off. A third of the worlds
         /// linger (drawn apart from the rest, so the other worlds of a seed stay as they were).
         var commitLinger: Duration = .zero
+        /// The nodes' idle timeout (``ServerCore/Settings/idleTimeout``): the core pings and drops
+        /// silent sessions; some peers never answer pings, and some drops leave the connection
+        /// half-open (the server never hears of them). Nil: no keepalive. A third of the worlds
+        /// (drawn apart from the rest, so the other worlds of a seed stay as they were).
+        var keepalive: Duration?
 
         /// Makes the world split, with at least `nodes` nodes.
         mutating func split(nodes atLeast: Int = 2) {
@@ -63,6 +68,7 @@ struct SimulatedWorld {
             "\(nodes) nodes\(split ? " (split)" : ""), \(clients) clients, \(steps) steps"
                 + (placeMix == .rekeyHeavy ? ", rekey-heavy" : "")
                 + (commitLinger > .zero ? ", linger \(commitLinger)" : "")
+                + (keepalive.map { ", idle timeout \($0)" } ?? "")
                 + (logRetention < 100_000 ? ", logRetention \(logRetention)" : "")
                 + (maxTabs != Limits.default.maxTabs ? ", maxTabs \(maxTabs)" : "")
                 + (maxResumeOps != Limits.default.maxResumeOps ? ", maxResumeOps \(maxResumeOps)" : "")
@@ -99,6 +105,8 @@ struct SimulatedWorld {
             if lingerRng.chance(0.33) { o.commitLinger = .milliseconds(lingerRng.int(5...120)) }
             var splitRng = SplitMix64(seed: seed ^ 0x5B17)
             if splitRng.chance(0.33) { o.split(nodes: splitRng.int(2...3)) }
+            var keepaliveRng = SplitMix64(seed: seed ^ 0x1D1E)
+            if keepaliveRng.chance(0.33) { o.keepalive = .milliseconds(keepaliveRng.pick([500, 1_000, 2_000])) }
             return o
         }
     }
@@ -107,6 +115,9 @@ struct SimulatedWorld {
         case frame([UInt8])
         /// The server's close, after the frames before it.
         case close(UInt16)
+        /// A keepalive ping (``ServerCore/Action/ping(_:)``); a client that answers puts a pong
+        /// (an empty entry: no client message is empty) on its `up`, behind what it sent before.
+        case ping
     }
 
     struct Link {
@@ -123,6 +134,15 @@ struct SimulatedWorld {
         /// The version the session's Welcome brought it to: a broadcast `Applied` at or below it
         /// after the Welcome would be a Welcome ahead of an earlier `Applied`.
         var welcomedAt: UInt64?
+        /// When the server last heard from it (connected, a frame or a pong read), on the world's
+        /// clock: the core must close it once it is silent for the idle timeout, and never sooner.
+        var lastHeard: Duration = .zero
+        /// A peer that never answers pings (keepalive worlds).
+        var silent = false
+        /// Dropped without the server hearing of it: only the keepalive ends it at the server.
+        var halfOpen = false
+        /// The server closed it (the driver drops the socket): it hears of the close on the next tick.
+        var serverClosed = false
     }
 
     struct Node {
@@ -225,6 +245,11 @@ struct SimulatedWorld {
         /// History queries answered with ops, and the ops in them checked against the stored log.
         var historyReads = 0
         var historyOpsChecked = 0
+        /// Keepalive: pings asked for, pongs read, connections left half-open, idle closes.
+        var pings = 0
+        var pongs = 0
+        var halfOpen = 0
+        var idleCloses = 0
 
         mutating func add(_ other: Stats) {
             delivered += other.delivered
@@ -245,6 +270,10 @@ struct SimulatedWorld {
             notified += other.notified
             historyReads += other.historyReads
             historyOpsChecked += other.historyOpsChecked
+            pings += other.pings
+            pongs += other.pongs
+            halfOpen += other.halfOpen
+            idleCloses += other.idleCloses
         }
     }
 
@@ -320,6 +349,7 @@ struct SimulatedWorld {
             settings.jitterSeed = seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(lives)
         }
         settings.commitLinger = options.commitLinger
+        settings.idleTimeout = options.keepalive
         let core = ServerCore(settings: settings, logger: Logger(label: "sim", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
         return Node(core: core, name: "node\(lives)", lastBeat: elapsed)
     }
@@ -528,6 +558,8 @@ struct SimulatedWorld {
         }
         for frame in up.dropFirst() { noteSent(c, frame) }
         links[id] = Link(id: id, client: c, node: n, format: clients[c].session.format, up: up)
+        links[id]!.lastHeard = elapsed
+        if options.keepalive != nil, rng.chance(0.15) { links[id]!.silent = true }
         note("c\(c) connects to node \(n) as link \(id)")
         clients[c].link = id
         handle(n, .connected(id, format: clients[c].session.format, echo: false))
@@ -542,7 +574,14 @@ struct SimulatedWorld {
         stats.delivered += 1
         if trace != nil, let m = try? link.format.decodeClientMessage(frame) { note("link \(id) c\(link.client) -> node \(link.node): \(m.textFormatString().replacingOccurrences(of: "\n", with: " "))") }
         if link.clientGone { stats.lateDelivered += 1 }
-        handle(link.node, .frame(id, frame, binary: !link.format.usesTextFrames))
+        links[id]!.lastHeard = elapsed
+        if frame.isEmpty {
+            stats.pongs += 1
+            note("link \(id) c\(link.client) -> node \(link.node): pong")
+            handle(link.node, .pong(id))
+        } else {
+            handle(link.node, .frame(id, frame, binary: !link.format.usesTextFrames))
+        }
         if let link = links[id], link.clientGone, link.up.isEmpty { serverHearsClose(id) }
     }
 
@@ -555,6 +594,7 @@ struct SimulatedWorld {
             case .frame(let bytes):
                 if let m = try? link.format.decodeServerMessage(bytes) { note("link \(id) node \(link.node) -> c\(link.client): \(m.textFormatString().replacingOccurrences(of: "\n", with: " ").prefix(300))") }
             case .close(let code): note("link \(id) node \(link.node) -> c\(link.client): close \(code)")
+            case .ping: note("link \(id) node \(link.node) -> c\(link.client): ping\(link.silent ? " (not answered)" : "")")
             }
         }
         let c = link.client
@@ -568,6 +608,8 @@ struct SimulatedWorld {
             }
         case .close(let code):
             endLink(id, ending: ConnectionEnding(kind: .closedByServer, code: code))
+        case .ping:
+            if !link.silent { links[id]!.up.append([]) }  // the WebSocket stack answers, behind what it sent
         }
     }
 
@@ -577,6 +619,23 @@ struct SimulatedWorld {
     /// learns of the drop at once; the server when it has read that head.
     private mutating func dropLink(_ id: ConnectionID) {
         stats.disconnects += 1
+        if options.keepalive != nil, links[id] != nil, rng.chance(0.5) {
+            // Half-open: nothing more crosses, and the server is never told; its keepalive must
+            // find out (within the idle timeout + 10%, checked every tick).
+            stats.halfOpen += 1
+            links[id]!.up.removeAll()
+            links[id]!.down.removeAll()
+            links[id]!.clientGone = true
+            links[id]!.halfOpen = true
+            let c = links[id]!.client
+            note("link \(id) c\(c) dropped half-open: the server is not told")
+            if clients[c].link == id {
+                clients[c].link = nil
+                if case .stop = clients[c].session.closed(ConnectionEnding(kind: .lost)) { fail("c\(c) stopped for good after a lost connection") }
+                pumpClient(c)
+            }
+            return
+        }
         guard let link = links[id], !link.up.isEmpty, rng.chance(options.lateDelivery) else {
             return endLink(id, ending: ConnectionEnding(kind: .lost))
         }
@@ -634,10 +693,27 @@ struct SimulatedWorld {
                         + "what was due was not done")
                 }
             }
+            checkKeepalive(n)
             if nodes[n].core.settings.holderRegistry != nil, !nodes[n].core.isDraining,
                elapsed - nodes[n].lastBeat > Self.heartbeatInterval + Self.tickLength {
                 fail("node \(n) (\(nodes[n].name)) last asked for a heartbeat at \(nodes[n].lastBeat), now \(elapsed): "
                     + "its holds would expire while it runs")
+            }
+        }
+    }
+
+    /// Every connection the node's core still holds open was heard from within the idle timeout +
+    /// 10% (and a tick, the world's clock step); a half-open one it closed goes now.
+    private mutating func checkKeepalive(_ n: Int) {
+        guard let idle = options.keepalive else { return }
+        for id in links.keys.sorted() where links[id]!.node == n {
+            let link = links[id]!
+            if link.serverClosed {
+                serverHearsClose(id)
+            } else if let session = nodes[n].core.sessions[id], session.closing == nil,
+                      elapsed - link.lastHeard > idle * 1.1 + Self.tickLength {
+                fail("node \(n) holds link \(id)\(link.halfOpen ? " (half-open)" : link.silent ? " (silent)" : "") open "
+                    + "\(elapsed - link.lastHeard) after it last heard from it (idle timeout \(idle))")
             }
         }
     }
@@ -771,6 +847,13 @@ struct SimulatedWorld {
             }
         case .close(let id, let reason, _):
             if reason.code == CloseReason.moved.code { checkMove(n, id) }
+            if reason == .idleTimeout, let link = links[id] {
+                stats.idleCloses += 1
+                if let idle = options.keepalive, elapsed - link.lastHeard < idle {
+                    fail("node \(n) closed link \(id) for silence \(elapsed - link.lastHeard) after it last heard from it (idle timeout \(idle))")
+                }
+                if link.clientGone { links[id]!.serverClosed = true }  // the driver drops the socket
+            }
             guard let link = links[id], !link.clientGone else { return }
             if !reason.flushesQueue { links[id]!.down.removeAll() }
             links[id]!.down.append(.close(reason.code))
@@ -788,7 +871,11 @@ struct SimulatedWorld {
         case .checkHolders(let id):
             checkHolderCheck(n, id)
             nodes[n].storeCalls.append(action)
-        case .echo, .ping, .verifyToken, .respond, .stop:
+        case .ping(let id):
+            stats.pings += 1
+            guard let link = links[id], !link.clientGone else { return }
+            links[id]!.down.append(.ping)
+        case .echo, .verifyToken, .respond, .stop:
             break
         }
     }
@@ -851,9 +938,10 @@ struct SimulatedWorld {
                 guard let link = links[id] else { continue }
                 for _ in 0..<(2 * (link.up.count + link.down.count)) where !overBudget {
                     guard links[id] != nil, !links[id]!.up.isEmpty || !links[id]!.down.isEmpty else { break }
+                    // Keepalive traffic (pings, pongs) goes on whatever happens: it moves nothing.
+                    if !Self.isKeepalive(links[id]!) { moved = true }
                     if !links[id]!.up.isEmpty { deliverUp(id) }
                     if links[id] != nil && !links[id]!.down.isEmpty { deliverDown(id) }
-                    moved = true
                 }
             }
             for n in nodes.indices {
@@ -880,8 +968,14 @@ struct SimulatedWorld {
     private func settled() -> Bool {
         clients.allSatisfy { c in
             c.kicked || (c.session.phase == .ready && c.session.state.pending.isEmpty && c.session.state.unsequenced == 0)
-        } && links.values.allSatisfy { $0.up.isEmpty && $0.down.isEmpty }
+        } && links.values.allSatisfy(Self.isKeepalive)
             && nodes.allSatisfy { $0.storeCalls.allSatisfy(Self.isPeriodic) }
+    }
+
+    /// Nothing but keepalive traffic (or nothing at all) is in flight on the link: it goes on on the
+    /// nodes' clocks whatever happens.
+    static func isKeepalive(_ link: Link) -> Bool {
+        link.up.allSatisfy(\.isEmpty) && link.down.allSatisfy { $0 == .ping }
     }
 
     /// Store calls a node makes on its clock whatever happens (heartbeats, polls): a world whose
