@@ -29,6 +29,9 @@ final class Connection {
     /// `lws_callback_on_writable` was asked and `SERVER_WRITEABLE` has not come yet. Write path
     /// only, like ``flushPending``.
     var awaitingWritable = false
+    /// The core asked for a ping (``ServerCore/Action/ping(_:)``): it goes out from the next
+    /// `SERVER_WRITEABLE`, ahead of queued frames.
+    var pingPending = false
     /// The connection carries only this session (not a stream muxed on HTTP/2), so several frames
     /// may go out as one raw write (`BatchedWriter`).
     let ownsConnection: Bool

@@ -32,6 +32,11 @@ extension LoopDriver {
             receive(connection, input, length)
             return 0
 
+        case LWS_CALLBACK_RECEIVE_PONG:
+            guard let connection = connection(user) else { return 0 }
+            dispatch(.pong(connection.id))
+            return 0
+
         case LWS_CALLBACK_SERVER_WRITEABLE:
             guard let connection = connection(user) else { return 0 }
             return writeQueued(connection)
@@ -187,9 +192,17 @@ extension LoopDriver {
     /// `SERVER_WRITEABLE`: writes queued frames while the socket takes them, then the close.
     private func writeQueued(_ connection: Connection) -> Int32 {
         connection.awaitingWritable = false
+        if connection.pingPending, connection.isOpen, BatchedWriter.mayWrite(connection.wsi) {
+            // The core's keepalive ping, ahead of queued frames. Not empty: lws 4.1.6 raises no
+            // RECEIVE_PONG for an empty pong (ops-ws.c skips to `already_done`).
+            connection.pingPending = false
+            guard lws_write(connection.wsi, pingBuffer + clws_pre(), Self.pingPayloadBytes, LWS_WRITE_PING) >= 0 else {
+                return -1
+            }
+        }
         // While the kernel takes it all (lws holds nothing back), up to 16 sends per callback.
         if !write(connection, maxWrites: 16) { return -1 }
-        if !connection.queue.isEmpty {
+        if !connection.queue.isEmpty || (connection.pingPending && connection.isOpen) {
             connection.awaitingWritable = true
             lws_callback_on_writable(connection.wsi)
             return 0

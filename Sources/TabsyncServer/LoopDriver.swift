@@ -84,6 +84,10 @@ final class LoopDriver {
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private var cStrings: [UnsafeMutablePointer<CChar>] = []
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
+    /// The payload of every keepalive ping (``pingPayloadBytes`` of "tabsync!"), after lws'
+    /// `LWS_PRE` headroom for its header.
+    let pingBuffer: UnsafeMutablePointer<UInt8>
+    static let pingPayloadBytes = 8
     /// The one timer: ``ServerCore/nextDeadline``, armed after every dispatch (``armDeadline()``),
     /// made with the context. A Dispatch timer that posts ``ServerCore/Event/timeout`` through the
     /// inbox rather than an lws one: on libev, lws 4.1.6 does not move its own timer earlier while
@@ -92,14 +96,13 @@ final class LoopDriver {
     private var deadlineTimer: DispatchSourceTimer?
     /// The deadline ``deadlineTimer`` is armed for (nil: none).
     private var armedDeadline: ContinuousClock.Instant?
-    /// lws' own deadlines (each connection's ping and hangup, docs/design.md "Close codes": the
-    /// idle timeout) run only when lws' libev timer fires, and lws 4.1.6 does not move that timer
-    /// earlier while it waits (``TabsyncLoop/LoopTimer``): a deadline added while the loop waits for
-    /// a later one, or for none, would wait with it. This lws timer, re-armed every
-    /// ``lwsServiceInterval``, bounds how late they run; the core's deadlines do not depend on it.
+    /// lws' own deadlines (handshake timeouts, a closing connection's grace) run only when lws'
+    /// libev timer fires, and lws 4.1.6 does not move that timer earlier while it waits
+    /// (``TabsyncLoop/LoopTimer``): a deadline added while the loop waits for a later one, or for
+    /// none, would wait with it. This lws timer, re-armed every ``lwsServiceInterval``, bounds how
+    /// late they run; the core's deadlines (keepalive included) do not depend on it.
     private var lwsServiceTimer: LoopTimer?
-    /// A quarter of the idle timeout, at most a second: a silent connection is closed at most
-    /// that much after its idle timeout.
+    /// A quarter of the idle timeout, at most a second.
     private var lwsServiceInterval: Duration {
         min(.seconds(1), max(.milliseconds(100), configuration.idleTimeout / 4))
     }
@@ -129,11 +132,15 @@ final class LoopDriver {
         protocols.initialize(repeating: lws_protocols(), count: 1 + WireFormat.allCases.count + 2)
         retryPolicy = .allocate(capacity: 1)
         retryPolicy.initialize(to: lws_retry_bo_t())
+        pingBuffer = .allocate(capacity: clws_pre() + Self.pingPayloadBytes)
+        pingBuffer.initialize(repeating: 0, count: clws_pre())
+        (pingBuffer + clws_pre()).initialize(from: Array("tabsync!".utf8), count: Self.pingPayloadBytes)
     }
 
     deinit {
         protocols.deallocate()
         retryPolicy.deallocate()
+        pingBuffer.deallocate()
         for s in cStrings { free(s) }
     }
 
@@ -156,10 +163,12 @@ final class LoopDriver {
             protocols[i].rx_buffer_size = 0
             protocols[i].id = UInt32(i)
         }
-        // Liveness: a ping after half the idle timeout without a valid pong, hang up at the timeout.
-        let idleSeconds = max(2, min(Int(configuration.idleTimeout.components.seconds), 65_535))
-        retryPolicy.pointee.secs_since_valid_ping = UInt16(max(1, idleSeconds / 2))
-        retryPolicy.pointee.secs_since_valid_hangup = UInt16(idleSeconds)
+        // Liveness is the core's (ServerCore+Keepalive.swift): a policy with no hangup turns lws'
+        // validity timers off (without one lws would use its own, 300 s / 310 s). Those timers sat
+        // in lws' sorted per-thread list, one per connection, re-sorted on every ping, pong and
+        // frame: idle CPU grew with the square of the connections (issue 40).
+        retryPolicy.pointee.secs_since_valid_ping = 0
+        retryPolicy.pointee.secs_since_valid_hangup = 0
 
         var info = lws_context_creation_info()
         info.port = Int32(configuration.port)
@@ -281,6 +290,13 @@ final class LoopDriver {
                     if json == nil { json = OutFrame(bytes: WireFormat.json.encode(message), isBinary: false) }
                     queue(json!, to: connection)
                 }
+            }
+        case .ping(let id):
+            guard let connection = connections[id], connection.isOpen else { return }
+            connection.pingPending = true
+            if !connection.awaitingWritable {
+                connection.awaitingWritable = true
+                lws_callback_on_writable(connection.wsi)
             }
         case .echo(let id, let bytes, let binary):
             guard let connection = connections[id], connection.isOpen else { return }

@@ -16,7 +16,8 @@ extension Server {
         public var maxConnections: Int
         /// Time a new WebSocket session has to send its `Hello`.
         public var helloTimeout: Duration
-        /// A connection that answers no ping for this long is closed (its presence goes with it).
+        /// A connection heard nothing from (no frame, no pong) for this long is closed (its presence
+        /// goes with it); the core pings it after 0.4 to 0.6 of it (ServerCore+Keepalive.swift).
         public var idleTimeout: Duration
         /// Presence broadcasts per workspace are at least this far apart.
         public var presenceInterval: Duration
@@ -197,6 +198,7 @@ extension Server.Configuration {
             rateLimitStrikes: rateLimitStrikes, idleUnload: idleUnload, maxPresencePeers: maxPresencePeers,
             slowCloseGrace: slowCloseGrace, accessControl: accessTokens != nil,
             sharedStorePollInterval: sharedStore?.pollInterval, storeEpoch: storeEpoch, shutdownTimeout: shutdownTimeout)
+        settings.idleTimeout = idleTimeout
         settings.holderRegistry = sharedStore?.holders.map { .init(heartbeatInterval: $0.heartbeatInterval) }
         settings.yieldsSplitWorkspaces = sharedStore.map { $0.holders != nil && $0.movesSplitWorkspaces } ?? false
         settings.jitterSeed = UInt64.random(in: .min ... .max)

@@ -54,6 +54,10 @@ package enum CloseReason: Equatable, Sendable {
     /// A write to the socket failed: the connection is dropped (1006 is never sent on the wire;
     /// it only names the ending in the log).
     case writeFailed
+    /// Nothing (no frame, no pong) came from the peer for the idle timeout: the connection is
+    /// dropped without a close frame (a silent peer is most likely gone; 1006 names the ending in
+    /// the log only, like ``writeFailed``).
+    case idleTimeout
 
     /// The WebSocket close code.
     package var code: UInt16 {
@@ -69,7 +73,7 @@ package enum CloseReason: Equatable, Sendable {
         case .kicked: 4408
         case .workspaceDeleted: 4410
         case .overQuota: 4429
-        case .writeFailed: 1006
+        case .writeFailed, .idleTimeout: 1006
         }
     }
 
@@ -94,6 +98,7 @@ package enum CloseReason: Equatable, Sendable {
             case .workspaceDeleted: "the workspace was deleted"
             case .overQuota: "over a quota: \(ErrorCode.limitExceeded.wireName)"
             case .writeFailed: "write failed"
+            case .idleTimeout: "idle timeout"
             }
         return Self.cut(text, to: 120)
     }
@@ -102,7 +107,7 @@ package enum CloseReason: Equatable, Sendable {
     package var logLevel: Logger.Level {
         switch self {
         case .shuttingDown, .protocolViolation, .workspaceNotInPath, .unauthorized, .undecodableFrame, .wrongFrameType: .info
-        case .messageTooBig, .writeFailed, .moved, .overQuota: .info
+        case .messageTooBig, .writeFailed, .idleTimeout, .moved, .overQuota: .info
         case .kicked, .workspaceDeleted: .notice
         case .rateLimitAbuse, .slowReader, .behindStore, .storeChanged: .warning
         case .storeUnavailable, .commitOutcomeUnknown: .warning
@@ -113,7 +118,7 @@ package enum CloseReason: Equatable, Sendable {
     /// before 1001); false when they are dropped (a reader that cannot keep up, a broken frame).
     package var flushesQueue: Bool {
         switch self {
-        case .messageTooBig, .undecodableFrame, .wrongFrameType, .slowReader, .writeFailed: false
+        case .messageTooBig, .undecodableFrame, .wrongFrameType, .slowReader, .writeFailed, .idleTimeout: false
         default: true
         }
     }

@@ -12,6 +12,9 @@ package struct Metrics {
     package var opsApplied: UInt64 = 0
     package var opsRejected: [ErrorCode: UInt64] = [:]
     package var slowConsumerCloses: UInt64 = 0
+    /// Keepalive (ServerCore+Keepalive.swift): pings asked for, and sessions dropped for silence.
+    package var pingsSent: UInt64 = 0
+    package var idleTimeouts: UInt64 = 0
     /// Sessions refused by an operator's quota (4429).
     package var quotaRefusals: UInt64 = 0
     /// Heartbeats in the holder registry that were stored, and those that failed.
@@ -123,6 +126,8 @@ package struct Metrics {
         sample("tabsync_writes_out_total", "counter",
                "Socket writes of WebSocket messages (messages queued to one connection in one loop iteration share one).", driver.writesOut)
         sample("tabsync_slow_consumer_closes_total", "counter", "Connections closed 1013 for reading too slowly.", slowConsumerCloses)
+        sample("tabsync_keepalive_pings_total", "counter", "WebSocket pings sent to sessions silent for about half the idle timeout.", pingsSent)
+        sample("tabsync_idle_timeouts_total", "counter", "Connections dropped after the idle timeout without a frame or a pong.", idleTimeouts)
         sample("tabsync_quota_refusals_total", "counter", "Sessions refused 4429 by a quota per sub or per workspace.", quotaRefusals)
         header("tabsync_holder_heartbeats_total", "counter",
                "Heartbeats of this node in the holder registry (several nodes), by result; none without a registry.")

@@ -61,7 +61,7 @@ extension ServerCore {
         guard let access = sessions[id]?.access else { return }
         let seconds = max(0, access.expiresAt.timeIntervalSince(wallNow))
         // Past about 100 years the timer is not worth trusting: the Submit check holds anyway.
-        sessionDeadlines.set(id, now + .milliseconds(Int64(min(seconds, 3_153_600_000) * 1000) + 1))
+        deadlines.set(id, .session, now + .milliseconds(Int64(min(seconds, 3_153_600_000) * 1000) + 1))
     }
 
     /// The session's deadline came after its Hello: ends it 4401 if its token has expired, else

@@ -11,7 +11,8 @@
 ///   timeout does nothing.
 /// - After a timeout at `now`, the next deadline is later than `now`: what was due was done.
 ///
-/// The deadlines: a session's Hello timeout and its token's expiry (``SessionDeadlines``); a
+/// The deadlines: a session's Hello timeout and its token's expiry, and its next ping or idle hangup
+/// (one ``DeadlineTable``, by kind; ServerCore+Keepalive.swift); a
 /// lingering batch (``CommitPipeline/Linger``); presence (``WorkspaceTable/takePresenceFlushes(at:interval:)``);
 /// idle unloads; the shared store's poll; read-back retries; the holder registry's heartbeat and
 /// checks after their pause; the admin log's read and drained deletes; the stop's two deadlines.
@@ -33,13 +34,18 @@ extension ServerCore {
         readAdminLogIfDue()
         advanceDeletes()
         continueShutdown()
-        for id in sessionDeadlines.takeDue(at: now) { timerFired(id) }
+        for key in deadlines.takeDue(at: now) {
+            switch key.kind {
+            case .session: timerFired(key.id)
+            case .keepalive: keepaliveDue(key.id)
+            }
+        }
     }
 
     /// The earliest instant at which a timeout would do something, nil when nothing is due ever
     /// (until the next event). Called at the end of every event (``handle(_:now:into:)``).
     mutating func earliestDeadline() -> Instant? {
-        var next = sessionDeadlines.next()
+        var next = deadlines.next()
         func consider(_ instant: Instant?) {
             guard let instant else { return }
             if next.map({ instant < $0 }) ?? true { next = instant }
@@ -58,69 +64,5 @@ extension ServerCore {
         if admin.deleting.values.contains(where: { !$0.pendingStore }) { consider(now + Self.deleteDrainPause) }
         if case .draining(_, let closeBy, let finishBy, let closed) = shutdown { consider(closed ? finishBy : closeBy) }
         return next
-    }
-}
-
-/// The sessions' own deadlines (the Hello timeout, then the token's expiry), at most one per
-/// session, in a min-heap ordered by instant then session id. Clearing or replacing a deadline
-/// leaves its old heap entry behind; it is skipped when it comes up (``next()`` drops such entries
-/// from the top, so a cleared deadline never wakes the driver).
-struct SessionDeadlines {
-    private var deadlines: [ConnectionID: ServerCore.Instant] = [:]
-    private var heap: [(at: ServerCore.Instant, id: ConnectionID)] = []
-
-    /// Sets (or, with nil, clears) the session's deadline.
-    mutating func set(_ id: ConnectionID, _ at: ServerCore.Instant?) {
-        deadlines[id] = at
-        if let at { push((at, id)) }
-    }
-
-    /// The earliest deadline set, nil when none is.
-    mutating func next() -> ServerCore.Instant? {
-        while let top = heap.first, deadlines[top.id] != top.at { pop() }
-        return heap.first?.at
-    }
-
-    /// The sessions whose deadline is at or before `now`, earliest first, their deadlines cleared.
-    mutating func takeDue(at now: ServerCore.Instant) -> [ConnectionID] {
-        var due: [ConnectionID] = []
-        while let at = next(), at <= now {
-            let id = heap[0].id
-            pop()
-            deadlines[id] = nil
-            due.append(id)
-        }
-        return due
-    }
-
-    private static func before(_ a: (at: ServerCore.Instant, id: ConnectionID), _ b: (at: ServerCore.Instant, id: ConnectionID)) -> Bool {
-        a.at < b.at || (a.at == b.at && a.id < b.id)
-    }
-
-    private mutating func push(_ entry: (at: ServerCore.Instant, id: ConnectionID)) {
-        heap.append(entry)
-        var child = heap.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard Self.before(heap[child], heap[parent]) else { break }
-            heap.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    private mutating func pop() {
-        let last = heap.removeLast()
-        guard !heap.isEmpty else { return }
-        heap[0] = last
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1, right = left + 1
-            var first = parent
-            if left < heap.count, Self.before(heap[left], heap[first]) { first = left }
-            if right < heap.count, Self.before(heap[right], heap[first]) { first = right }
-            guard first != parent else { return }
-            heap.swapAt(parent, first)
-            parent = first
-        }
     }
 }

@@ -22,6 +22,9 @@ extension ServerCore {
         case connected(ConnectionID, format: WireFormat, echo: Bool, workspace: String? = nil)
         /// One whole client message (all its fragments).
         case frame(ConnectionID, [UInt8], binary: Bool)
+        /// A pong came (an answer to ``Action/ping(_:)``, or unasked): the session is alive. It
+        /// moves no deadline, so the core handles it without naming its next one again.
+        case pong(ConnectionID)
         /// The message being received went over `maxFrameBytes`.
         case frameTooBig(ConnectionID)
         /// The connection is gone (`CLOSED`): nothing more is sent to it.
@@ -78,6 +81,9 @@ extension ServerCore {
         case send(ConnectionID, Tabsync_V1_ServerMessage)
         /// Queue `message` to each session, encoded once per subprotocol.
         case broadcast([ConnectionID], Tabsync_V1_ServerMessage)
+        /// Send the session a WebSocket ping (the core's keepalive, ServerCore+Keepalive.swift); its
+        /// pong comes back as ``Event/pong(_:)``.
+        case ping(ConnectionID)
         /// Queue these bytes back to a diagnostics echo session as one frame.
         case echo(ConnectionID, [UInt8], binary: Bool)
         /// Close the session (its queue first when the reason says so). Nothing more is sent to

@@ -10,14 +10,15 @@ extension ServerCore {
         sessions[id] = SessionMachine(
             id: id, format: format, echo: echo, opsPerSecond: settings.limits.maxOpsPerSecond, now: now,
             pathWorkspace: pathWorkspace)
-        if !echo { sessionDeadlines.set(id, now + settings.helloTimeout) }
+        if !echo { deadlines.set(id, .session, now + settings.helloTimeout) }
+        startKeepalive(id)
         if isDraining { close(id, .shuttingDown) }
     }
 
     mutating func disconnected(_ id: ConnectionID) {
         guard let session = sessions.removeValue(forKey: id) else { return }
         heldCloses[id] = nil
-        sessionDeadlines.set(id, nil)
+        deadlines.removeAll(id)
         releaseQuotas(session)
         sessionLeft(session)
         continueShutdown()
@@ -113,7 +114,7 @@ extension ServerCore {
                 closing: .workspaceNotInPath(path: path, hello: message.workspace))
             return
         }
-        sessionDeadlines.set(id, nil)  // the Hello came in time
+        deadlines.set(id, .session, nil)  // the Hello came in time
         let hello = SessionMachine.Hello(
             workspaceId: message.workspace, clientId: message.clientID, clientName: message.clientName,
             lastVersion: message.lastVersion, epoch: message.epoch, presenceDeltas: message.presenceDeltas)

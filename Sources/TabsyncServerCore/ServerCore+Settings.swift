@@ -9,6 +9,10 @@ extension ServerCore {
         package var limits: Limits
         /// A connection that has not sent its Hello by then is refused `PROTOCOL_ERROR`.
         package var helloTimeout: Duration
+        /// A session heard nothing from (no frame, no pong) for this long is dropped; it is pinged
+        /// after about half of it (ServerCore+Keepalive.swift). Nil: no keepalive (the core's
+        /// tests that are not about it).
+        package var idleTimeout: Duration?
         /// Presence goes out at most this often per workspace.
         package var presenceInterval: Duration
         /// Consecutive seconds with `RATE_LIMITED` ops after which a session is closed 1008.

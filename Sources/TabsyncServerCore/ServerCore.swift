@@ -37,8 +37,9 @@ package struct ServerCore {
     var catchUps = CatchUpState()
     /// When this node beats next in the holder registry (nil: at the next timeout).
     var nextHeartbeat: Instant?
-    /// Each session's Hello timeout or token expiry (ServerCore+Deadlines.swift).
-    var sessionDeadlines = SessionDeadlines()
+    /// Each session's Hello timeout or token expiry, and its keepalive (ServerCore+Deadlines.swift,
+    /// ServerCore+Keepalive.swift): entries go with their session.
+    var deadlines: DeadlineTable
     /// The instant the driver sends ``Event/timeout`` at, nil for none: the earliest of the core's
     /// deadlines as of the last event handled (ServerCore+Deadlines.swift; docs/architecture.md,
     /// "Core and driver").
@@ -111,6 +112,7 @@ package struct ServerCore {
         self.logger = logger
         clock = Clock(now: now, wallOrigin: (now, wallClock))
         workspaces = WorkspaceTable(now: now)
+        deadlines = DeadlineTable(origin: now)
         jitter = Jitter(seed: settings.jitterSeed)
         commits.linger.limit = settings.commitLinger
         adoptAdminLog(settings.adminLog)
@@ -120,6 +122,10 @@ package struct ServerCore {
     /// Handles one event at `now` and appends what to do, in order, to `actions`.
     package mutating func handle(_ event: Event, now: Instant, into actions: inout [Action]) {
         clock.advance(to: now)
+        if case .pong(let id) = event {
+            // Hearing from a session moves no deadline and decides nothing (ServerCore+Keepalive.swift).
+            return heard(id)
+        }
         dispatch(event)
         while !outbox.followUps.isEmpty {
             let next = outbox.followUps.removeFirst()
@@ -138,7 +144,10 @@ package struct ServerCore {
         case .connected(let id, let format, let echo, let workspace):
             connected(id, format: format, echo: echo, pathWorkspace: workspace)
         case .frame(let id, let bytes, let binary):
+            heard(id)
             received(id, bytes, binary: binary)
+        case .pong(let id):
+            heard(id)
         case .frameTooBig(let id):
             close(id, .messageTooBig(limit: settings.limits.maxFrameBytes))
         case .disconnected(let id):

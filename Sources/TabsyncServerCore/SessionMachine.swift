@@ -47,6 +47,11 @@ struct SessionMachine {
     var quotaSubject: String?
     /// The workspace this session counts against, once admitted.
     var quotaWorkspace: String?
+    /// When the session was last heard from (opened, a frame, a pong): its silence counts from
+    /// here (ServerCore+Keepalive.swift).
+    var lastHeard: ServerCore.Instant
+    /// How long a silence lasts before the session is pinged (``ServerCore/pingAfter(_:seed:id:)``).
+    var pingAfter: Duration = .zero
 
     enum Phase: Equatable {
         case awaitingHello
@@ -80,6 +85,7 @@ struct SessionMachine {
         openedAt = now
         tokens = Double(opsPerSecond)
         tokensAt = now
+        lastHeard = now
     }
 
     var hello: Hello? {

@@ -7,19 +7,53 @@ import Testing
 struct DeadlineRuleTests {
     @Test func sessionDeadlinesComeInOrderAndAClearedOneNeverComes() {
         let start = ContinuousClock.now
-        var deadlines = SessionDeadlines()
-        deadlines.set(3, start + .seconds(3))
-        deadlines.set(1, start + .seconds(1))
-        deadlines.set(2, start + .seconds(1))  // the same instant: by session id
-        deadlines.set(4, start + .seconds(2))
-        deadlines.set(4, nil)  // cleared: its heap entry is skipped
-        deadlines.set(3, start + .seconds(5))  // moved later
+        var deadlines = DeadlineTable(origin: start)
+        deadlines.set(3, .session, start + .seconds(3))
+        deadlines.set(1, .session, start + .seconds(1))
+        deadlines.set(2, .session, start + .seconds(1))  // the same instant: by session id
+        deadlines.set(1, .keepalive, start + .seconds(1))  // the same session: by kind
+        deadlines.set(4, .session, start + .seconds(2))
+        deadlines.set(4, .session, nil)  // cleared: nothing of it stays
+        deadlines.set(3, .session, start + .seconds(5))  // moved later
+        #expect(deadlines.count == 4 && deadlines.bucketCount == 2)
         #expect(deadlines.next() == start + .seconds(1))
         #expect(deadlines.takeDue(at: start + .milliseconds(999)).isEmpty)
-        #expect(deadlines.takeDue(at: start + .seconds(4)) == [1, 2])
+        #expect(deadlines.takeDue(at: start + .seconds(4)).map { [$0.id, Int($0.kind.rawValue)] } == [[1, 0], [1, 1], [2, 0]])
         #expect(deadlines.next() == start + .seconds(5))
-        #expect(deadlines.takeDue(at: start + .seconds(5)) == [3])
-        #expect(deadlines.next() == nil)
+        #expect(deadlines.takeDue(at: start + .seconds(5)).map(\.id) == [3])
+        #expect(deadlines.next() == nil && deadlines.count == 0)
+    }
+
+    @Test func aDeadlineComesRoundedUpToItsGrainNeverBefore() {
+        let start = ContinuousClock.now
+        var deadlines = DeadlineTable(origin: start)
+        deadlines.set(1, .session, start + .microseconds(1_500))  // to the next millisecond
+        deadlines.set(2, .keepalive, start + .milliseconds(1_234), grain: .milliseconds(100))
+        #expect(deadlines.deadline(1, .session) == start + .milliseconds(2))
+        #expect(deadlines.deadline(2, .keepalive) == start + .milliseconds(1_300))
+        #expect(deadlines.takeDue(at: start + .milliseconds(1_299)).map(\.id) == [1])
+        #expect(deadlines.takeDue(at: start + .milliseconds(1_300)).map(\.id) == [2])
+    }
+
+    /// Issue 40: a disconnected session's deadline (a one-hour token's expiry) stayed in the heap
+    /// until it came. Now it goes with the session: 100,000 sessions that come and go leave the
+    /// table at the sessions still open, and its index of buckets bounded too.
+    @Test func theDeadlineTableHoldsOnlyLiveSessions() {
+        var h = CoreHarness {
+            $0.accessControl = true
+            $0.idleTimeout = .seconds(60)
+        }
+        let live = 10
+        var maxIndex = 0
+        for id in 1...100_000 {
+            AccessRuleTests.join(&h, id, AccessRuleTests.grant(h, expiresIn: 3600))
+            if id > live { h.handle(.disconnected(id - live)) }
+            h.advance(.milliseconds(1))
+            maxIndex = max(maxIndex, h.core.deadlines.indexCount)
+        }
+        #expect(h.core.sessionCount == live)
+        #expect(h.core.deadlines.count == 2 * live)  // a token expiry and a keepalive each
+        #expect(maxIndex <= 2 * (2 * live) + 64 + 1)
     }
 
     @Test func anIdleCoreNamesNoDeadlineAndABusyOneTheEarliest() {

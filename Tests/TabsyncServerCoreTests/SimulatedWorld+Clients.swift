@@ -238,6 +238,8 @@ extension SimulatedWorld {
         }
         for frame in up.dropFirst() { noteSent(c, frame) }
         links[id] = Link(id: id, client: c, node: n, format: clients[c].session.format, up: up)
+        links[id]!.lastHeard = elapsed
+        if options.keepalive != nil, rng.chance(0.15) { links[id]!.silent = true }
         note("c\(c) connects to node \(n) as link \(id)")
         clients[c].link = id
         handle(n, .connected(id, format: clients[c].session.format, echo: false))

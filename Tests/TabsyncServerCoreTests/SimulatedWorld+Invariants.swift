@@ -47,4 +47,20 @@ extension SimulatedWorld {
             }
         }
     }
+
+    /// Every connection the node's core still holds open was heard from within the idle timeout +
+    /// 10% (and a tick, the world's clock step); a half-open one it closed goes now.
+    mutating func checkKeepalive(_ n: Int) {
+        guard let idle = options.keepalive else { return }
+        for id in links.keys.sorted() where links[id]!.node == n {
+            let link = links[id]!
+            if link.serverClosed {
+                serverHearsClose(id)
+            } else if let session = nodes[n].core.sessions[id], session.closing == nil,
+                      elapsed - link.lastHeard > idle * 1.1 + Self.tickLength {
+                fail("node \(n) holds link \(id)\(link.halfOpen ? " (half-open)" : link.silent ? " (silent)" : "") open "
+                    + "\(elapsed - link.lastHeard) after it last heard from it (idle timeout \(idle))")
+            }
+        }
+    }
 }

@@ -14,6 +14,9 @@ extension SimulatedWorld {
         case frame([UInt8])
         /// The server's close, after the frames before it.
         case close(UInt16)
+        /// A keepalive ping (``ServerCore/Action/ping(_:)``); a client that answers puts a pong
+        /// (an empty entry: no client message is empty) on its `up`, behind what it sent before.
+        case ping
     }
 
     struct Link {
@@ -30,6 +33,15 @@ extension SimulatedWorld {
         /// The version the session's Welcome brought it to: a broadcast `Applied` at or below it
         /// after the Welcome would be a Welcome ahead of an earlier `Applied`.
         var welcomedAt: UInt64?
+        /// When the server last heard from it (connected, a frame or a pong read), on the world's
+        /// clock: the core must close it once it is silent for the idle timeout, and never sooner.
+        var lastHeard: Duration = .zero
+        /// A peer that never answers pings (keepalive worlds).
+        var silent = false
+        /// Dropped without the server hearing of it: only the keepalive ends it at the server.
+        var halfOpen = false
+        /// The server closed it (the driver drops the socket): it hears of the close on the next tick.
+        var serverClosed = false
     }
 
     mutating func deliverUp(_ id: ConnectionID) {
@@ -38,7 +50,14 @@ extension SimulatedWorld {
         stats.delivered += 1
         if trace != nil, let m = try? link.format.decodeClientMessage(frame) { note("link \(id) c\(link.client) -> node \(link.node): \(m.textFormatString().replacingOccurrences(of: "\n", with: " "))") }
         if link.clientGone { stats.lateDelivered += 1 }
-        handle(link.node, .frame(id, frame, binary: !link.format.usesTextFrames))
+        links[id]!.lastHeard = elapsed
+        if frame.isEmpty {
+            stats.pongs += 1
+            note("link \(id) c\(link.client) -> node \(link.node): pong")
+            handle(link.node, .pong(id))
+        } else {
+            handle(link.node, .frame(id, frame, binary: !link.format.usesTextFrames))
+        }
         if let link = links[id], link.clientGone, link.up.isEmpty { serverHearsClose(id) }
     }
 
@@ -51,6 +70,7 @@ extension SimulatedWorld {
             case .frame(let bytes):
                 if let m = try? link.format.decodeServerMessage(bytes) { note("link \(id) node \(link.node) -> c\(link.client): \(m.textFormatString().replacingOccurrences(of: "\n", with: " ").prefix(300))") }
             case .close(let code): note("link \(id) node \(link.node) -> c\(link.client): close \(code)")
+            case .ping: note("link \(id) node \(link.node) -> c\(link.client): ping\(link.silent ? " (not answered)" : "")")
             }
         }
         let c = link.client
@@ -64,6 +84,8 @@ extension SimulatedWorld {
             }
         case .close(let code):
             endLink(id, ending: ConnectionEnding(kind: .closedByServer, code: code))
+        case .ping:
+            if !link.silent { links[id]!.up.append([]) }  // the WebSocket stack answers, behind what it sent
         }
     }
 
@@ -73,6 +95,25 @@ extension SimulatedWorld {
     /// learns of the drop at once; the server when it has read that head.
     mutating func dropLink(_ id: ConnectionID) {
         stats.disconnects += 1
+        if options.keepalive != nil, links[id] != nil, rng.chance(0.5) {
+            // Half-open: nothing more crosses, and the server is never told; its keepalive must
+            // find out (within the idle timeout + 10%, checked every tick).
+            stats.halfOpen += 1
+            links[id]!.up.removeAll()
+            links[id]!.down.removeAll()
+            links[id]!.clientGone = true
+            links[id]!.halfOpen = true
+            let c = links[id]!.client
+            note("link \(id) c\(c) dropped half-open: the server is not told")
+            if clients[c].link == id {
+                clients[c].link = nil
+                if case .stop = clients[c].session.closed(ConnectionEnding(kind: .lost)), !clients[c].revoked {
+                    fail("c\(c) stopped for good after a lost connection")
+                }
+                pumpClient(c)
+            }
+            return
+        }
         guard let link = links[id], !link.up.isEmpty, rng.chance(options.lateDelivery) else {
             return endLink(id, ending: ConnectionEnding(kind: .lost))
         }

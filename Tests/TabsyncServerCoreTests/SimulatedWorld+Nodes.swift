@@ -38,6 +38,7 @@ extension SimulatedWorld {
                         + "what was due was not done")
                 }
             }
+            checkKeepalive(n)
             if nodes[n].core.settings.holderRegistry != nil, !nodes[n].core.isDraining,
                elapsed - nodes[n].lastBeat > Self.heartbeatInterval + Self.tickLength {
                 fail("node \(n) (\(nodes[n].name)) last asked for a heartbeat at \(nodes[n].lastBeat), now \(elapsed): "
@@ -201,6 +202,13 @@ extension SimulatedWorld {
             }
         case .close(let id, let reason, _):
             if reason.code == CloseReason.moved.code { checkMove(n, id) }
+            if reason == .idleTimeout, let link = links[id] {
+                stats.idleCloses += 1
+                if let idle = options.keepalive, elapsed - link.lastHeard < idle {
+                    fail("node \(n) closed link \(id) for silence \(elapsed - link.lastHeard) after it last heard from it (idle timeout \(idle))")
+                }
+                if link.clientGone { links[id]!.serverClosed = true }  // the driver drops the socket
+            }
             // The server sends a pending answer before any close (docs/design.md, "Close codes").
             if reason.waitsForAnswers, nodes[n].core.commits.owesAnswer(to: id) {
                 fail("node \(n) closes session \(id) \(reason.code) while an answer it owes the session waits in the pipeline")
@@ -222,6 +230,10 @@ extension SimulatedWorld {
         case .checkHolders(let id):
             checkHolderCheck(n, id)
             nodes[n].storeCalls.append(action)
+        case .ping(let id):
+            stats.pings += 1
+            guard let link = links[id], !link.clientGone else { return }
+            links[id]!.down.append(.ping)
         case .verifyToken:
             nodes[n].storeCalls.append(action)  // answered in turn, as the driver's verifier does off the loop
         case .respond(_, let response):

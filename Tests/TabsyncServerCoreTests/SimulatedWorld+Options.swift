@@ -40,6 +40,11 @@ extension SimulatedWorld {
         /// The nodes' commit linger (``CommitPipeline/Linger``); zero: off. A third of the worlds
         /// linger (drawn apart from the rest, so the other worlds of a seed stay as they were).
         var commitLinger: Duration = .zero
+        /// The nodes' idle timeout (``ServerCore/Settings/idleTimeout``): the core pings and drops
+        /// silent sessions; some peers never answer pings, and some drops leave the connection
+        /// half-open (the server never hears of them). Nil: no keepalive. A third of the worlds
+        /// (drawn apart from the rest, so the other worlds of a seed stay as they were).
+        var keepalive: Duration?
         /// Access control on: every client has a token the world's verifier turns into a grant
         /// (two subs share the clients), and operators revoke tokens now and then (the client is
         /// closed 4401 and stops for good). A third of the worlds (drawn apart from the rest).
@@ -57,6 +62,7 @@ extension SimulatedWorld {
             "\(nodes) nodes\(split ? " (split)" : ""), \(clients) clients, \(steps) steps"
                 + (placeMix == .rekeyHeavy ? ", rekey-heavy" : "")
                 + (commitLinger > .zero ? ", linger \(commitLinger)" : "")
+                + (keepalive.map { ", idle timeout \($0)" } ?? "")
                 + (logRetention < 100_000 ? ", logRetention \(logRetention)" : "")
                 + (maxTabs != Limits.default.maxTabs ? ", maxTabs \(maxTabs)" : "")
                 + (maxResumeOps != Limits.default.maxResumeOps ? ", maxResumeOps \(maxResumeOps)" : "")
@@ -95,6 +101,8 @@ extension SimulatedWorld {
             if lingerRng.chance(0.33) { o.commitLinger = .milliseconds(lingerRng.int(5...120)) }
             var splitRng = SplitMix64(seed: seed ^ 0x5B17)
             if splitRng.chance(0.33) { o.split(nodes: splitRng.int(2...3)) }
+            var keepaliveRng = SplitMix64(seed: seed ^ 0x1D1E)
+            if keepaliveRng.chance(0.33) { o.keepalive = .milliseconds(keepaliveRng.pick([500, 1_000, 2_000])) }
             var adminRng = SplitMix64(seed: seed ^ 0xAD31)
             if adminRng.chance(0.33) {
                 o.accessControl = true
@@ -139,6 +147,11 @@ extension SimulatedWorld {
         /// History queries answered with ops, and the ops in them checked against the stored log.
         var historyReads = 0
         var historyOpsChecked = 0
+        /// Keepalive: pings asked for, pongs read, connections left half-open, idle closes.
+        var pings = 0
+        var pongs = 0
+        var halfOpen = 0
+        var idleCloses = 0
 
         mutating func add(_ other: Stats) {
             delivered += other.delivered
@@ -162,6 +175,10 @@ extension SimulatedWorld {
             notified += other.notified
             historyReads += other.historyReads
             historyOpsChecked += other.historyOpsChecked
+            pings += other.pings
+            pongs += other.pongs
+            halfOpen += other.halfOpen
+            idleCloses += other.idleCloses
         }
     }
 }

@@ -28,9 +28,10 @@ extension SimulatedWorld {
                 guard let link = links[id] else { continue }
                 for _ in 0..<(2 * (link.up.count + link.down.count)) where !overBudget {
                     guard links[id] != nil, !links[id]!.up.isEmpty || !links[id]!.down.isEmpty else { break }
+                    // Keepalive traffic (pings, pongs) goes on whatever happens: it moves nothing.
+                    if !Self.isKeepalive(links[id]!) { moved = true }
                     if !links[id]!.up.isEmpty { deliverUp(id) }
                     if links[id] != nil && !links[id]!.down.isEmpty { deliverDown(id) }
-                    moved = true
                 }
             }
             for n in nodes.indices {
@@ -57,8 +58,14 @@ extension SimulatedWorld {
     func settled() -> Bool {
         clients.allSatisfy { c in
             c.stopped || (c.session.phase == .ready && c.session.state.pending.isEmpty && c.session.state.unsequenced == 0)
-        } && links.values.allSatisfy { $0.up.isEmpty && $0.down.isEmpty }
+        } && links.values.allSatisfy(Self.isKeepalive)
             && nodes.allSatisfy { $0.storeCalls.allSatisfy(Self.isPeriodic) }
+    }
+
+    /// Nothing but keepalive traffic (or nothing at all) is in flight on the link: it goes on on the
+    /// nodes' clocks whatever happens.
+    static func isKeepalive(_ link: Link) -> Bool {
+        link.up.allSatisfy(\.isEmpty) && link.down.allSatisfy { $0 == .ping }
     }
 
     /// Store calls a node makes on its clock whatever happens (heartbeats, polls): a world whose

@@ -145,6 +145,7 @@ struct SimulatedWorld {
             settings.jitterSeed = seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(lives)
         }
         settings.commitLinger = options.commitLinger
+        settings.idleTimeout = options.keepalive
         settings.accessControl = options.accessControl
         settings.quotas = .init(maxOpsPerSecondPerSubject: options.opsPerSecondPerSub)
         settings.nodeName = "node\(lives)"

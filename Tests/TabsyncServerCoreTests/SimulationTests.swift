@@ -49,6 +49,7 @@ struct SimulationTests {
         var rules = RuleOracle.Stats()
         var rekeyHeavy = 0
         var lingering = 0
+        var keepalive = 0
         /// The largest share of its work budget a world used (``SimulatedWorld/workBudget``).
         var busiest = (work: 0, budget: 1, seed: UInt64(0))
         var mostWork = 0
@@ -67,6 +68,7 @@ struct SimulationTests {
             totals.add(world.stats)
             if o.split { splitWorlds += 1 }
             if o.commitLinger > .zero { lingering += 1 }
+            if o.keepalive != nil { keepalive += 1 }
             if world.work * busiest.budget > busiest.work * world.workBudget {
                 busiest = (world.work, world.workBudget, seed)
             }
@@ -93,6 +95,7 @@ struct SimulationTests {
         summary += "\(lingering) worlds with a commit linger, \(totals.lingerWakes) lingering batches woken; "
         summary += "\(totals.timeouts) deadlines met, \(totals.kicks) sessions kicked, \(totals.revocations) tokens revoked, \(totals.deletes) workspaces deleted, "
             + "\(totals.quotaRefusals) ops refused over a sub's quota, "
+        summary += "\(keepalive) keepalive worlds: \(totals.pings) pings, \(totals.pongs) pongs, \(totals.halfOpen) half-open, \(totals.idleCloses) idle closes, "
         summary += "\(totals.historyReads) history reads (\(totals.historyOpsChecked) ops checked against the stored log); "
         summary += "busiest world seed \(busiest.seed): \(busiest.work) of its budget of \(busiest.budget) events "
         summary += "(most in one world \(mostWork)); \(failed.count) failing"
@@ -117,6 +120,7 @@ struct SimulationTests {
         #expect(totals.moves > 0, "no split workspace was handed to its newer holder")
         #expect(totals.kicks > 0, "no session was kicked: the admin log's kick went untested")
         #expect(totals.revocations > 0 && totals.quotaRefusals > 0 && totals.deletes > 0, "no token was revoked or no op refused over a quota: the admin mix went untested")
+        #expect(totals.pongs > 0 && totals.halfOpen > 0 && totals.idleCloses > 0, "the keepalive's paths went untested")
         #expect(totals.historyOpsChecked > 0, "no history answer named an op: the prefix check went untested")
         #expect(rules.historyOps["restore applied", default: 0] > 0 && rules.historyOps["reopen applied", default: 0] > 0,
                 "no restore or reopen applied: history's ops went untested")

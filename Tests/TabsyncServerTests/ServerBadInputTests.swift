@@ -323,34 +323,40 @@ struct ServerBadInputTests {
         #expect(snapshot.tabs.map(\.id) == ["t1", "t2", "t3"])
     }
 
-    @Test func aSilentConnectionIsClosedAfterTheIdleTimeout() throws {
-        let server = try TestServer { $0.idleTimeout = .seconds(2) }
+    /// The core's keepalive over real sockets (ServerCore+Keepalive.swift): a client that never
+    /// answers pings is dropped within the idle timeout + 10% of its last frame; one that answers
+    /// them (and sends nothing else) stays past twice the idle timeout.
+    @Test func aSilentConnectionIsClosedWithinTheIdleTimeoutAndALiveOneIsNot() throws {
+        let idle = 5.0
+        let server = try TestServer { $0.idleTimeout = .seconds(idle) }
         defer { server.stop() }
         _ = try seed(server, workspace: "bad")
-        // Taken before the silent one connects, so its time without a pong is never over-counted
-        // (the lower bound below holds on a slow machine; the upper one is a deadline).
-        let started = Date()
+        // Before its Hello went and after its Welcome came: the server heard its last frame in
+        // between, so the bounds below hold however long the join took.
+        let beforeHello = Date()
         let (quiet, _) = try TestClient.joined(port: server.port, workspace: "bad", clientId: "quiet")
+        let afterWelcome = Date()
         quiet.socket.answersPings = false
         let (chatty, _) = try TestClient.joined(port: server.port, workspace: "bad", clientId: "chatty")
-        var quietClosedAfter: Double?
+        var quietClosedAt: Date?
         var lastPeers: [String] = []
-        // Wait for the silent one to go, while the other reads (and so answers pings).
-        while Date().timeIntervalSince(started) < 7 {
-            if quietClosedAfter == nil, quiet.socket.waitForEOF(timeout: 0.05) {
-                quietClosedAfter = Date().timeIntervalSince(started)
-            }
-            if let message = try? chatty.receive(timeout: 0.05), case .presence(let p) = message {
+        // Wait for the silent one to go, while the other reads (and so answers pings), and keep
+        // the other past twice the idle timeout.
+        while Date().timeIntervalSince(afterWelcome) < 2.5 * idle {
+            if quietClosedAt == nil, quiet.socket.waitForEOF(timeout: 0.02) { quietClosedAt = Date() }
+            if let message = try? chatty.receive(timeout: 0.02), case .presence(let p) = message {
                 lastPeers = p.peers.map(\.clientID)
             }
-            if quietClosedAfter != nil && !lastPeers.contains("quiet") && !lastPeers.isEmpty { break }
         }
-        let elapsed = try #require(quietClosedAfter)
-        #expect(elapsed > 1.5 && elapsed < 5)
+        let closedAt = try #require(quietClosedAt)
+        #expect(closedAt.timeIntervalSince(beforeHello) >= idle)
+        #expect(closedAt.timeIntervalSince(afterWelcome) <= idle * 1.1)
         // The one answering pings is still there, and presence dropped the silent one.
-        let peers = lastPeers
-        #expect(!peers.contains("quiet"))
-        #expect(peers.contains("chatty"))
+        #expect(!lastPeers.contains("quiet") && lastPeers.contains("chatty"))
+        #expect(try server.metric("tabsync_idle_timeouts_total") == 1)
+        #expect(try server.metric("tabsync_keepalive_pings_total") >= 3)
+        try chatty.send(.init(focus: .init(tabId: "")))
+        #expect(!chatty.socket.waitForEOF(timeout: 0.2))
         try Self.expectIntact(server)
     }
 }
