@@ -303,7 +303,7 @@ final class LoopDriver {
             queue(OutFrame(bytes: bytes, isBinary: binary), to: connection)
         case .close(let id, let reason, let grace):
             guard let connection = connections[id] else { return }
-            if reason.logLevel >= .warning || reason.code != 1001 {
+            if reason.isLoggedEachTime {
                 logger.log(level: reason.logLevel, "session closed", metadata: [
                     "session": "\(id)", "code": "\(reason.code)", "reason": "\(reason.text)",
                 ])

@@ -114,6 +114,10 @@ package enum CloseReason: Equatable, Sendable {
         }
     }
 
+    /// True when the driver logs each close of this reason: all but a graceful stop's 1001, which
+    /// closes every session at once (the stop itself is logged).
+    package var isLoggedEachTime: Bool { self != .shuttingDown }
+
     /// True when the frames queued before the close go out first (an `Error` before 4400, acks
     /// before 1001); false when they are dropped (a reader that cannot keep up, a broken frame).
     package var flushesQueue: Bool {
