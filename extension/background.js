@@ -28,14 +28,14 @@ import { api as chrome, firefox, keepAwake } from "./browser-api.js";
 import { TabsyncClient } from "./tabsync-client.js";
 import { generateKeyBetween } from "./fractional-indexing.js";
 import {
-  MAX_TITLE, brakes, cleanText, isLoopback, matchTabs, movedTabs, movesToOrder, placeholderId, tabFields,
-  tokenRole, windowMatches, workspaceTabId,
+  MAX_TITLE, cleanText, isLoopback, matchTabs, tabFields, tokenRole, windowMatches, workspaceTabId,
 } from "./mirror.js";
+import { TabTable } from "./tab-table.js";
+import { TITLE_DEBOUNCE_MS, URL_WAIT_MS, mirrorable, planArrange, planChanges } from "./plan.js";
+import { execute, isPlaceholder, urlFor, urlNotKnownYet, windowTabs } from "./executor.js";
+import { exportClient, importClient } from "./client-state.js";
 
 const KEEPALIVE_MS = 20_000; // a data message this often keeps the worker (and the connection) alive
-const TITLE_DEBOUNCE_MS = 400; // a page's title changes are sent once they rest this long
-const UPDATE_EVERY_MS = 5_000; // page-driven updates: at most one per tab this often
-const LAZY_THRESHOLD = 8; // past this many tabs to open at once, the rest open as placeholders
 const RESTORE_WAIT_MS = 8_000; // after a browser restart, how long a binding waits for its window
 const RETRY_ALARM = "tabsync-retry";
 const WORKSPACE_ID = /^[A-Za-z0-9._-]{1,64}$/;
@@ -115,49 +115,6 @@ async function sessionNonce() {
   return fresh;
 }
 
-function isWebUrl(url) {
-  return /^https?:\/\//i.test(url ?? "");
-}
-
-function isPlaceholder(tab) {
-  return (tab.url || tab.pendingUrl || "").startsWith(BASE + "placeholder.html");
-}
-
-/** The URL a real tab for workspace tab `w` opens: the page, or a placeholder (lazy or url-less)
- * that carries the workspace tab's id, so a restored placeholder is recognised. */
-function urlFor(w, lazy) {
-  if (isWebUrl(w.url) && !lazy) return w.url;
-  const q = new URLSearchParams({ title: w.title ?? "" });
-  if (isWebUrl(w.url)) q.set("url", w.url);
-  if (w.id) q.set("id", w.id);
-  return chrome.runtime.getURL(`placeholder.html?${q}`);
-}
-
-/** Firefox: a tab just opened to load a page shows `about:blank` (loading, or even complete) until
- * its load commits; it has no `pendingUrl` as Chromium's have. Published then, it would go out
- * without its URL and the other windows would open a placeholder. So an unpublished tab at
- * `about:blank` waits for its URL, up to URL_WAIT_MS (a tab that stays blank is published then). */
-const URL_WAIT_MS = 1_500;
-const blankSince = new Map(); // tab id -> when first seen unpublished at about:blank
-function urlNotKnownYet(tab) {
-  if (!firefox || tab.url !== "about:blank") {
-    blankSince.delete(tab.id);
-    return false;
-  }
-  if (!blankSince.has(tab.id)) blankSince.set(tab.id, Date.now());
-  return Date.now() - blankSince.get(tab.id) < URL_WAIT_MS;
-}
-
-/** Opens the real tab of workspace tab `w` at `index`, in the background. Lazily, Firefox makes a
- * discarded tab that keeps its real URL and shows the title until it is first shown; Chromium
- * cannot create a discarded tab, so it opens the placeholder page. */
-function openTab(windowId, index, w, lazy) {
-  if (lazy && firefox && isWebUrl(w.url)) {
-    return chrome.tabs.create({ windowId, index, url: w.url, active: false, discarded: true, title: w.title || w.url });
-  }
-  return chrome.tabs.create({ windowId, index, url: urlFor(w, lazy), active: false });
-}
-
 // Attaching a window (adopt, open, re-attach) is serialized across bindings: two bindings never
 // claim one window.
 let attachChain = Promise.resolve();
@@ -187,21 +144,8 @@ class Mirror {
     this.b = binding;
     this.nonce = nonce;
     this.tag = binding.clientId.slice(-6);
-    this.map = new Map(); // Chrome tab id -> workspace tab id
-    this.seen = new Map(); // Chrome tab id -> { title, badge, url } last synced with the page
-    this.changedAt = new Map(); // Chrome tab id -> when its title or url last changed (ms)
-    this.updatedAt = new Map(); // Chrome tab id -> when its page last made an update (ms)
-    this.navigating = new Map(); // Chrome tab id -> { url, until }: navigated by step 8, not there yet
-    this.ignored = new Set(); // Chrome tab ids kept out of the mirror (a filler for an empty workspace)
-    this.localOnly = new Map(); // Chrome tab id -> { code, title }: open here, not in the workspace
-    this.removed = new Set(); // workspace ids an applied op removed, whose real tab is still to close
-    this.snapshotRemoved = new Set(); // ids gone from a snapshot (no op seen): closed only under the brake
-    this.dismissed = new Set(); // workspace ids closed here in a read-only mirror (not reopened)
-    this.localIds = new Set(); // workspace ids of tabs whose add was refused (kept local only)
+    this.table = new TabTable(); // the real tabs, their workspace ids and marks (tab-table.js)
     this.reopenTitles = new Map(); // workspace id -> title, of closed tabs the popup asked to reopen
-    this.paused = null; // { kind: "epoch" | "brake", reason, count }: the mirror waits for the user
-    this.lastOrder = null; // workspace ids in the order last synced (null: none yet)
-    this.lastActive = null; // the active workspace tab last synced
     this.ready = false; // the window and the workspace are attached; the reconcile may act
     this.claimed = false; // the window is being attached (attachSerially)
     this.restored = null; // after a browser restart or an update: { map, tabs } to match the window against
@@ -213,6 +157,8 @@ class Mirror {
     this.tokens = Infinity; // a full bucket (capped at the rate on first use)
     this.tokensAt = Date.now();
     this.attaching = false;
+    this.retired = false; // Try again or Reopen replaced it: nothing runs again
+    this.passing = Promise.resolve(); // the pass loop under way, if any
     this.client = new TabsyncClient({
       url: binding.server, workspace: binding.workspace, clientId: binding.clientId,
       name: binding.name, token: binding.token, backoff: { first: 300, max: 5000 },
@@ -234,30 +180,17 @@ class Mirror {
   /** Loads the saved record. `trusted`: the Chrome tab ids in it are this browser session's. */
   restore(r, trusted) {
     const c = this.client;
-    c.confirmed = r.confirmed;
-    c.pending = r.pending ?? [];
-    c.nextSeq = r.nextSeq ?? 1;
-    this.removed = new Set(r.removed ?? []);
-    this.dismissed = new Set(r.dismissed ?? []);
-    this.snapshotRemoved = new Set(r.snapshotRemoved ?? []);
-    this.localIds = new Set(r.localIds ?? []);
-    this.lastOrder = r.lastOrder ?? null;
-    this.paused = r.paused ?? null;
-    c.rebuild();
-    const map = new Map((r.map ?? []).map(([k, v]) => [Number(k), v]));
+    importClient(c, r);
+    const { table, prior } = TabTable.restore(r, trusted);
+    this.table = table;
     if (trusted) {
-      this.map = map;
-      this.seen = new Map((r.seen ?? []).map(([k, v]) => [Number(k), v]));
-      this.ignored = new Set(r.ignored ?? []);
-      this.localOnly = new Map((r.localOnly ?? []).map(([k, v]) => [Number(k), v]));
-      this.lastActive = r.lastActive ?? null;
       this.ready = true;
     } else {
       // The ids and pages the window had, matched against the restored window at attach time.
-      const seen = new Map((r.seen ?? []).map(([k, v]) => [Number(k), v]));
+      const { map, seen } = prior;
       const tabs = c.state.tabs.map((t) => ({ id: t.id, url: t.url, title: t.title }));
       for (const [tid, wid] of map) {
-        if (!tabs.some((t) => t.id === wid) && !this.removed.has(wid)) continue;
+        if (!tabs.some((t) => t.id === wid) && !table.removed.has(wid)) continue;
         if (!tabs.some((t) => t.id === wid)) tabs.push({ id: wid, url: seen.get(tid)?.url ?? "", title: seen.get(tid)?.title ?? "" });
       }
       this.restored = { map, tabs };
@@ -267,13 +200,7 @@ class Mirror {
   async persist() {
     const c = this.client;
     await resumeArea(this.b).set({
-      [`resume:${this.b.id}`]: {
-        confirmed: c.confirmed, pending: c.pending, nextSeq: c.nextSeq,
-        map: [...this.map], seen: [...this.seen], ignored: [...this.ignored], localOnly: [...this.localOnly],
-        removed: [...this.removed], snapshotRemoved: [...this.snapshotRemoved], dismissed: [...this.dismissed],
-        localIds: [...this.localIds], paused: this.paused,
-        lastOrder: this.lastOrder, lastActive: this.lastActive,
-      },
+      [`resume:${this.b.id}`]: { ...exportClient(c), ...this.table.serialize() },
     });
   }
 
@@ -286,6 +213,18 @@ class Mirror {
   stop() {
     clearTimeout(this.delayTimer);
     this.client.close();
+  }
+
+  /**
+   * This mirror acts no more (Try again or Reopen hands its window to a fresh one): its client is
+   * closed, no pass starts, and the returned promise resolves once the pass under way (if any)
+   * has ended, so its tables have one owner at a time.
+   */
+  async retire() {
+    this.retired = true;
+    this.ready = false;
+    this.stop();
+    await this.passing;
   }
 
   /** Can this binding submit anything? (a viewer's token cannot). */
@@ -318,9 +257,10 @@ class Mirror {
    * op, without the snapshot brake); the tabs it brings back open through step 4.
    */
   onRemoved(ids) {
-    for (const id of ids) { this.removed.add(id); this.snapshotRemoved.delete(id); }
-    if (this.removed.size > 0) {
-      for (const t of this.client.confirmed.tabs) this.removed.delete(t.id); // added back since
+    const table = this.table;
+    for (const id of ids) { table.removed.add(id); table.snapshotRemoved.delete(id); }
+    if (table.removed.size > 0) {
+      for (const t of this.client.confirmed.tabs) table.removed.delete(t.id); // added back since
     }
   }
 
@@ -332,35 +272,36 @@ class Mirror {
    * while we were away: they close, unless that is many at once (the brake), which asks too.
    */
   onWelcome({ previousEpoch, epoch, recovered, removed }) {
+    const table = this.table;
     const now = new Set(this.client.confirmed.tabs.map((t) => t.id));
-    for (const id of now) { this.removed.delete(id); this.snapshotRemoved.delete(id); }
+    for (const id of now) table.present(id);
     if (previousEpoch && epoch !== previousEpoch) {
-      const ours = new Set([...this.map.values(), ...(this.restored?.tabs ?? []).map((t) => t.id)]);
+      const ours = new Set([...table.mappedIds(), ...(this.restored?.tabs ?? []).map((t) => t.id)]);
       const kept = [...ours].filter((id) => !now.has(id));
       const foreign = [...now].filter((id) => !ours.has(id));
-      this.removed.clear();
-      this.snapshotRemoved.clear();
+      table.removed.clear();
+      table.snapshotRemoved.clear();
       // Tabs this window does not know, and tabs of this window missing: the two disagree.
       if (foreign.length > 0 && kept.length > 0) {
-        this.paused = {
+        table.paused = {
           kind: "epoch", count: kept.length,
           reason: "the server's workspace is not the one this window mirrored (its history was lost or replaced): "
             + "nothing was closed. Publish this window's tabs again, or open the server's version in a new window.",
         };
       } else {
-        this.paused = null;
+        table.paused = null;
       }
       return;
     }
     if (recovered) this.onRemoved(removed);
-    else for (const id of removed) this.snapshotRemoved.add(id);
+    else for (const id of removed) table.snapshotRemoved.add(id);
   }
 
   onRejected(detail) {
     const { code, op } = detail;
     const [[kind, body]] = Object.entries(op ?? { none: {} });
     // An op on a tab whose add was refused (it stays local only) says nothing new: not shown.
-    const aboutLocal = code === "TAB_GONE" && this.localIds.has(body?.tabId);
+    const aboutLocal = code === "TAB_GONE" && this.table.localIds.has(body?.tabId);
     if (!aboutLocal) this.lastRejection = this.describe(detail, false);
     if (code === "NOT_PERMITTED" && !this.b.viewOnly) { this.b.viewOnly = code; saveBinding(this.b); }
     if ((kind === "add" || kind === "open") && code !== "TAB_EXISTS") {
@@ -376,7 +317,7 @@ class Mirror {
         attachSerially(() => this.openWindow(this.client.state)).then(() => saveBinding(this.b)).then(() => this.schedule());
       }
     } else if (kind === "remove" && (code === "NOT_PERMITTED" || code === "NOT_EDITABLE")) {
-      this.dismissed.add(body.tabId); // closed here only: not reopened
+      this.table.dismissed.add(body.tabId); // closed here only: not reopened
     }
     this.schedule(0);
     this.publish();
@@ -384,21 +325,17 @@ class Mirror {
 
   /** The real tab of workspace id `wsId` leaves the mirror and stays open, marked local only. */
   keepLocal(wsId, code) {
-    this.localIds.add(wsId);
-    for (const [tid, wid] of this.map) {
-      if (wid !== wsId) continue;
-      this.map.delete(tid);
-      this.localOnly.set(tid, { code, wsId, title: this.seen.get(tid)?.title ?? "" });
-    }
+    const table = this.table;
+    table.localIds.add(wsId);
+    const tid = table.tabOf(wsId);
+    if (tid === undefined) return;
+    table.unmap(tid);
+    table.setLocalOnly(tid, { code, wsId, title: table.seen(tid)?.title ?? "" });
   }
 
   /** The bound window's tabs leave the mirror, untouched (adopting it was refused). */
   release() {
-    this.map.clear();
-    this.localOnly.clear();
-    this.seen.clear();
-    this.lastOrder = null;
-    this.lastActive = null;
+    this.table.release();
   }
 
   describe({ code, message, op }, retrying) {
@@ -457,23 +394,24 @@ class Mirror {
 
   /** An empty workspace takes the window's tabs, in one `replace` (one op, whatever their number). */
   async adopt() {
-    const tabs = (await chrome.tabs.query({ windowId: this.b.windowId })).filter((t) => this.mirrorable(t));
+    const table = this.table;
+    const tabs = (await chrome.tabs.query({ windowId: this.b.windowId })).filter((t) => mirrorable(table, t));
     if (tabs.length === 0) return;
     const list = tabs.map((t) => {
       const id = workspaceTabId(this.tag, this.nonce, t.id);
       const f = tabFields(t);
-      this.map.set(t.id, id);
-      this.seen.set(t.id, f);
+      table.map(t.id, id);
+      table.setSeen(t.id, f);
       const tab = { id, title: f.title };
       if (f.url) tab.url = f.url;
       if (f.badge) tab.badge = f.badge;
       return tab;
     });
     this.client.submit({ replace: { tabs: list } });
-    this.lastOrder = list.map((t) => t.id);
+    table.lastOrder = list.map((t) => t.id);
     const active = tabs.find((t) => t.active);
-    this.lastActive = active ? this.map.get(active.id) : list[0].id;
-    if (this.lastActive !== list[0].id) this.client.activate(this.lastActive);
+    table.lastActive = active ? table.wsOf(active.id) : list[0].id;
+    if (table.lastActive !== list[0].id) this.client.activate(table.lastActive);
   }
 
   /** The workspace opens in a window of its own (never merged into one with tabs). */
@@ -483,15 +421,16 @@ class Mirror {
     const win = await chrome.windows.create({ url, focused: true, incognito: this.b.incognito });
     this.b.windowId = win.id;
     this.b.closed = false;
+    const table = this.table;
     if (first) {
-      this.map.set(win.tabs[0].id, first.id);
-      this.seen.set(win.tabs[0].id, { title: first.title, badge: first.badge, url: first.url || null });
-      this.lastOrder = [first.id];
+      table.map(win.tabs[0].id, first.id);
+      table.setSeen(win.tabs[0].id, { title: first.title, badge: first.badge, url: first.url || null });
+      table.lastOrder = [first.id];
     } else {
-      this.ignored.add(win.tabs[0].id);
-      this.lastOrder = [];
+      table.ignore(win.tabs[0].id);
+      table.lastOrder = [];
     }
-    this.lastActive = null; // the reconcile activates the workspace's active tab
+    table.lastActive = null; // the reconcile activates the workspace's active tab
   }
 
   /**
@@ -521,16 +460,17 @@ class Mirror {
       if (best) {
         this.b.windowId = best.w.id;
         this.b.closed = false;
-        this.map = best.match.map;
-        for (const t of best.tabs) if (this.map.has(t.id)) this.seen.set(t.id, tabFields(t));
+        const table = this.table;
+        for (const [tid, wid] of best.match.map) table.map(tid, wid);
+        for (const t of best.tabs) if (table.wsOf(t.id) !== undefined) table.setSeen(t.id, tabFields(t));
         // Navigations of its own while the browser was closed are the page's: keep the URL the
         // workspace knew as the one last synced, so step 8 publishes the new one.
-        for (const [tid, wid] of this.map) {
+        for (const [tid, wid] of table.mapped()) {
           const r = records.find((x) => x.id === wid);
-          if (r) this.seen.set(tid, { ...this.seen.get(tid), title: r.title, url: r.url || null });
+          if (r) table.setSeen(tid, { ...table.seen(tid), title: r.title, url: r.url || null });
         }
-        this.lastOrder = this.lastOrder ?? state.tabs.map((t) => t.id);
-        this.lastActive = null;
+        table.lastOrder = table.lastOrder ?? state.tabs.map((t) => t.id);
+        table.lastActive = null;
         this.restored = null;
         return;
       }
@@ -556,10 +496,11 @@ class Mirror {
       this.delayTimer = setTimeout(() => this.schedule(0), delay);
       return;
     }
+    if (this.retired) return;
     this.dirty = true;
     if (this.running) return;
     this.running = true;
-    (async () => {
+    this.passing = (async () => {
       while (this.dirty) {
         this.dirty = false;
         try {
@@ -573,295 +514,55 @@ class Mirror {
     })();
   }
 
-  mirrorable(tab) {
-    if (this.ignored.has(tab.id) || this.localOnly.has(tab.id)) return false;
-    return !tab.pinned; // pinned tabs stay local
-  }
-
-  /** Takes one op from the pacing bucket (80% of the server's per-connection rate). */
-  take() {
-    if (pacingOff) return true;
+  /** How many ops the pacing bucket holds now (80% of the server's per-connection rate). */
+  budget() {
+    if (pacingOff) return Infinity;
     const rate = Math.max(1, Math.floor(0.8 * Number(this.client.limits?.maxOpsPerSecond ?? 50)));
     const now = Date.now();
     this.tokens = Math.min(rate, this.tokens + ((now - this.tokensAt) / 1000) * rate);
     this.tokensAt = now;
-    if (this.tokens < 1) return false;
-    this.tokens -= 1;
-    return true;
+    return Math.floor(this.tokens);
   }
 
-  /** A key for a workspace tab placed right after `leftId` (null: first) in the current state. */
-  keyAfter(leftId) {
-    const tabs = this.client.state.tabs;
-    const i = leftId ? tabs.findIndex((t) => t.id === leftId) : -1;
-    return generateKeyBetween(i >= 0 ? tabs[i].key : null, tabs[i + 1]?.key ?? null);
+  /** What the planner reads for the window's real tabs `real` (plan.js planChanges). */
+  context(real) {
+    return {
+      real, state: this.client.state, table: this.table, mode: this.b.mode, readOnly: this.readOnly,
+      viewer: this.viewer, budget: this.budget(), now: Date.now(), keyBetween: generateKeyBetween,
+      newId: (tid) => workspaceTabId(this.tag, this.nonce, tid), urlPending: (t) => urlNotKnownYet(t, URL_WAIT_MS),
+      isPlaceholder,
+    };
   }
 
-  async windowTabs() {
-    try {
-      return (await chrome.tabs.query({ windowId: this.b.windowId })).sort((a, b) => a.index - b.index);
-    } catch {
-      return null;
-    }
+  /** Submits a plan's ops and takes them from the pacing bucket. */
+  submitAll(plan) {
+    if (!pacingOff) this.tokens -= plan.used;
+    for (const op of plan.ops) this.client.submit(op);
   }
 
+  /**
+   * One pass (docs/extension.md, "How it works"): read the window, plan (plan.js), submit the
+   * ops and execute the actions (executor.js); then read again for the order, the active tab,
+   * navigation and titles. A paused mirror does nothing until the popup's answer.
+   */
   async reconcile() {
     if (!this.ready || this.b.stopped || this.b.closed) return;
-    const c = this.client;
-    this.reconciledState = c.state; // a later state (an Applied, our own submit) schedules another pass
-    let real = await this.windowTabs();
+    this.reconciledState = this.client.state; // a later state (an Applied, our own submit) schedules another pass
+    let real = await windowTabs(this.b.windowId);
     const win = await chrome.windows.get(this.b.windowId).catch(() => null);
     if (!real || !win) { this.detached(); return; }
-    // An epoch pause ends by itself once the workspace holds every tab of this window again
-    // (another window published them): nothing is left to disagree about.
-    if (this.paused?.kind === "epoch" && [...this.map.values()].every((id) => c.state.tabs.some((t) => t.id === id))) {
-      this.paused = null;
+    const changes = planChanges(this.context(real));
+    this.submitAll(changes);
+    await execute(changes.actions, this.b.windowId, this.table); // a pause plans no closes
+    if (!changes.pause) {
+      real = (await windowTabs(this.b.windowId)) ?? [];
+      const arrange = planArrange({ ...this.context(real), deferred: changes.deferred });
+      this.submitAll(arrange);
+      await execute(arrange.actions, this.b.windowId, this.table);
+      this.client.focus(arrange.focus);
+      const wait = [changes.later, arrange.later].filter((x) => x !== null);
+      if (wait.length > 0) this.schedule(Math.min(...wait));
     }
-    if (this.paused) { await this.persist(); this.publish(); updateBadge(this, real); return; }
-    let deferred = false;
-    const wsIds = () => new Set(c.state.tabs.map((t) => t.id));
-    const readOnly = this.readOnly;
-
-    // 0. Local-only tabs that are gone are forgotten; an unpinned tab may be shared again.
-    const realById = new Map(real.map((t) => [t.id, t]));
-    for (const [tid, v] of [...this.localOnly]) {
-      const t = realById.get(tid);
-      if (!t || (v.code === "pinned" && !t.pinned)) this.localOnly.delete(tid);
-      else v.title = tabFields(t).title; // shown in the popup as the page names itself now
-    }
-
-    // 1. Local closes: a mapped tab that is gone from the window (or was pinned: pinned tabs are
-    // local, so pinning a tab takes it out of the workspace and keeps it here).
-    for (const [tid, wid] of [...this.map]) {
-      const t = realById.get(tid);
-      if (t && !t.pinned) continue;
-      if (wsIds().has(wid) && !this.removed.has(wid)) {
-        if (readOnly) {
-          this.dismissed.add(wid); // a read-only mirror: closed here only
-        } else {
-          if (!this.take()) { deferred = true; break; }
-          c.remove(wid);
-        }
-      }
-      this.map.delete(tid);
-      this.changedAt.delete(tid);
-      if (t) this.localOnly.set(tid, { code: "pinned", title: tabFields(t).title });
-      else this.seen.delete(tid);
-    }
-
-    // 2. Local moves: tabs out of the order last synced get a key right after their real left neighbour.
-    const mirrored = () => real.filter((t) => this.mirrorable(t) && this.map.has(t.id) && wsIds().has(this.map.get(t.id)));
-    if (!deferred && this.lastOrder && !readOnly) {
-      const now = mirrored().map((t) => this.map.get(t.id));
-      const moved = movedTabs(this.lastOrder, now);
-      const settled = new Set(now.filter((id) => !moved.includes(id)));
-      for (const id of moved) {
-        if (!this.take()) { deferred = true; break; }
-        const i = now.indexOf(id);
-        let left = null;
-        for (let j = i - 1; j >= 0; j--) if (settled.has(now[j])) { left = now[j]; break; }
-        c.move(id, this.keyAfter(left));
-        settled.add(id);
-      }
-    }
-
-    // 3. Local opens: a tab of the window with no workspace tab. A mapped tab whose id is not in
-    // the workspace and that no applied op removed (a new epoch, a lost add) is published again
-    // under its id. In a read-only mirror they stay local.
-    if (!deferred) {
-      let left = null;
-      for (const t of real) {
-        if (!this.mirrorable(t)) continue;
-        const mapped = this.map.get(t.id);
-        if (mapped && wsIds().has(mapped)) { left = mapped; continue; }
-        if (!mapped && urlNotKnownYet(t)) { this.schedule(URL_WAIT_MS); continue; } // its onUpdated runs this sooner
-        if (mapped && (this.removed.has(mapped) || this.snapshotRemoved.has(mapped))) continue; // closed below
-        const id = mapped ?? workspaceTabId(this.tag, this.nonce, t.id);
-        if (!mapped && wsIds().has(id)) { this.map.set(t.id, id); left = id; continue; } // ours, from before a restart
-        if (readOnly) {
-          this.map.delete(t.id);
-          this.localOnly.set(t.id, { code: this.viewer ? "NOT_PERMITTED" : "NOT_EDITABLE", title: tabFields(t).title });
-          continue;
-        }
-        if (!this.take()) { deferred = true; break; }
-        const f = tabFields(t);
-        const tab = { id, title: f.title };
-        if (f.url) tab.url = f.url;
-        if (f.badge) tab.badge = f.badge;
-        this.map.set(t.id, id);
-        this.seen.set(t.id, f);
-        c.submit({ add: { tab, place: { key: this.keyAfter(left) }, activate: false } });
-        left = id;
-      }
-    }
-
-    // 4. Remote opens: a workspace tab with no real tab (also a refused local close: rolled back).
-    const state = c.state;
-    const mappedWs = new Set(this.map.values());
-    const missing = state.tabs.filter((w) => !mappedWs.has(w.id) && !this.dismissed.has(w.id));
-    if (missing.length > 0) {
-      real = (await this.windowTabs()) ?? [];
-      const order = real.map((t) => t.id);
-      const realOf = this.realOf();
-      let opened = 0;
-      for (const w of missing) {
-        const i = state.tabs.indexOf(w);
-        let index = order.length;
-        for (let j = i - 1; j >= 0; j--) {
-          const rid = realOf.get(state.tabs[j].id);
-          if (rid !== undefined) { index = order.indexOf(rid) + 1; break; }
-        }
-        if (index === order.length && i === 0) {
-          const firstFree = real.findIndex((t) => !t.pinned);
-          if (firstFree >= 0) index = firstFree;
-        }
-        const lazy = missing.length > LAZY_THRESHOLD && opened >= LAZY_THRESHOLD;
-        let tab;
-        try {
-          tab = await openTab(this.b.windowId, index, w, lazy);
-        } catch (error) {
-          console.warn("tabsync: could not open a tab", error);
-          break;
-        }
-        opened++;
-        this.map.set(tab.id, w.id);
-        realOf.set(w.id, tab.id);
-        this.seen.set(tab.id, { title: w.title, badge: w.badge, url: w.url || null });
-        order.splice(Math.min(tab.index, order.length), 0, tab.id);
-      }
-    }
-
-    // 5. Remote closes: only a mapped tab whose workspace id an applied op removed (or a snapshot
-    // of the same history left out, a few at a time: more than 5 and more than half the window at
-    // once pauses and asks). The workspace's active tab is shown first, so Chrome's choice of a
-    // neighbour does not read as a local activation.
-    const snapGone = real.filter((t) => this.map.has(t.id) && this.snapshotRemoved.has(this.map.get(t.id)));
-    if (snapGone.length > 0) {
-      if (brakes(snapGone.length, real.filter((t) => this.map.has(t.id)).length)) {
-        this.paused = {
-          kind: "brake", count: snapGone.length,
-          reason: `the server's copy no longer has ${snapGone.length} of this window's tabs, and no change that removed them `
-            + "reached this window: nothing was closed. Close them, or publish this window's tabs again.",
-        };
-        await this.persist();
-        this.publish();
-        updateBadge(this, real);
-        return;
-      }
-      for (const t of snapGone) this.removed.add(this.map.get(t.id));
-    }
-    this.snapshotRemoved.clear();
-    const gone = real.filter((t) => this.map.has(t.id) && this.removed.has(this.map.get(t.id)) && !wsIds().has(this.map.get(t.id)));
-    if (gone.length > 0) {
-      const realOf = this.realOf();
-      if (this.b.mode === "follow" && gone.some((t) => t.active) && realOf.has(state.activeTabId)) {
-        this.lastActive = state.activeTabId;
-        await chrome.tabs.update(realOf.get(state.activeTabId), { active: true }).catch(() => {});
-      }
-      const remaining = real.length - gone.length;
-      if (remaining === 0 && state.tabs.length === 0) {
-        const filler = await chrome.tabs.create({ windowId: this.b.windowId, url: urlFor({ title: "(empty workspace)" }, false), active: true });
-        this.ignored.add(filler.id);
-      }
-      for (const t of gone) { this.removed.delete(this.map.get(t.id)); this.map.delete(t.id); this.seen.delete(t.id); }
-      await chrome.tabs.remove(gone.map((t) => t.id)).catch(() => {});
-    }
-    // Removed ids with no real tab left have nothing to close; an id in the workspace again (a tab
-    // unpinned, a reopen) is no longer removed.
-    const mappedNow = new Set(this.map.values());
-    const inWorkspace = wsIds();
-    for (const id of [...this.removed]) if (!mappedNow.has(id) || inWorkspace.has(id)) this.removed.delete(id);
-
-    // 6. Remote moves: the real order follows the workspace's (the order is recorded before moving).
-    real = (await this.windowTabs()) ?? [];
-    const desired = c.state.tabs.map((t) => t.id);
-    if (!deferred) {
-      const realOf = this.realOf();
-      const fixed = new Set(real.filter((t) => !this.mirrorable(t) || !this.map.has(t.id)).filter((t) => t.pinned).map((t) => t.id));
-      const moves = movesToOrder(real.map((t) => t.id), desired.map((id) => realOf.get(id)).filter((x) => x !== undefined), fixed);
-      this.lastOrder = desired;
-      for (const m of moves) await chrome.tabs.move(m.id, { index: m.index }).catch(() => {});
-      if (moves.length > 0) real = (await this.windowTabs()) ?? [];
-    }
-
-    // 7. The active tab: follow shares it both ways; browse keeps it local. Presence either way.
-    const activeReal = real.find((t) => t.active);
-    const activeWs = activeReal ? this.map.get(activeReal.id) : undefined;
-    if (this.b.mode === "follow" && !deferred) {
-      const wsActive = c.state.activeTabId;
-      if (this.lastActive === null && wsActive) {
-        // Joining (or switching to follow): the workspace's active tab is shown, not overridden.
-        const rid = this.realOf().get(wsActive);
-        if (rid !== undefined) {
-          this.lastActive = wsActive;
-          await chrome.tabs.update(rid, { active: true }).catch(() => {});
-        }
-      } else if (activeWs && activeWs !== this.lastActive) {
-        this.lastActive = activeWs;
-        if (wsActive !== activeWs && !this.viewer && this.take()) c.activate(activeWs);
-      } else if (wsActive && wsActive !== this.lastActive) {
-        const rid = this.realOf().get(wsActive);
-        if (rid !== undefined) {
-          this.lastActive = wsActive; // recorded before the call: its onActivated is our own
-          await chrome.tabs.update(rid, { active: true }).catch(() => {});
-        }
-      }
-    }
-    c.focus(activeWs ?? "");
-
-    // 8. Navigation follows: another client changed a mapped tab's url. The real tab follows when
-    // it still shows the URL last synced (or is a placeholder); a tab the user navigated elsewhere
-    // is never overridden (its own URL goes out in step 9).
-    for (const t of real) {
-      const wid = this.map.get(t.id);
-      const w = wid && c.state.tabs.find((x) => x.id === wid);
-      if (!w || !isWebUrl(w.url)) continue;
-      const prev = this.seen.get(t.id) ?? { title: w.title, badge: w.badge, url: null };
-      if (prev.url === w.url) continue;
-      // Where the tab is going, if it is loading: a navigation the user just started counts.
-      const current = tabFields({ url: t.pendingUrl || t.url }).url;
-      if (current === w.url) { this.seen.set(t.id, { ...prev, url: w.url }); continue; }
-      if (!isPlaceholder(t) && current !== prev.url) continue;
-      this.seen.set(t.id, { ...prev, url: w.url }); // recorded before the call: its events are our own
-      this.navigating.set(t.id, { url: w.url, until: Date.now() + 10_000 });
-      const url = isPlaceholder(t) && !t.active ? urlFor(w, true) : w.url;
-      await chrome.tabs.update(t.id, { url }).catch(() => {});
-    }
-
-    // 9. Titles, badges and URLs, from the page to the workspace only, once they rest, and at
-    // most one update per tab every 5 s (a page flashing "(1) New message" must not churn peers).
-    const now = Date.now();
-    for (const t of real) {
-      const wid = this.map.get(t.id);
-      const w = wid && c.state.tabs.find((x) => x.id === wid);
-      if (!w || t.status !== "complete" || this.viewer) continue;
-      const f = tabFields(t);
-      // A tab we navigated (step 8) says nothing of its page until it gets there (or 10 s pass):
-      // the page it was leaving is not the user's news.
-      const nav = this.navigating.get(t.id);
-      if (nav && nav.url !== f.url && now < nav.until) continue;
-      this.navigating.delete(t.id);
-      const prev = this.seen.get(t.id);
-      if (prev && prev.title === f.title && prev.badge === f.badge && (f.url === null || prev.url === f.url)) continue;
-      const quietFor = now - (this.changedAt.get(t.id) ?? 0);
-      if (quietFor < TITLE_DEBOUNCE_MS) { this.schedule(TITLE_DEBOUNCE_MS - quietFor + 10); continue; }
-      // Only what the page changed since it was last synced: a URL we navigated the tab to (step
-      // 8) is not the page's to send back over a newer one.
-      const update = {};
-      if (f.title !== w.title && f.title !== prev?.title) update.title = f.title;
-      if (f.badge !== w.badge && f.badge !== prev?.badge) update.badge = f.badge;
-      if (f.url !== null && f.url !== w.url && f.url !== prev?.url) update.url = f.url;
-      if (Object.keys(update).length > 0) {
-        const since = now - (this.updatedAt.get(t.id) ?? 0);
-        if (since < UPDATE_EVERY_MS) { this.schedule(UPDATE_EVERY_MS - since + 10); continue; }
-        if (!this.take()) { deferred = true; continue; }
-        c.update(wid, update);
-        this.updatedAt.set(t.id, now);
-      }
-      this.seen.set(t.id, f);
-    }
-
-    if (deferred) this.schedule(1000);
     await this.persist();
     this.publish();
     updateBadge(this, real);
@@ -871,12 +572,6 @@ class Mirror {
     this.publish();
     chrome.tabs.query({ windowId: this.b.windowId, active: true })
       .then((tabs) => updateBadge(this, tabs), () => {});
-  }
-
-  realOf() {
-    const m = new Map();
-    for (const [tid, wid] of this.map) m.set(wid, tid);
-    return m;
   }
 
   /**
@@ -899,13 +594,14 @@ class Mirror {
 
   /** The popup's answer to a pause: "publish" this window's tabs again, or take the "server"'s version. */
   async resolve(choice) {
-    const paused = this.paused;
+    const table = this.table;
+    const paused = table.paused;
     if (!paused) return;
-    this.paused = null;
-    const gone = [...this.snapshotRemoved];
-    this.snapshotRemoved.clear();
+    table.paused = null;
+    const gone = [...table.snapshotRemoved];
+    table.snapshotRemoved.clear();
     if (choice === "server" && paused.kind === "brake") {
-      for (const id of gone) this.removed.add(id); // the user said so: they close
+      for (const id of gone) table.removed.add(id); // the user said so: they close
     } else if (choice === "server") {
       // The window keeps its tabs, unbound; the server's version opens in a new window.
       this.ready = false;
@@ -923,12 +619,12 @@ class Mirror {
    * refusal again keeps it local only, with the new reason.
    */
   share(tabId) {
-    const v = this.localOnly.get(tabId);
+    const v = this.table.localOnly(tabId);
     if (!v) return { error: "that tab is not kept local only" };
     if (v.code === "pinned") return { error: "pinned tabs stay in this window: unpin it to share it" };
     if (this.readOnly) return { error: `still ${this.viewer ? REASONS.NOT_PERMITTED : REASONS.NOT_EDITABLE}: it stays local only` };
-    this.localOnly.delete(tabId);
-    if (v.wsId) this.localIds.delete(v.wsId);
+    this.table.setLocalOnly(tabId, null);
+    if (v.wsId) this.table.localIds.delete(v.wsId);
     if (this.lastRejection?.tabId === v.wsId) this.lastRejection = null;
     this.schedule();
     return { ok: true };
@@ -1011,21 +707,21 @@ class Mirror {
     const status = {
       bindingId: this.b.id, windowId: this.b.windowId, workspace: this.b.workspace, server: this.b.server,
       mode: this.b.mode, name: this.b.name,
-      status: this.b.stopped ? "stopped" : this.b.closed ? "closed" : this.paused ? "paused"
+      status: this.b.stopped ? "stopped" : this.b.closed ? "closed" : this.table.paused ? "paused"
         : this.ready ? c.status : (c.status === "connected" ? "attaching" : c.status),
       stopped: this.b.stopped, version: c.confirmed.version, pending: c.pending.length,
-      retrying: c.retrying.length, paused: this.paused, viewOnly: this.readOnly ? (this.viewer ? "viewer" : "read-only") : "",
+      retrying: c.retrying.length, paused: this.table.paused, viewOnly: this.readOnly ? (this.viewer ? "viewer" : "read-only") : "",
       tabs: c.state.tabs.map((t) => ({ id: t.id, title: t.title, badge: t.badge, locked: t.locked })),
-      localOnly: [...this.localOnly].map(([tid, v]) => ({ tabId: tid, code: v.code, title: v.title, reason: REASONS[v.code] ?? v.code })),
+      localOnly: this.table.localOnlyEntries().map(([tid, v]) => ({ tabId: tid, code: v.code, title: v.title, reason: REASONS[v.code] ?? v.code })),
       activeTabId: c.state.activeTabId, editable: c.state.editable,
       sessionId: c.sessionId,
       peers: c.peers.filter((p) => p.sessionId !== c.sessionId).map((p) => ({
         name: p.name || p.clientId || "?", tabId: p.focusTabId ?? "", title: titles.get(p.focusTabId) ?? "",
       })),
       rejection: this.lastRejection && !this.lastRejection.title
-        ? { ...this.lastRejection, title: [...this.localOnly.values()].find((v) => v.wsId && v.wsId === this.lastRejection.tabId)?.title ?? "" }
+        ? { ...this.lastRejection, title: this.table.localOnlyEntries().map(([, v]) => v).find((v) => v.wsId && v.wsId === this.lastRejection.tabId)?.title ?? "" }
         : this.lastRejection,
-      map: [...this.map],
+      map: this.table.mapped(),
     };
     chrome.storage.session.set({ [`status:${this.b.id}`]: status });
   }
@@ -1041,12 +737,14 @@ function updateBadge(mirror, real) {
   const c = mirror.client;
   const others = c.peers.filter((p) => p.sessionId !== c.sessionId);
   const titles = new Map(c.state.tabs.map((t) => [t.id, t.title]));
-  const partial = mirror.localOnly.size > 0 || mirror.paused || mirror.readOnly;
+  const table = mirror.table;
+  const localOnly = table.localOnlyEntries().length;
+  const partial = localOnly > 0 || table.paused || mirror.readOnly;
   const text = (others.length > 0 ? String(Math.min(others.length, 99)) : "") + (partial ? "!" : "");
   const notes = [];
-  if (mirror.paused) notes.push("paused: " + mirror.paused.reason);
+  if (table.paused) notes.push("paused: " + table.paused.reason);
   if (mirror.readOnly) notes.push("read-only mirror: tabs opened here stay in this window");
-  if (mirror.localOnly.size > 0) notes.push(`${mirror.localOnly.size} tab(s) of this window are local only (not shared)`);
+  if (localOnly > 0) notes.push(`${localOnly} tab(s) of this window are local only (not shared)`);
   const tooltip = [`tabsync: ${mirror.b.workspace}`, ...notes, ...others.map((p) =>
     `${cleanText(p.name || p.clientId, 64)} views ${cleanText(titles.get(p.focusTabId) ?? "nothing", MAX_TITLE)}`)].join("\n");
   const active = real.find((t) => t.active);
@@ -1164,12 +862,7 @@ chrome.tabs.onRemoved.addListener(async (_, info) => {
 // A tab replaced by another (prerendering, a discarded tab brought back) keeps its workspace tab.
 chrome.tabs.onReplaced.addListener(async (added, removedId) => {
   await boot();
-  for (const m of mirrors.values()) {
-    for (const table of [m.map, m.seen, m.changedAt, m.updatedAt, m.localOnly]) {
-      if (table.has(removedId)) { table.set(added, table.get(removedId)); table.delete(removedId); }
-    }
-    if (m.ignored.delete(removedId)) m.ignored.add(added);
-  }
+  for (const m of mirrors.values()) m.table.replaceTab(removedId, added);
   const tab = await chrome.tabs.get(added).catch(() => null);
   if (tab) mirrorOfWindow(tab.windowId)?.schedule();
 });
@@ -1182,7 +875,7 @@ chrome.tabs.onUpdated.addListener(async (tabId, change, tab) => {
   await boot();
   const m = mirrorOfWindow(tab.windowId);
   if (!m) return;
-  if ("title" in change || "url" in change) m.changedAt.set(tabId, Date.now());
+  if ("title" in change || "url" in change) m.table.record(tabId).changedAt = Date.now();
   m.schedule("title" in change ? TITLE_DEBOUNCE_MS : 0);
 });
 chrome.windows.onRemoved.addListener(async (windowId) => {
@@ -1288,7 +981,7 @@ async function setMode(bindingId, mode) {
   const m = mirrors.get(bindingId);
   if (!m) return { error: "not bound" };
   m.b.mode = mode === "browse" ? "browse" : "follow";
-  m.lastActive = null;
+  m.table.lastActive = null;
   await saveBinding(m.b);
   m.schedule();
   return { ok: true };
@@ -1309,34 +1002,24 @@ async function reopen(request) {
   m.b.closed = false;
   m.b.attach = keep ? "" : "reattach";
   await saveBinding(m.b);
-  m.ready = false; // the old mirror acts no more (its client is closed; the fresh one owns the window)
-  m.stop();
-  // A pass of the old mirror under way (a binding still connected) ends before its tables move on.
-  for (const until = Date.now() + 5_000; m.running && Date.now() < until;) await new Promise((resolve) => setTimeout(resolve, 20));
+  // One owner of the tables at a time: the old mirror is retired and its pass (if one is under
+  // way) ends before anything moves on; the outbox goes on as a copy, so no op of the old client
+  // can later share a seq with one of the fresh client.
+  await m.retire();
   const fresh = new Mirror(m.b, await sessionNonce());
-  fresh.client.confirmed = m.client.confirmed; // the outbox and the history it belongs to go on
-  fresh.client.pending = m.client.pending;
-  fresh.client.nextSeq = m.client.nextSeq;
-  fresh.client.rebuild();
+  importClient(fresh.client, exportClient(m.client));
   // Tabs kept local only stay so (the user shares each with Share): a new token does not publish them.
-  fresh.localOnly = m.localOnly;
-  fresh.localIds = m.localIds;
   if (keep) {
     // The window's own mirror goes on: its map (Chrome tab id -> workspace id), the pages last
     // synced, the ids applied ops removed whose tabs are still to close, the order and a pause.
     // Matching the window again as after a browser restart (at least 2 tabs by id or URL) would
     // find none for a workspace of one tab: the workspace would open in a new window (its tabs
     // twice) and this window, with its local-only tabs, would be left unbound.
-    fresh.map = m.map;
-    fresh.seen = m.seen;
-    fresh.ignored = m.ignored;
-    fresh.removed = m.removed;
-    fresh.snapshotRemoved = m.snapshotRemoved;
-    fresh.paused = m.paused;
-    fresh.lastOrder = m.lastOrder;
-    fresh.lastActive = m.lastActive;
+    fresh.table = m.table;
     fresh.ready = true;
   } else {
+    for (const [tid, v] of m.table.localOnlyEntries()) fresh.table.setLocalOnly(tid, v);
+    fresh.table.localIds = m.table.localIds;
     fresh.restored = m.restored; // after a browser restart: the saved map to match the window against
   }
   fresh.reopening = true;
