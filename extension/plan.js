@@ -276,16 +276,13 @@ export function planChanges(ctx) {
   localCloses(ctx, plan, work);
   localMoves(ctx, plan, work);
   localOpens(ctx, plan, work);
-  const full = new Map([...state.tabs, ...addedTabs(plan)].map((t) => [t.id, t]));
+  const added = plan.ops.filter((op) => op.add).map((op) => ({ ...op.add.tab, key: op.add.place.key }));
+  const full = new Map([...state.tabs, ...added].map((t) => [t.id, t]));
   const after = { ...state, tabs: work.tabs.map((t) => ({ ...full.get(t.id), key: t.key })) };
   remoteOpens(ctx, plan, after);
   remoteCloses(ctx, plan, after);
   if (plan.pause) table.paused = plan.pause;
   return plan;
-}
-
-function addedTabs(plan) {
-  return plan.ops.filter((op) => op.add).map((op) => ({ ...op.add.tab, key: op.add.place.key }));
 }
 
 /**
