@@ -3,7 +3,7 @@
 // restart, Try again and Reopen: a window is matched against what this browser last had in it.
 
 import { api as chrome } from "./browser-api.js";
-import { matchTabs, tabFields, windowMatches, workspaceTabId } from "./mirror.js";
+import { attachRecords, matchTabs, tabFields, windowMatches, workspaceTabId } from "./mirror.js";
 import { mirrorable } from "./plan.js";
 import { urlFor } from "./executor.js";
 import { attachSerially, claimedWindows } from "./registry.js";
@@ -111,8 +111,7 @@ export class AttachMethods {
    * claimed is never published. A binding the user closed opens only through Reopen.
    */
   async reattach(state) {
-    const records = this.restored?.tabs ?? state.tabs.map((t) => ({ id: t.id, url: t.url, title: t.title }));
-    for (const t of state.tabs) if (!records.some((r) => r.id === t.id)) records.push({ id: t.id, url: t.url, title: t.title });
+    const records = attachRecords(this.restored, state.tabs);
     const best = await findWindow(this, records, this.restored?.map ?? new Map(), this.restored ? RESTORE_WAIT_MS : 0);
     if (best) {
       this.b.windowId = best.w.id;
@@ -143,6 +142,6 @@ export class AttachMethods {
 
   /** After a browser restart: waits a little for a restored window that matches the closed binding. */
   async findRestored() {
-    return Boolean(await findWindow(this, this.restored?.tabs ?? [], this.restored?.map ?? new Map(), RESTORE_WAIT_MS));
+    return Boolean(await findWindow(this, attachRecords(this.restored, []), this.restored?.map ?? new Map(), RESTORE_WAIT_MS));
   }
 }

@@ -3,13 +3,13 @@
 // what the popup asks and sees in popup-api.js.
 
 import { api as chrome } from "./browser-api.js";
-import { TabsyncClient } from "./tabsync-client.js";
 import { generateKeyBetween } from "./fractional-indexing.js";
 import { tokenRole, workspaceTabId } from "./mirror.js";
 import { TabTable } from "./tab-table.js";
 import { URL_WAIT_MS, planArrange, planChanges } from "./plan.js";
 import { execute, isPlaceholder, urlNotKnownYet, windowTabs } from "./executor.js";
-import { exportClient, importClient } from "./client-state.js";
+import { ExtensionClient, exportClient, importClient } from "./client-state.js";
+import { afterWelcome, finalClose, isNewHistory } from "./welcome.js";
 import { updateBadge } from "./badge.js";
 import { switches, attachSerially, updateRetryAlarm } from "./registry.js";
 import { resumeArea, saveBinding } from "./storage.js";
@@ -38,7 +38,8 @@ export class Mirror {
     this.attaching = false;
     this.retired = false; // Try again or Reopen replaced it: nothing runs again
     this.passing = Promise.resolve(); // the pass loop under way, if any
-    this.client = new TabsyncClient({
+    this.seenVersion = 0; // the highest confirmed version seen (a Welcome below it, same epoch: a backup)
+    this.client = new ExtensionClient({
       url: binding.server, workspace: binding.workspace, clientId: binding.clientId,
       name: binding.name, token: binding.token, backoff: { first: 300, max: 5000 },
     });
@@ -51,7 +52,10 @@ export class Mirror {
     this.client.addEventListener("status", (e) => this.onStatus(e.detail));
     this.client.addEventListener("rejected", (e) => this.onRejected(e.detail));
     this.client.addEventListener("retrying", (e) => { this.lastRejection = this.describe(e.detail, true); this.publish(); });
-    this.client.addEventListener("applied", (e) => this.onRemoved(e.detail.removed));
+    this.client.addEventListener("applied", (e) => {
+      this.seenVersion = Math.max(this.seenVersion, this.client.confirmed.version);
+      this.onRemoved(e.detail.removed);
+    });
     this.client.addEventListener("welcome", (e) => this.onWelcome(e.detail));
     this.client.addEventListener("error", (e) => this.onError(e.detail));
   }
@@ -60,6 +64,7 @@ export class Mirror {
   restore(r, trusted) {
     const c = this.client;
     importClient(c, r);
+    this.seenVersion = Number(r.confirmed?.version ?? 0);
     const { table, prior } = TabTable.restore(r, trusted);
     this.table = table;
     if (trusted) {
@@ -119,6 +124,8 @@ export class Mirror {
   // ------------------------------------------------------------------ client events
 
   onStatus(status) {
+    const final = status === "closed" && !this.b.stopped && finalClose(this.client.lastClose?.code, this.b.workspace);
+    if (final) { this.fail(final); return; }
     if (status === "connected" && !this.ready && !this.attaching && !this.b.closed) {
       this.attaching = true;
       this.attach()
@@ -144,36 +151,15 @@ export class Mirror {
   }
 
   /**
-   * A Welcome. Another epoch than the binding's: the server lost or replaced its history. Nothing
-   * is closed for it. When the new history holds no tab this window does not know (it is empty,
-   * or another window is publishing the same tabs), the window's tabs are published again (a
-   * union: nothing of anyone's is lost); otherwise the mirror pauses and the popup asks. A snapshot of the same epoch names tabs that ops removed
-   * while we were away: they close, unless that is many at once (the brake), which asks too.
+   * A Welcome (welcome.js): a new history closes nothing; the same history's removals close as
+   * the contract says. The highest version seen is kept to recognise a server restored from a backup.
    */
-  onWelcome({ previousEpoch, epoch, recovered, removed }) {
-    const table = this.table;
-    const now = new Set(this.client.confirmed.tabs.map((t) => t.id));
-    for (const id of now) table.present(id);
-    if (previousEpoch && epoch !== previousEpoch) {
-      const ours = new Set([...table.mappedIds(), ...(this.restored?.tabs ?? []).map((t) => t.id)]);
-      const kept = [...ours].filter((id) => !now.has(id));
-      const foreign = [...now].filter((id) => !ours.has(id));
-      table.removed.clear();
-      table.snapshotRemoved.clear();
-      // Tabs this window does not know, and tabs of this window missing: the two disagree.
-      if (foreign.length > 0 && kept.length > 0) {
-        table.paused = {
-          kind: "epoch", count: kept.length,
-          reason: "the server's workspace is not the one this window mirrored (its history was lost or replaced): "
-            + "nothing was closed. Publish this window's tabs again, or open the server's version in a new window.",
-        };
-      } else {
-        table.paused = null;
-      }
-      return;
-    }
-    if (recovered) this.onRemoved(removed);
-    else for (const id of removed) table.snapshotRemoved.add(id);
+  onWelcome(detail) {
+    const c = this.client;
+    const newHistory = isNewHistory(detail, this.seenVersion, c.confirmed.version);
+    const ours = new Set([...this.table.mappedIds(), ...(this.restored?.tabs ?? []).map((t) => t.id)]);
+    afterWelcome(this.table, { ...detail, newHistory }, new Set(c.confirmed.tabs.map((t) => t.id)), ours);
+    this.seenVersion = c.confirmed.version;
   }
 
   onRejected(detail) {

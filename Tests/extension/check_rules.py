@@ -16,8 +16,8 @@ cases = [
   ("read_only_workspace", [(PL, "    if (ctx.readOnly) {\n      table.unmap(t.id);", "    if (false) {\n      table.unmap(t.id);"),
                            (BG, "    if ((kind === \"add\" || kind === \"open\") && code !== \"TAB_EXISTS\") {", "    if (false) {")]),
   ("workspace_is_full", [(BG, "    if ((kind === \"add\" || kind === \"open\") && code !== \"TAB_EXISTS\") {", "    if (false) {")]),
-  ("lost_its_data", [(BG, "    if (previousEpoch && epoch !== previousEpoch) {", "    if (false) {")]),
-  ("new_history_with_other_tabs", [(BG, "    if (previousEpoch && epoch !== previousEpoch) {", "    if (false) {")]),
+  ("lost_its_data", [("extension/welcome.js", "  if (previousEpoch && epoch !== previousEpoch) return true;", "")]),
+  ("new_history_with_other_tabs", [("extension/welcome.js", "  if (previousEpoch && epoch !== previousEpoch) return true;", "")]),
   ("gone_from_a_snapshot", [(MI, "  return count > 5 && count > windowTabs / 2;", "  return false;")]),
   ("closed_bound_window_stays_closed", [(BG, "    if (this.b.closed) return;\n    this.ready = false;\n    this.b.closed = true;", "    this.ready = false;\n    this.b.attach = \"reattach\"; saveBinding(this.b); this.publish(); return;"), (BG, "    if (status === \"connected\" && !this.ready && !this.attaching && !this.b.closed) {", "    if (status === \"connected\" && !this.ready && !this.attaching) {")]),
   ("two_browser_restarts", [(MI, "      if (!sameTitle && !blankAtPlace) continue;", "      if (true) continue;")]),
@@ -70,8 +70,14 @@ node_cases = [
   ("pacing_budget", [(PL, "  if (plan.used >= plan.budget) return false;", "")]),
   ("replaced_tab_keeps_its_id", [(TT, "    if (r.wsId !== null) this.byWs.set(r.wsId, added);", "")]),
   ("one_to_one_map", [(TT, "    if (other !== undefined && other !== tid) this.unmap(other);", "")]),
+  ("backup_is_a_new_history", [("extension/welcome.js", "  return Boolean(previousEpoch) && epoch === previousEpoch && version < seenVersion;", "  return false;")]),
+  ("new_history_closes_nothing", [("extension/welcome.js", "  if (welcome.newHistory) {", "  if (false) {")]),
+  ("deleted_workspace_is_final", [("extension/welcome.js", "  if (code === 4410) {", "  if (false) {")]),
+  ("restored_window_matched_against_its_table", [(MI, "    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();",
+                                                  "    return [...restored.tabs, ...stateTabs.filter((t) => !restored.tabs.some((r) => r.id === t.id))];")]),
 ]
-NODE_TESTS = ["Tests/extension/plan.test.mjs", "Tests/extension/tab-table.test.mjs", "Tests/extension/plan.property.test.mjs"]
+NODE_TESTS = ["Tests/extension/plan.test.mjs", "Tests/extension/tab-table.test.mjs", "Tests/extension/welcome.test.mjs",
+              "Tests/extension/plan.property.test.mjs"]
 
 
 def node_mode(only):
