@@ -36,7 +36,7 @@ cases = [
   ("private_window", [(BG, "    if (binding.incognito) {\n      const priv", "    if (false) {\n      const priv")]),
   ("try_again_with_a_new_token", [(BG, "    for (const [tid, v] of m.table.localOnlyEntries()) fresh.table.setLocalOnly(tid, v);\n    fresh.table.localIds = m.table.localIds;\n", "")]),
   ("try_again_keeps_the_window", [(BG, "  const keep = m.ready && !m.b.closed && ", "  const keep = false && ")]),
-  ("remote_restore", [(BG, "(e) => this.onRemoved(e.detail.removed));", "(e) => this.onRemoved(e.detail.applied.op?.restore ? [] : e.detail.removed));")]),
+  ("remote_restore", [(BG, "      this.onRemoved(e.detail.removed);", "      this.onRemoved(e.detail.applied.op?.restore ? [] : e.detail.removed);")]),
   ("share_sends", [(BG, "    this.table.setLocalOnly(tabId, null);\n", "")]),
 ]
 # The node mode (--node): each rule taken out of the planner (extension/plan.js), the tab table or
@@ -105,6 +105,17 @@ def node_mode(only):
     sys.exit(1 if bad else 0)
 
 
+def module_of(path, old):
+    """`path`, or for BG (the extension's code, background.js before it was split into modules)
+    the extension module that holds `old`."""
+    if path != BG or old in open(os.path.join(ROOT, path)).read():
+        return path
+    for name in sorted(os.listdir(os.path.join(ROOT, "extension"))):
+        if name.endswith(".js") and old in open(os.path.join(ROOT, "extension", name)).read():
+            return f"extension/{name}"
+    return path
+
+
 only = sys.argv[1:]
 if only[:1] == ["--node"]:
     node_mode(only[1:])
@@ -113,6 +124,7 @@ for name, edits, *test in cases:
     originals = {}
     ok = True
     for path, old, new in edits:
+        path = module_of(path, old)
         p = os.path.join(ROOT, path)
         text = originals.setdefault(path, open(p).read()) if path not in originals else open(p).read()
         if old not in text:
