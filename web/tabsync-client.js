@@ -3,8 +3,13 @@
 // every Applied and their keys translated through rekeys (as core's Replica does), a permanent
 // Rejected rolled back, a transient one (UNAVAILABLE, RATE_LIMITED) kept in the outbox and
 // resubmitted with back-off, reconnect with backoff, version gaps answered by reconnecting;
-// `state` is rebuilt before "connected" is announced. Importable by any web app; web/bar.js is
-// one user of it.
+// `state` is rebuilt before "connected" is announced. Importable by any web app; web/bar.js and
+// the extension use it.
+//
+// Saved state: `exportState()` gives what the client needs to resume after its page or worker is
+// gone (plain JSON: `{ confirmed, pending, nextSeq, seen, rekeys }`), `importState(saved)` takes
+// it back (checked whole; an older `{ confirmed, pending, nextSeq }` is enough) before connect().
+// `confirmed`, `pending` and `state` are for reading: nothing outside this file writes them.
 //
 //   const client = new TabsyncClient({ url: "ws://127.0.0.1:7070/", workspace: "team" });
 //   client.addEventListener("change", () => render(client.state));
@@ -210,10 +215,20 @@ function withKey(op, key) {
  */
 export function rekeyRecord(version, tabsBefore, rekey) {
   const newKey = new Map((rekey.keys ?? []).map((k) => [k.tabId, k.key]));
-  const oldKeys = tabsBefore.map((t) => t.key);
-  const newKeys = tabsBefore.map((t) => newKey.get(t.id) ?? t.key);
+  return rekeyFromData({
+    version,
+    oldKeys: tabsBefore.map((t) => t.key),
+    newKeys: tabsBefore.map((t) => newKey.get(t.id) ?? t.key),
+  });
+}
+
+/** A rekey record from its data `{ version, oldKeys, newKeys }` (as exportState() saves it). */
+function rekeyFromData({ version, oldKeys, newKeys }) {
   return {
     version,
+    oldKeys,
+    newKeys,
+    toJSON() { return { version, oldKeys: [...oldKeys], newKeys: [...newKeys] }; },
     translate(key) {
       let lo = 0;
       let hi = oldKeys.length;
@@ -239,6 +254,60 @@ export function sessionUrl(url, workspace) {
   const [, origin, path, query = ""] = match;
   if (path.endsWith("/ws")) return url;
   return `${origin}${path.replace(/\/+$/, "")}/v1/workspaces/${encodeURIComponent(workspace)}/ws${query}`;
+}
+
+/**
+ * The share of the server's rate an outbox is paced at: the server counts arrivals, and a network
+ * that bunches what was sent evenly must not push them over (docs/design.md, "Limits and defaults").
+ */
+const PACE_SHARE = 0.9;
+
+/** The most epochs `seen` remembers (the newest are kept; only the current one is ever asked). */
+const SEEN_EPOCHS = 8;
+
+/** A whole non-negative number, from a number or a decimal string (as protobuf JSON writes uint64). */
+function count(value, what) {
+  const n = typeof value === "string" && /^[0-9]+$/.test(value) ? Number(value) : value;
+  if (!Number.isSafeInteger(n) || n < 0) throw new TypeError(`importState: ${what} is not a whole number ≥ 0`);
+  return n;
+}
+
+/** One outbox entry of a saved state, checked and copied (its op is kept as the caller gave it). */
+function pendingFromData(p, i) {
+  const what = `pending[${i}]`;
+  if (!p || typeof p !== "object") throw new TypeError(`importState: ${what} is not an object`);
+  if (!p.op || typeof p.op !== "object" || Object.keys(p.op).length !== 1) {
+    throw new TypeError(`importState: ${what}.op is not an op (one kind, as { remove: { tabId } })`);
+  }
+  const entry = { seq: count(p.seq ?? 0, `${what}.seq`), baseVersion: count(p.baseVersion ?? 0, `${what}.baseVersion`),
+    op: structuredClone(p.op) };
+  if (p.retry) entry.retry = { code: String(p.retry.code ?? ""), attempts: count(p.retry.attempts ?? 0, `${what}.retry.attempts`) };
+  if (p.retryAt) entry.retryAt = count(Math.round(p.retryAt), `${what}.retryAt`);
+  return entry;
+}
+
+/** A saved client state checked and made whole (see TabsyncClient.importState); throws a TypeError. */
+export function stateFromData(data) {
+  if (!data || typeof data !== "object") throw new TypeError("importState: not an object");
+  const c = data.confirmed;
+  if (!c || typeof c !== "object" || !Array.isArray(c.tabs)) throw new TypeError("importState: confirmed has no tabs");
+  const confirmed = stateFromSnapshot({ ...c, version: count(c.version ?? 0, "confirmed.version") }, c.epoch ?? "");
+  if (!Array.isArray(data.pending ?? [])) throw new TypeError("importState: pending is not a list");
+  const pending = (data.pending ?? []).map(pendingFromData);
+  const numbered = pending.map((p) => p.seq);
+  const nextSeq = Math.max(count(data.nextSeq ?? 1, "nextSeq"), 1, ...numbered.map((s) => s + 1));
+  const seen = {};
+  for (const [epoch, version] of Object.entries(data.seen ?? {})) seen[epoch] = count(version, `seen[${epoch}]`);
+  // An older saved shape has no `seen`: the confirmed version is the highest it can vouch for.
+  if (confirmed.epoch) seen[confirmed.epoch] = Math.max(seen[confirmed.epoch] ?? 0, confirmed.version);
+  if (!Array.isArray(data.rekeys ?? [])) throw new TypeError("importState: rekeys is not a list");
+  const rekeys = (data.rekeys ?? []).map((r, i) => {
+    if (!Array.isArray(r?.oldKeys) || !Array.isArray(r?.newKeys) || r.oldKeys.length !== r.newKeys.length) {
+      throw new TypeError(`importState: rekeys[${i}] is not { version, oldKeys, newKeys }`);
+    }
+    return rekeyFromData({ version: count(r.version, `rekeys[${i}].version`), oldKeys: r.oldKeys.map(String), newKeys: r.newKeys.map(String) });
+  });
+  return { confirmed, pending, nextSeq, seen, rekeys };
 }
 
 function randomId(prefix) {
@@ -269,9 +338,11 @@ export class TabsyncClient extends EventTarget {
     retry = { first: 200, max: 5000, rateLimited: 1000 } }) {
     super();
     // Back-off of a held op (docs/design.md, "Transient refusals are retried"): UNAVAILABLE from
-    // `first` doubling to `max`, jittered; RATE_LIMITED `rateLimited`.
+    // `first` doubling to `max`, RATE_LIMITED from `rateLimited` doubling to `max`, both jittered.
     this.retry = retry;
-    this.retryTimer = null;
+    this.pumpTimer = null; // wakes the outbox when a held op's back-off ends or a rate token comes
+    this.bucket = null; // the pacing token bucket { tokens, at }, made at the first op paced
+    this.sentHere = new Set(); // outbox entries sent over the current connection
     this.url = url;
     this.workspace = workspace;
     this.clientId = clientId || randomId("web-");
@@ -280,13 +351,17 @@ export class TabsyncClient extends EventTarget {
     this.backoff = backoff;
     this.confirmed = stateFromSnapshot({ workspace, editable: true });
     this.state = cloneState(this.confirmed);
-    this.pending = []; // the outbox: { seq (0 until numbered or while waiting to retry), baseVersion, op, retry? }
+    // The outbox, in the order it is sent: { seq, baseVersion, op, retry?, retryAt? }. `seq` is 0
+    // until the op is sent (numbered then, so seqs rise in sending order) and again while a held op
+    // waits for its back-off (`retryAt`); the numbered entries are always a prefix, in seq order.
+    this.pending = [];
     this.rekeys = []; // rekeyRecord()s since the oldest pending op's base version
     this.peers = [];
     this.sessionId = "";
     this.status = "closed";
     this.limits = null;
     this.nextSeq = 1;
+    this.seen = {}; // epoch -> the highest confirmed version seen under it (the backup rule)
     this.retryAt = 0;
     this.attempts = 0;
     this.welcomed = false;
@@ -308,19 +383,61 @@ export class TabsyncClient extends EventTarget {
   close() {
     this.stopped = true;
     clearTimeout(this.timer);
-    clearTimeout(this.retryTimer);
+    clearTimeout(this.pumpTimer);
     this.ws?.close(1000);
     this.failQueries("closed");
     this.setStatus("closed");
+  }
+
+  // ---------------------------------------------------------------- saved state
+
+  /**
+   * What this client needs to resume after its page or worker is gone, as plain JSON (a deep copy:
+   * changing it changes nothing here): `confirmed` (the last confirmed state), `pending` (the
+   * outbox, in order, each `{ seq, baseVersion, op, retry?, retryAt? }`), `nextSeq`, `seen` (the
+   * highest version seen per epoch) and `rekeys` (the rekeys pending ops' keys still go through).
+   */
+  exportState() {
+    return JSON.parse(JSON.stringify({
+      confirmed: this.confirmed, pending: this.pending, nextSeq: this.nextSeq, seen: this.seen, rekeys: this.rekeys,
+    }));
+  }
+
+  /**
+   * Takes a state exportState() gave (or an older saved shape: `{ confirmed, pending, nextSeq }`
+   * alone is enough) and rebuilds `state` from it. Checked whole first: a state of the wrong shape
+   * throws a TypeError and changes nothing. Meant for a client not yet connected; a connected one
+   * resumes again from the state it took.
+   */
+  importState(data) {
+    const { confirmed, pending, nextSeq, seen, rekeys } = stateFromData(data);
+    this.confirmed = confirmed;
+    this.pending = pending;
+    this.nextSeq = nextSeq;
+    this.seen = seen;
+    this.rekeys = rekeys;
+    this.rebuild();
+    if (this.ws) this.resync();
+  }
+
+  /** Records the confirmed version as seen under its epoch (kept for the newest SEEN_EPOCHS epochs). */
+  noteSeen() {
+    const { epoch, version } = this.confirmed;
+    if (!epoch) return;
+    if ((this.seen[epoch] ?? -1) >= version) return;
+    delete this.seen[epoch]; // re-inserted last: insertion order is recency
+    this.seen[epoch] = version;
+    const epochs = Object.keys(this.seen);
+    for (const old of epochs.slice(0, Math.max(0, epochs.length - SEEN_EPOCHS))) delete this.seen[old];
   }
 
   // ---------------------------------------------------------------- ops
 
   /** Submits an op (the protocol's Op JSON); it shows in `state` at once. Returns its pending entry. */
   submit(op) {
-    const entry = { seq: this.welcomed ? this.nextSeq++ : 0, baseVersion: this.confirmed.version, op };
+    const entry = { seq: 0, baseVersion: this.confirmed.version, op };
     this.pending.push(entry);
-    if (entry.seq) this.send({ submit: this.submitBody(entry) });
+    this.pump();
     this.rebuild();
     return entry;
   }
@@ -437,6 +554,7 @@ export class TabsyncClient extends EventTarget {
       if (ws !== this.ws) return;
       this.ws = null;
       this.welcomed = false;
+      this.sentHere.clear();
       this.failQueries("disconnected");
       if (this.stopped) return;
       // 4400/4401: this client or its token is wrong (or revoked); retrying the same would fail
@@ -460,6 +578,7 @@ export class TabsyncClient extends EventTarget {
     const ws = this.ws;
     this.ws = null;
     ws?.close(4000, "version gap");
+    this.sentHere.clear();
     this.failQueries("disconnected");
     this.open();
   }
@@ -483,35 +602,62 @@ export class TabsyncClient extends EventTarget {
     else if (message.error) this.dispatchEvent(new CustomEvent("error", { detail: message.error }));
   }
 
+  /**
+   * A Welcome: the confirmed state is resumed (the missed ops applied; an Applied of this client's
+   * among them answers its seq) or replaced by the snapshot, and the outbox is sent again from its
+   * start. A pending op at or below `lastSeq` was consumed but its answer was lost with the
+   * connection: it goes again with its seq and is settled only by the answer the server repeats
+   * (docs/design.md, "Submit, seqs and dedup": a refused op is never taken for applied).
+   *
+   * A snapshot under another epoch, or under this one below a version already seen here (a store
+   * brought back from a copy: docs/design.md, "Resume and epoch"), is a new history: taken whole,
+   * and the "welcome" event says `newHistory` with no tab reported removed, since no op removed any.
+   */
   onWelcome(welcome) {
     this.sessionId = welcome.sessionId ?? "";
     this.limits = welcome.limits ?? null;
     const lastSeq = Number(welcome.lastSeq ?? 0);
     const previousEpoch = this.confirmed.epoch;
+    const epoch = welcome.epoch ?? previousEpoch;
     const before = new Set(this.confirmed.tabs.map((t) => t.id));
+    let newHistory = false;
     if (welcome.recovered) {
-      for (const applied of welcome.missed ?? []) applyCanonical(this.confirmed, applied);
+      for (const applied of welcome.missed ?? []) {
+        applyCanonical(this.confirmed, applied);
+        if (applied.clientId === this.clientId) this.settle(Number(applied.seq ?? 0));
+      }
     } else {
-      this.confirmed = stateFromSnapshot(welcome.snapshot, welcome.epoch);
+      const version = Number(welcome.snapshot?.version ?? 0);
+      newHistory = previousEpoch !== "" && (epoch !== previousEpoch || version < (this.seen[epoch] ?? 0));
+      if (newHistory) delete this.seen[epoch]; // the versions seen belong to the history that ended
+      this.confirmed = stateFromSnapshot(welcome.snapshot, epoch);
       this.rekeys = []; // another history's rekeys say nothing about this snapshot's keys
     }
-    this.confirmed.epoch = welcome.epoch ?? this.confirmed.epoch;
-    // Pending ops the server already consumed are in the state (or were refused): drop them.
-    this.pending = this.pending.filter((p) => p.seq === 0 || p.seq > lastSeq);
+    this.confirmed.epoch = epoch;
     this.nextSeq = Math.max(this.nextSeq, lastSeq + 1);
-    for (const p of this.pending) if (p.seq === 0) { p.seq = this.nextSeq++; delete p.retryAt; }
+    for (const p of this.pending) if (p.seq === 0) delete p.retryAt; // held ops go at once
     const after = new Set(this.confirmed.tabs.map((t) => t.id));
     this.dispatchEvent(new CustomEvent("welcome", { detail: {
-      previousEpoch, epoch: this.confirmed.epoch, recovered: Boolean(welcome.recovered),
-      removed: [...before].filter((id) => !after.has(id)),
+      previousEpoch, epoch, recovered: Boolean(welcome.recovered), newHistory,
+      removed: newHistory ? [] : [...before].filter((id) => !after.has(id)),
     } }));
     this.welcomed = true;
     this.attempts = 0;
+    this.sentHere.clear();
     // `state` is the new one before anyone hears "connected".
     this.rebuild();
     this.setStatus("connected");
-    for (const p of this.pending) this.send({ submit: this.submitBody(p) });
     if (this.focusTabId) this.send({ focus: { tabId: this.focusTabId } });
+    this.pump();
+  }
+
+  /** Drops the pending op numbered `seq` (its answer came); false when none is. */
+  settle(seq) {
+    const index = seq > 0 ? this.pending.findIndex((p) => p.seq === seq) : -1;
+    if (index < 0) return false;
+    this.sentHere.delete(this.pending[index]);
+    this.pending.splice(index, 1);
+    return true;
   }
 
   onApplied(applied) {
@@ -532,41 +678,54 @@ export class TabsyncClient extends EventTarget {
       const removed = before.filter((t) => !after.has(t.id)).map((t) => t.id);
       this.dispatchEvent(new CustomEvent("applied", { detail: { applied, removed } }));
     }
-    if (mine) {
-      const seq = Number(applied.seq);
-      this.pending = this.pending.filter((p) => p.seq !== seq);
-    }
+    // An Applied at a version already held is the server repeating a resubmitted seq's answer: it
+    // settles that op and changes nothing else.
+    if (mine) this.settle(Number(applied.seq));
     this.rebuild();
   }
 
   /**
    * A permanent refusal drops the op (the "rejected" event goes first, so a listener sees the op
    * before `state` loses it). A transient one (TRANSIENT) keeps it in the outbox, shown in `state`
-   * as before: it waits (seq 0) for a back-off and is then sent as a new op with a new seq and its
+   * as before: it is held (seq 0) for a back-off and is then sent as a new op with a new seq and its
    * original baseVersion (so a key computed before a rekey is still translated), until an answer
    * that is not transient (docs/design.md, "Transient refusals are retried").
+   *
+   * ANSWER_GONE is not a refusal: the op was resubmitted at or below `Welcome.lastSeq` and the
+   * server no longer holds its answer. Whatever it did is in the state this client was welcomed
+   * with, so it leaves the outbox with an "answergone" event and no "rejected" one: the one case an
+   * op is settled without its own answer, because the server cannot give it (docs/design.md,
+   * "Submit, seqs and dedup").
    */
   onRejected(rejected) {
     const seq = Number(rejected.seq ?? 0);
     const code = rejected.code ?? "ERROR_CODE_UNSPECIFIED";
     const message = rejected.message ?? "";
-    const index = this.pending.findIndex((p) => p.seq === seq);
+    const index = seq > 0 ? this.pending.findIndex((p) => p.seq === seq) : -1;
     const entry = index >= 0 ? this.pending[index] : null;
+    if (code === "ANSWER_GONE") {
+      if (entry) this.settle(seq);
+      this.dispatchEvent(new CustomEvent("answergone", { detail: { seq, op: entry?.op ?? null } }));
+      this.rebuild();
+      return;
+    }
     if (entry && TRANSIENT.has(code)) {
       const attempts = (entry.retry?.attempts ?? 0) + 1;
+      this.sentHere.delete(entry);
       entry.seq = 0;
       entry.retry = { code, attempts };
-      if (code === "RATE_LIMITED") {
-        entry.retryAt = Date.now() + (this.retry.rateLimited ?? 1000);
-      } else {
-        const delay = Math.min(this.retry.max, this.retry.first * 2 ** (attempts - 1));
-        entry.retryAt = Date.now() + delay / 2 + Math.random() * delay / 2;
-      }
-      // Its new seq will be above every op pending now: the server applies it after them, so it
-      // goes last in `state` too.
+      const first = code === "RATE_LIMITED" ? (this.retry.rateLimited ?? 1000) : this.retry.first;
+      const delay = Math.min(this.retry.max, first * 2 ** (attempts - 1));
+      entry.retryAt = Math.round(Date.now() + delay / 2 + Math.random() * delay / 2);
+      // The server's bucket is empty: what is not yet sent waits for the pace to refill ours.
+      if (code === "RATE_LIMITED" && this.bucket) this.bucket.tokens = 0;
+      // Its new seq will be above every op sent now: the server applies it after them, so it goes
+      // after them in `state` too, after the ops held before it, and before the ops submitted
+      // after it that wait for their first sending (the outbox keeps its order).
       this.pending.splice(index, 1);
-      this.pending.push(entry);
-      this.scheduleRetry();
+      const firstFresh = this.pending.findIndex((p) => p.seq === 0 && !p.retry);
+      this.pending.splice(firstFresh < 0 ? this.pending.length : firstFresh, 0, entry);
+      this.pump();
       this.dispatchEvent(new CustomEvent("retrying", {
         detail: { code, message, op: entry.op, attempts, retryAt: entry.retryAt },
       }));
@@ -574,7 +733,7 @@ export class TabsyncClient extends EventTarget {
       return;
     }
     this.dispatchEvent(new CustomEvent("rejected", { detail: { seq, code, message, op: entry?.op ?? null } }));
-    if (index >= 0) this.pending.splice(index, 1);
+    if (index >= 0) this.settle(seq);
     this.rebuild();
   }
 
@@ -583,25 +742,57 @@ export class TabsyncClient extends EventTarget {
     return this.pending.filter((p) => p.retry);
   }
 
-  scheduleRetry() {
-    clearTimeout(this.retryTimer);
-    const waiting = this.pending.filter((p) => p.seq === 0 && p.retryAt);
-    if (waiting.length === 0 || this.stopped) return;
-    const at = Math.min(...waiting.map((p) => p.retryAt));
-    this.retryTimer = setTimeout(() => this.resendDue(), Math.max(0, at - Date.now()));
+  /**
+   * The pace ops are sent at, in ops per second: the smaller of `Welcome.limits`'
+   * `maxOpsPerSecond` and `maxOpsPerSecondPerUser` (0 or absent: no such limit), or Infinity.
+   */
+  get pace() {
+    const rates = [this.limits?.maxOpsPerSecond, this.limits?.maxOpsPerSecondPerUser]
+      .map(Number).filter((r) => Number.isFinite(r) && r > 0);
+    return rates.length ? Math.min(...rates) : Infinity;
   }
 
-  /** Sends again, each with a new seq, the waiting ops whose back-off is over (connected only:
-   * a Welcome numbers and sends every waiting op anyway). */
-  resendDue(now = Date.now()) {
-    if (!this.welcomed) return;
+  /**
+   * Takes one token of the pacing bucket (as the server's: `pace` tokens at most, refilled at
+   * PACE_SHARE of `pace` per second, so what arrives bunched stays under the server's); returns
+   * 0, or the ms until a token comes.
+   */
+  takeToken(now) {
+    const rate = this.pace;
+    if (rate === Infinity) return 0;
+    const b = this.bucket ??= { tokens: rate, at: now };
+    b.tokens = Math.min(rate, b.tokens + (Math.max(0, now - b.at) / 1000) * rate * PACE_SHARE);
+    b.at = now;
+    if (b.tokens >= 1) { b.tokens -= 1; return 0; }
+    return Math.ceil(((1 - b.tokens) / (rate * PACE_SHARE)) * 1000);
+  }
+
+  /**
+   * Sends the outbox in order over a welcomed connection, each op not yet sent on it: numbered when
+   * it goes, paced under `pace`, stopping at a held op whose back-off is not over (the ops after it
+   * wait: the outbox keeps its order). Sets a timer for when it can go on.
+   */
+  pump(now = Date.now()) {
+    clearTimeout(this.pumpTimer);
+    this.pumpTimer = null;
+    if (!this.welcomed || this.stopped) return;
+    let wait = null;
     for (const p of this.pending) {
-      if (p.seq !== 0 || !p.retryAt || p.retryAt > now) continue;
-      p.seq = this.nextSeq++;
+      if (this.sentHere.has(p)) continue;
+      if (p.retryAt && p.retryAt > now) { wait = p.retryAt - now; break; }
+      const token = this.takeToken(now);
+      if (token > 0) { wait = token; break; }
+      if (p.seq === 0) p.seq = this.nextSeq++;
       delete p.retryAt;
+      this.sentHere.add(p);
       this.send({ submit: this.submitBody(p) });
     }
-    this.scheduleRetry();
+    if (wait !== null) this.pumpTimer = setTimeout(() => this.pump(), wait);
+  }
+
+  /** Sends what is due at `now` (a held op's back-off over; tests pass a later `now`). */
+  resendDue(now = Date.now()) {
+    this.pump(now);
   }
 
   /**
@@ -611,6 +802,7 @@ export class TabsyncClient extends EventTarget {
   rebuild() {
     const oldestBase = Math.min(this.confirmed.version, ...this.pending.map((p) => p.baseVersion));
     this.rekeys = this.rekeys.filter((r) => r.version > oldestBase);
+    this.noteSeen();
     const state = cloneState(this.confirmed);
     for (const p of this.pending) applyPending(state, this.translated(p));
     if (state.activeTabId && !state.tabs.some((t) => t.id === state.activeTabId)) {

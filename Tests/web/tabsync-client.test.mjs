@@ -163,12 +163,13 @@ test("applied and welcome events name the tabs that left the confirmed state", (
   let welcome = null;
   client.addEventListener("welcome", (e) => { welcome = e.detail; });
   welcomed(client);
-  assert.deepEqual(welcome, { previousEpoch: "", epoch: "e1", recovered: false, removed: [] });
+  assert.deepEqual(welcome, { previousEpoch: "", epoch: "e1", recovered: false, newHistory: false, removed: [] });
   client.onApplied({ version: "3", clientId: "other", seq: "7", activeTabId: "a", op: { remove: { tabId: "b" } } });
   assert.deepEqual(removed, ["b"]);
   client.welcomed = false;
   client.onWelcome({ epoch: "e2", snapshot: { workspace: "w", version: "0", epoch: "e2", tabs: [], editable: true } });
-  assert.deepEqual(welcome, { previousEpoch: "e1", epoch: "e2", recovered: false, removed: ["a"] });
+  // Another epoch is another history: no op removed "a".
+  assert.deepEqual(welcome, { previousEpoch: "e1", epoch: "e2", recovered: false, newHistory: true, removed: [] });
 });
 
 test("a canonical restore replaces tabs (keys as given), editable and the active tab", () => {
@@ -224,4 +225,222 @@ test("history() answers by id, rejects when the connection closes or the deadlin
   client.close();
   await assert.rejects(cut, /closed/);
   await assert.rejects(client.history({ version: 1 }), /not connected/);
+});
+
+// Saved state: exportState()/importState() are the only way in and out of the client's fields.
+test("exportState is a JSON deep copy that importState takes back, outbox, seqs and rekeys included", () => {
+  const client = offlineClient();
+  client.retry = { first: 60_000, max: 60_000, rateLimited: 60_000 };
+  client.onWelcome({ epoch: "e1", lastSeq: "4", snapshot: { workspace: "w", version: "3", epoch: "e1",
+    tabs: [tab("a", "a0"), tab("b", "a0V"), tab("c", "a1")], activeTabId: "a", editable: true } });
+  client.move("a", "a0x"); // seq 5, between b and c by the old keys
+  client.remove("c"); // seq 6
+  client.onRejected({ seq: "6", code: "RATE_LIMITED", message: "" }); // held, seq 0
+  client.onApplied({ version: "4", clientId: "", seq: "0", activeTabId: "a",
+    op: { rekey: { keys: [{ tabId: "a", key: "a0" }, { tabId: "b", key: "a1" }, { tabId: "c", key: "a2" }] } } });
+  const saved = client.exportState();
+  assert.deepEqual(Object.keys(saved).sort(), ["confirmed", "nextSeq", "pending", "rekeys", "seen"]);
+  assert.deepEqual(JSON.parse(JSON.stringify(saved)), saved);
+  assert.deepEqual(saved.seen, { e1: 4 });
+  saved.pending[0].op.move.tabId = "zzz"; // a copy: the client is untouched
+  saved.confirmed.tabs.length = 0;
+  assert.equal(client.pending[0].op.move.tabId, "a");
+  assert.equal(client.confirmed.tabs.length, 3);
+
+  const fresh = offlineClient();
+  fresh.importState(JSON.parse(JSON.stringify(client.exportState())));
+  assert.deepEqual(fresh.state, client.state);
+  assert.deepEqual(fresh.exportState(), client.exportState());
+  assert.deepEqual(fresh.state.tabs.map((t) => t.id), ["b", "a"]); // the move translated through the rekey
+  // Resumed: the held op goes with a new seq after every seq handed out.
+  fresh.onWelcome({ epoch: "e1", recovered: true, missed: [], lastSeq: "4" });
+  assert.deepEqual(fresh.sent.filter((m) => m.submit).map((m) => m.submit.seq), ["5", "7"]);
+  client.close();
+  fresh.close();
+});
+
+test("importState takes the extension's older { confirmed, pending, nextSeq } and rejects a wrong shape whole", () => {
+  const client = offlineClient();
+  client.importState({
+    confirmed: { workspace: "w", version: 7, epoch: "e9", tabs: [tab("a", "a0")], activeTabId: "a", editable: true },
+    pending: [{ seq: 3, baseVersion: 7, op: { add: { tab: { id: "n", title: "N" } } } }],
+    nextSeq: 4,
+  });
+  assert.deepEqual(client.state.tabs.map((t) => t.id), ["a", "n"]);
+  assert.deepEqual(client.exportState().seen, { e9: 7 });
+  assert.equal(client.exportState().nextSeq, 4);
+  const before = JSON.stringify(client.exportState());
+  for (const bad of [null, {}, { confirmed: { tabs: "x" } },
+    { confirmed: { tabs: [] }, pending: [{ seq: 1, op: {} }] },
+    { confirmed: { tabs: [] }, pending: [{ seq: -1, op: { remove: { tabId: "a" } } }] },
+    { confirmed: { tabs: [] }, nextSeq: "x" }]) {
+    assert.throws(() => client.importState(bad), TypeError);
+  }
+  assert.equal(JSON.stringify(client.exportState()), before);
+});
+
+// Issue 39: an op is settled only by its own answer (docs/design.md, "Submit, seqs and dedup").
+function submits(client) {
+  return client.sent.filter((m) => m.submit).map((m) => m.submit);
+}
+
+test("an op at or below Welcome.lastSeq with no answer is sent again with its seq; a repeated RATE_LIMITED holds it, never settles it", () => {
+  const client = offlineClient();
+  client.retry = { first: 0, max: 0, rateLimited: 0 };
+  welcomed(client);
+  const events = [];
+  for (const type of ["rejected", "retrying", "answergone"]) client.addEventListener(type, (e) => events.push(type));
+  client.remove("b"); // seq 1: consumed by the server, refused RATE_LIMITED, its Rejected lost to a close
+  client.welcomed = false;
+  client.sentHere.clear();
+  client.onWelcome({ epoch: "e1", recovered: true, missed: [], lastSeq: "1" });
+  assert.deepEqual(client.pending.map((p) => p.seq), [1]); // not settled by lastSeq
+  assert.deepEqual(submits(client).map((s) => s.seq), ["1", "1"]); // sent again with its seq
+  assert.deepEqual(client.state.tabs.map((t) => t.id), ["a"]); // still shown as the user left it
+  client.onRejected({ seq: "1", code: "RATE_LIMITED", message: "the stored answer" });
+  assert.deepEqual(events, ["retrying"]);
+  client.resendDue(Date.now() + 1);
+  assert.deepEqual(submits(client).at(-1), { seq: "2", baseVersion: "2", op: { remove: { tabId: "b" } } });
+  client.onApplied({ version: "3", clientId: "me", seq: "2", activeTabId: "a", op: { remove: { tabId: "b" } } });
+  assert.equal(client.pending.length, 0);
+  client.close();
+});
+
+test("a repeated Applied at a version already held settles its op; a missed Applied of ours settles it without a resend", () => {
+  const client = offlineClient();
+  welcomed(client);
+  client.remove("b"); // seq 1
+  client.add({ id: "c", title: "C" }); // seq 2
+  client.welcomed = false;
+  client.sentHere.clear();
+  // Resumed at v2 while seq 1 was applied at v3 (in missed) and seq 2 at v4 (the snapshot said 4).
+  client.onWelcome({ epoch: "e1", recovered: true, lastSeq: "2", missed: [
+    { version: "3", clientId: "me", seq: "1", activeTabId: "a", op: { remove: { tabId: "b" } } },
+    { version: "4", clientId: "me", seq: "2", activeTabId: "a", op: { add: { tab: tab("c", "a2") } } },
+  ] });
+  assert.equal(client.pending.length, 0);
+  assert.deepEqual(submits(client).map((s) => s.seq), ["1", "2"]); // the first sendings only
+  // A snapshot resume: the ops were applied before it, so only the repeated answers can say so.
+  client.update("a", { title: "A2" }); // seq 3
+  client.welcomed = false;
+  client.sentHere.clear();
+  // Seq 3 was applied at v5, and another client's op at v6.
+  client.onWelcome({ epoch: "e1", lastSeq: "3", snapshot: { workspace: "w", version: "6", epoch: "e1",
+    tabs: [tab("a", "a0"), tab("c", "a2")], activeTabId: "a", editable: true } });
+  assert.deepEqual(submits(client).map((s) => s.seq), ["1", "2", "3", "3"]);
+  const applied = [];
+  client.addEventListener("applied", (e) => applied.push(e.detail));
+  client.onApplied({ version: "5", clientId: "me", seq: "3", activeTabId: "a", op: { update: { tabId: "a", title: "A2" } } });
+  assert.equal(client.pending.length, 0);
+  assert.equal(client.confirmed.version, 6);
+  assert.deepEqual(applied, []); // nothing new in the confirmed state
+});
+
+test("ANSWER_GONE drops the op without a refusal; a permanent repeated Rejected rolls it back", () => {
+  const client = offlineClient();
+  welcomed(client);
+  const events = [];
+  for (const type of ["rejected", "retrying", "answergone"]) client.addEventListener(type, (e) => events.push([type, e.detail.seq]));
+  client.remove("b"); // seq 1
+  client.move("a", "a2"); // seq 2
+  client.welcomed = false;
+  client.sentHere.clear();
+  client.onWelcome({ epoch: "e1", recovered: true, missed: [], lastSeq: "2" });
+  client.onRejected({ seq: "1", code: "ANSWER_GONE", message: "" });
+  client.onRejected({ seq: "2", code: "LOCKED", message: "" });
+  assert.deepEqual(events, [["answergone", 1], ["rejected", 2]]);
+  assert.equal(client.pending.length, 0);
+});
+
+// Issue 39: the backup rule (docs/design.md, "Resume and epoch").
+test("a snapshot under our epoch below a version seen under it is a new history: no splice, nothing reported removed", () => {
+  const client = offlineClient();
+  let welcome = null;
+  client.addEventListener("welcome", (e) => { welcome = e.detail; });
+  welcomed(client, [tab("a", "a0")], "1");
+  for (const [v, id, key] of [[2, "b", "a1"], [3, "c", "a2"], [4, "d", "a3"]]) {
+    client.onApplied({ version: String(v), clientId: "other", seq: String(v), activeTabId: "a", op: { add: { tab: tab(id, key) } } });
+  }
+  client.add({ id: "mine", title: "M" }); // pending: kept across the new history
+  // Saved and restored (a worker restart) before the server, brought back from a copy, answers.
+  const saved = client.exportState();
+  const fresh = offlineClient();
+  fresh.addEventListener("welcome", (e) => { welcome = e.detail; });
+  fresh.importState({ confirmed: saved.confirmed, pending: saved.pending, nextSeq: saved.nextSeq }); // the older shape
+  fresh.onWelcome({ epoch: "e1", lastSeq: "0", snapshot: { workspace: "w", version: "1", epoch: "e1",
+    tabs: [tab("a", "a0")], activeTabId: "a", editable: true } });
+  assert.deepEqual(welcome, { previousEpoch: "e1", epoch: "e1", recovered: false, newHistory: true, removed: [] });
+  assert.deepEqual(fresh.confirmed.tabs.map((t) => t.id), ["a"]);
+  assert.equal(fresh.confirmed.version, 1);
+  assert.deepEqual(fresh.state.tabs.map((t) => t.id), ["a", "mine"]);
+  assert.deepEqual(fresh.exportState().seen, { e1: 1 }); // the new history's versions from here
+  // The same history resumed by a snapshot at or above what was seen: removals are real.
+  fresh.welcomed = false;
+  fresh.onWelcome({ epoch: "e1", lastSeq: "1", snapshot: { workspace: "w", version: "2", epoch: "e1", tabs: [], editable: true } });
+  assert.deepEqual(welcome, { previousEpoch: "e1", epoch: "e1", recovered: false, newHistory: false, removed: ["a"] });
+  client.close();
+  fresh.close();
+});
+
+// Issue 39: pacing under Welcome.limits, and back-off with jitter on RATE_LIMITED.
+test("ops are paced under min(maxOpsPerSecond, maxOpsPerSecondPerUser), in outbox order", () => {
+  const client = offlineClient();
+  client.onWelcome({ epoch: "e1", limits: { maxOpsPerSecond: 100, maxOpsPerSecondPerUser: 2 },
+    snapshot: { workspace: "w", version: "1", epoch: "e1", tabs: [tab("a", "a0")], activeTabId: "a", editable: true } });
+  assert.equal(client.pace, 2);
+  for (let i = 0; i < 5; i++) client.update("a", { title: `t${i}` });
+  assert.deepEqual(submits(client).map((s) => s.op.update.title), ["t0", "t1"]); // the bucket's two
+  assert.ok(client.pumpTimer, "a timer waits for the next token");
+  assert.equal(client.state.tabs[0].title, "t4"); // every op shows at once all the same
+  const start = client.bucket.at;
+  client.pump(start + 1200); // 1.2 s at 90% of 2/s: two more tokens
+  assert.deepEqual(submits(client).map((s) => s.op.update.title), ["t0", "t1", "t2", "t3"]);
+  client.pump(start + 1800);
+  assert.deepEqual(submits(client).map((s) => [s.seq, s.op.update.title]),
+    [["1", "t0"], ["2", "t1"], ["3", "t2"], ["4", "t3"], ["5", "t4"]]);
+  client.close();
+  // No per-user rate (0): the connection's own.
+  const free = offlineClient();
+  free.onWelcome({ epoch: "e1", limits: { maxOpsPerSecond: 100, maxOpsPerSecondPerUser: 0 },
+    snapshot: { workspace: "w", version: "1", epoch: "e1", tabs: [tab("a", "a0")], activeTabId: "a", editable: true } });
+  assert.equal(free.pace, 100);
+  for (let i = 0; i < 5; i++) free.update("a", { title: `t${i}` });
+  assert.equal(submits(free).length, 5);
+  free.close();
+});
+
+test("RATE_LIMITED backs off with jitter, doubling, and the ops behind a held op wait for it", () => {
+  const client = offlineClient();
+  client.retry = { first: 200, max: 5000, rateLimited: 1000 };
+  welcomed(client);
+  // The back-off an answer gave, bounded by the clock read before and after it (no timing).
+  const backoff = (seq) => {
+    const before = Date.now();
+    client.onRejected({ seq, code: "RATE_LIMITED", message: "" });
+    const after = Date.now();
+    const { retryAt } = client.pending.find((p) => p.retry && p.retryAt);
+    return [retryAt - before, retryAt - after];
+  };
+  client.update("a", { title: "x" }); // seq 1
+  const first = backoff("1");
+  client.update("b", { title: "y" }); // behind the held op: waits
+  assert.deepEqual(submits(client).map((s) => s.seq), ["1"]);
+  assert.deepEqual(client.pending.map((p) => p.op.update.tabId), ["a", "b"]);
+  client.resendDue(client.pending[0].retryAt);
+  assert.deepEqual(submits(client).map((s) => [s.seq, s.op.update.tabId]), [["1", "a"], ["2", "a"], ["3", "b"]]);
+  const second = backoff("2");
+  assert.ok(first[0] >= 499 && first[1] <= 1001, `first back-off ${first}`); // 1 s, jittered to [0.5, 1]
+  assert.ok(second[0] >= 999 && second[1] <= 2001, `second back-off ${second}`); // doubled
+  // Jittered: many clients refused together do not come back together.
+  const spread = new Set();
+  for (let i = 0; i < 20; i++) {
+    const c = offlineClient();
+    welcomed(c);
+    c.update("a", { title: "x" });
+    c.onRejected({ seq: "1", code: "RATE_LIMITED", message: "" });
+    spread.add(c.pending[0].retryAt);
+    c.close();
+  }
+  assert.ok(spread.size > 1);
+  client.close();
 });
