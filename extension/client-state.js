@@ -4,18 +4,36 @@
 
 import { TabsyncClient } from "./tabsync-client.js";
 
-/** A copy of the client's confirmed state, outbox and next seq: { confirmed, pending, nextSeq }. */
+/**
+ * A copy of the client's state as the extension's resume record holds it: its confirmed state,
+ * outbox, next seq and rekeys at the top level (the record's shape since 0.1), the versions it
+ * saw per epoch as `clientSeen` (the record's `seen` is the tab table's).
+ */
 export function exportClient(client) {
-  if (typeof client.exportState === "function") return client.exportState();
-  return structuredClone({ confirmed: client.confirmed, pending: client.pending, nextSeq: client.nextSeq });
+  if (typeof client.exportState !== "function") {
+    return structuredClone({ confirmed: client.confirmed, pending: client.pending, nextSeq: client.nextSeq });
+  }
+  const { seen, ...rest } = client.exportState();
+  return { ...rest, clientSeen: seen };
 }
 
-/** The client takes saved state `s` ({ confirmed, pending, nextSeq }, as exportClient gives). */
-export function importClient(client, s) {
-  if (typeof client.importState === "function") { client.importState(s); return; }
-  client.confirmed = s.confirmed;
-  client.pending = s.pending ?? [];
-  client.nextSeq = s.nextSeq ?? 1;
+/**
+ * The client takes saved record `r` (as exportClient gives, or an older one). A record the client
+ * refuses (importState's TypeError) is reported and left out: the client starts empty and the
+ * server's Welcome brings the workspace; the window's tabs stay as they are.
+ */
+export function importClient(client, r) {
+  if (typeof client.importState === "function") {
+    try {
+      client.importState({ confirmed: r.confirmed, pending: r.pending, nextSeq: r.nextSeq, rekeys: r.rekeys, seen: r.clientSeen });
+    } catch (error) {
+      console.warn("tabsync: the saved client state was refused; starting from the server's", error);
+    }
+    return;
+  }
+  client.confirmed = r.confirmed;
+  client.pending = r.pending ?? [];
+  client.nextSeq = r.nextSeq ?? 1;
   client.rebuild();
 }
 
