@@ -37,6 +37,7 @@ export class Mirror {
     this.tokensAt = Date.now();
     this.attaching = false;
     this.retired = false; // Try again or Reopen replaced it: nothing runs again
+    this.reopening = false; // made by Try again or Reopen: a closed binding's window may be opened
     this.passing = Promise.resolve(); // the pass loop under way, if any
     this.seenVersion = 0; // the highest confirmed version seen (a Welcome below it, same epoch: a backup)
     this.client = new ExtensionClient({
@@ -89,6 +90,7 @@ export class Mirror {
   }
 
   start() {
+    if (this.retired) return;
     if (this.b.stopped || this.b.closed) { this.publish(); return; }
     if (switches.offline) { this.publish(); return; }
     this.client.connect();

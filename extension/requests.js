@@ -82,17 +82,18 @@ export async function reopen(request) {
   const m = mirrors.get(request.bindingId);
   if (!m) return { error: "not bound" };
   const keep = m.ready && !m.b.closed && Boolean(await chrome.windows.get(m.b.windowId).catch(() => null));
+  // One owner of the tables at a time: the old mirror is retired and its pass (if one is under
+  // way) ends before anything moves on; the outbox goes on as a copy, so no op of the old client
+  // can later share a seq with one of the fresh client.
+  await m.retire();
   if (request.token) { m.b.token = String(request.token); m.b.viewOnly = ""; } // a new token: its own role counts
   m.b.stopped = "";
   m.b.closed = false;
   m.b.attach = keep ? "" : "reattach";
   await saveBinding(m.b);
-  // One owner of the tables at a time: the old mirror is retired and its pass (if one is under
-  // way) ends before anything moves on; the outbox goes on as a copy, so no op of the old client
-  // can later share a seq with one of the fresh client.
-  await m.retire();
   const fresh = new Mirror(m.b, await sessionNonce());
   importClient(fresh.client, exportClient(m.client));
+  fresh.seenVersion = m.seenVersion;
   // Tabs kept local only stay so (the user shares each with Share): a new token does not publish them.
   if (keep) {
     // The window's own mirror goes on: its map (Chrome tab id -> workspace id), the pages last
