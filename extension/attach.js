@@ -42,7 +42,6 @@ export class AttachMethods {
   /** The first Welcome of a new binding, after a browser restart, an update or Reopen. */
   async attach() {
     await attachSerially(async () => {
-      this.claimed = true;
       const state = this.client.state;
       if (this.b.attach === "reattach") {
         await this.reattach(state);
@@ -58,7 +57,7 @@ export class AttachMethods {
     if (this.b.closed) return; // no window to attach (a closed binding stays closed)
     this.b.attach = "";
     await saveBinding(this.b);
-    this.ready = true;
+    this.phase = "ready";
     this.schedule();
   }
 

@@ -16,6 +16,17 @@ import { resumeArea, saveBinding } from "./storage.js";
 import { AttachMethods } from "./attach.js";
 import { PopupMethods } from "./popup-api.js";
 
+/**
+ * A mirror's lifecycle (`phase`), one value as the server's Connection has:
+ * - "new": made at boot, its window to be matched once connected;
+ * - "claimed": its window is this binding's (bound now, or an attach that failed), not attached;
+ * - "attaching": attach() runs (adopt, open, match): at most one at a time;
+ * - "ready": attached; passes run;
+ * - "detached": its window closed; only Reopen (a fresh mirror) or a restart brings it back;
+ * - "retired": Try again or Reopen handed its window to a fresh mirror; nothing runs again.
+ * A window is claimed by a mirror in "claimed", "attaching" or "ready" (registry.js claimedWindows).
+ */
+
 /** One bound window: its client, its tab table and its reconcile loop. */
 export class Mirror {
   /** @param {Binding} binding */
@@ -25,8 +36,7 @@ export class Mirror {
     this.tag = binding.clientId.slice(-6);
     this.table = new TabTable(); // the real tabs, their workspace ids and marks (tab-table.js)
     this.reopenTitles = new Map(); // workspace id -> title, of closed tabs the popup asked to reopen
-    this.ready = false; // the window and the workspace are attached; the reconcile may act
-    this.claimed = false; // the window is being attached (attachSerially)
+    this.phase = "new"; // the lifecycle (Phase below): one value, no overlapping flags
     this.restored = null; // after a browser restart or an update: { map, tabs } to match the window against
     this.reconciledState = null; // the client state the last pass started from
     this.dirty = false;
@@ -35,8 +45,6 @@ export class Mirror {
     this.lastRejection = null;
     this.tokens = Infinity; // a full bucket (capped at the rate on first use)
     this.tokensAt = Date.now();
-    this.attaching = false;
-    this.retired = false; // Try again or Reopen replaced it: nothing runs again
     this.reopening = false; // made by Try again or Reopen: a closed binding's window may be opened
     this.passing = Promise.resolve(); // the pass loop under way, if any
     this.seenVersion = 0; // the highest confirmed version seen (a Welcome below it, same epoch: a backup)
@@ -69,7 +77,7 @@ export class Mirror {
     const { table, prior } = TabTable.restore(r, trusted);
     this.table = table;
     if (trusted) {
-      this.ready = true;
+      this.phase = "ready";
     } else {
       // The ids and pages the window had, matched against the restored window at attach time.
       const { map, seen } = prior;
@@ -90,7 +98,7 @@ export class Mirror {
   }
 
   start() {
-    if (this.retired) return;
+    if (this.phase === "retired") return;
     if (this.b.stopped || this.b.closed) { this.publish(); return; }
     if (switches.offline) { this.publish(); return; }
     this.client.connect();
@@ -107,10 +115,14 @@ export class Mirror {
    * has ended, so its tables have one owner at a time.
    */
   async retire() {
-    this.retired = true;
-    this.ready = false;
+    this.phase = "retired";
     this.stop();
     await this.passing;
+  }
+
+  /** Attached: the reconcile may act. */
+  get ready() {
+    return this.phase === "ready";
   }
 
   /** Can this binding submit anything? (a viewer's token cannot). */
@@ -128,11 +140,11 @@ export class Mirror {
   onStatus(status) {
     const final = status === "closed" && !this.b.stopped && finalClose(this.client.lastClose?.code, this.b.workspace);
     if (final) { this.fail(final); return; }
-    if (status === "connected" && !this.ready && !this.attaching && !this.b.closed) {
-      this.attaching = true;
+    if (status === "connected" && (this.phase === "new" || this.phase === "claimed") && !this.b.closed) {
+      this.phase = "attaching";
       this.attach()
         .catch((error) => this.fail(`could not attach the window: ${error?.message ?? error}`))
-        .finally(() => { this.attaching = false; });
+        .finally(() => { if (this.phase === "attaching") this.phase = "claimed"; });
     }
     updateRetryAlarm();
     this.publish();
@@ -236,7 +248,7 @@ export class Mirror {
       this.delayTimer = setTimeout(() => this.schedule(0), delay);
       return;
     }
-    if (this.retired) return;
+    if (this.phase === "retired") return;
     this.dirty = true;
     if (this.running) return;
     this.running = true;
@@ -286,7 +298,7 @@ export class Mirror {
    * navigation and titles. A paused mirror does nothing until the popup's answer.
    */
   async reconcile() {
-    if (!this.ready || this.b.stopped || this.b.closed) return;
+    if (this.phase !== "ready" || this.b.stopped || this.b.closed) return;
     this.reconciledState = this.client.state; // a later state (an Applied, our own submit) schedules another pass
     let real = await windowTabs(this.b.windowId);
     const win = await chrome.windows.get(this.b.windowId).catch(() => null);
@@ -321,7 +333,7 @@ export class Mirror {
    */
   detached() {
     if (this.b.closed) return;
-    this.ready = false;
+    this.phase = "detached";
     this.b.closed = true;
     this.b.attach = "reattach";
     clearTimeout(this.delayTimer);

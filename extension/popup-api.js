@@ -35,11 +35,11 @@ export class PopupMethods {
       for (const id of gone) table.removed.add(id); // the user said so: they close
     } else if (choice === "server") {
       // The window keeps its tabs, unbound; the server's version opens in a new window.
-      this.ready = false;
+      this.phase = "attaching";
       this.release();
       await attachSerially(() => this.openWindow(this.client.state));
       await saveBinding(this.b);
-      this.ready = true;
+      this.phase = "ready";
     }
     this.schedule();
   }

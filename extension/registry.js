@@ -22,7 +22,7 @@ export function attachSerially(fn) {
 }
 
 export function claimedWindows(except) {
-  return new Set([...mirrors.values()].filter((m) => m !== except && !m.b.closed && (m.ready || m.claimed)).map((m) => m.b.windowId));
+  return new Set([...mirrors.values()].filter((m) => m !== except && !m.b.closed && ["claimed", "attaching", "ready"].includes(m.phase)).map((m) => m.b.windowId));
 }
 
 /** The live mirror of window `windowId`, or null. */

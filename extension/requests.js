@@ -47,7 +47,7 @@ async function bindWindow(request, win, server, workspace, token) {
   };
   await saveBinding(binding);
   const m = new Mirror(binding, await sessionNonce());
-  m.claimed = true;
+  m.phase = "claimed";
   mirrors.set(binding.id, m);
   m.start();
   m.publish();
@@ -102,7 +102,7 @@ export async function reopen(request) {
     // find none for a workspace of one tab: the workspace would open in a new window (its tabs
     // twice) and this window, with its local-only tabs, would be left unbound.
     fresh.table = m.table;
-    fresh.ready = true;
+    fresh.phase = "ready";
   } else {
     for (const [tid, v] of m.table.localOnlyEntries()) fresh.table.setLocalOnly(tid, v);
     fresh.table.localIds = m.table.localIds;

@@ -19,7 +19,7 @@ cases = [
   ("lost_its_data", [("extension/welcome.js", "  if (previousEpoch && epoch !== previousEpoch) return true;", "")]),
   ("new_history_with_other_tabs", [("extension/welcome.js", "  if (previousEpoch && epoch !== previousEpoch) return true;", "")]),
   ("gone_from_a_snapshot", [(MI, "  return count > 5 && count > windowTabs / 2;", "  return false;")]),
-  ("closed_bound_window_stays_closed", [(BG, "    if (this.b.closed) return;\n    this.ready = false;\n    this.b.closed = true;", "    this.ready = false;\n    this.b.attach = \"reattach\"; saveBinding(this.b); this.publish(); return;"), (BG, "    if (status === \"connected\" && !this.ready && !this.attaching && !this.b.closed) {", "    if (status === \"connected\" && !this.ready && !this.attaching) {")]),
+  ("closed_bound_window_stays_closed", [(BG, "    if (this.b.closed) return;\n    this.phase = \"detached\";\n    this.b.closed = true;", "    this.phase = \"claimed\";\n    this.b.attach = \"reattach\"; saveBinding(this.b); this.publish(); return;"), (BG, "(this.phase === \"new\" || this.phase === \"claimed\") && !this.b.closed) {", "(this.phase === \"new\" || this.phase === \"claimed\")) {")]),
   ("two_browser_restarts", [(MI, "      if (!sameTitle && !blankAtPlace) continue;", "      if (true) continue;")]),
   ("never_bound_is_never_published", [(MI, "  return match.byUrl >= 2 && match.byUrl >= 0.8 * urls;", "  return match.byUrl >= Math.max(1, Math.ceil(urls / 2));")]),
   ("offline_edits_survive", [(BG, "  return binding.incognito ? chrome.storage.session : chrome.storage.local;", "  return chrome.storage.session;")]),
