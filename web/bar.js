@@ -356,6 +356,15 @@ client.addEventListener("rejected", (event) => {
   ui.rejectionTimer = setTimeout(render, 8100);
   render();
 });
+// Another history (a new epoch, or the server's store brought back from a copy below a version
+// this page saw): its state is shown as it is, and the bar says why tabs may have gone or come back.
+client.addEventListener("welcome", (event) => {
+  if (!event.detail.newHistory) return;
+  document.body.dataset.histories = String(Number(document.body.dataset.histories ?? 0) + 1);
+  ui.rejection = { tabId: "", text: "The server's history was replaced: showing its state.", until: Date.now() + 8000 };
+  clearTimeout(ui.rejectionTimer);
+  ui.rejectionTimer = setTimeout(render, 8100);
+});
 client.addEventListener("change", render);
 client.addEventListener("status", () => {
   if (client.status === "connected") ui.everConnected = true;

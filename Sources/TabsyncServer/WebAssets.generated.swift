@@ -168,7 +168,7 @@ button:disabled, button[aria-disabled="true"] { opacity: .6; cursor: default; }
 """#),
         "bar.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""5524bfa9be3c58620212dfd508695998""#,
+            etag: #""08ec7eb9b8b1ff03cff7ac8fba2f8485""#,
             text: #"""
 // The live tab bar: renders a TabsyncClient's optimistic state and turns clicks, keys and drags
 // into ops. All network text is set with textContent (never as HTML), after cleanText.
@@ -527,6 +527,15 @@ client.addEventListener("rejected", (event) => {
   clearTimeout(ui.rejectionTimer);
   ui.rejectionTimer = setTimeout(render, 8100);
   render();
+});
+// Another history (a new epoch, or the server's store brought back from a copy below a version
+// this page saw): its state is shown as it is, and the bar says why tabs may have gone or come back.
+client.addEventListener("welcome", (event) => {
+  if (!event.detail.newHistory) return;
+  document.body.dataset.histories = String(Number(document.body.dataset.histories ?? 0) + 1);
+  ui.rejection = { tabId: "", text: "The server's history was replaced: showing its state.", until: Date.now() + 8000 };
+  clearTimeout(ui.rejectionTimer);
+  ui.rejectionTimer = setTimeout(render, 8100);
 });
 client.addEventListener("change", render);
 client.addEventListener("status", () => {
@@ -1249,15 +1258,26 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 """#),
         "tabsync-client.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""740d0c1c16a12620a5b6469bc58c1085""#,
+            etag: #""b3584a231b1e389c7e00dc150fdef795""#,
             text: #"""
 // A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
 // every Applied and their keys translated through rekeys (as core's Replica does), a permanent
 // Rejected rolled back, a transient one (UNAVAILABLE, RATE_LIMITED) kept in the outbox and
-// resubmitted with back-off, reconnect with backoff, version gaps answered by reconnecting;
-// `state` is rebuilt before "connected" is announced. Importable by any web app; web/bar.js and
-// the extension use it.
+// resubmitted with a jittered back-off, reconnect with backoff, version gaps answered by
+// reconnecting; `state` is rebuilt before "connected" is announced. Importable by any web app;
+// web/bar.js and the extension use it. The rules it keeps (docs/design.md, "Submit, seqs and
+// dedup", "Transient refusals are retried", "Resume and epoch"):
+//
+// - an op is settled only by its own answer: a pending op at or below `Welcome.lastSeq` is sent
+//   again with its seq and settled by the Applied or Rejected the server repeats (a refusal is
+//   never taken for applied); only `Rejected ANSWER_GONE` (the server no longer holds the answer)
+//   drops one without it;
+// - a snapshot under another epoch, or under this one below a version already seen under it (a
+//   store brought back from a copy), is a new history: taken whole, nothing reported removed;
+// - the outbox goes in order, each op numbered when sent, paced under the smaller of
+//   `Welcome.limits`' `maxOpsPerSecond` and `maxOpsPerSecondPerUser` (a token bucket: ops wait
+//   here rather than be refused); a held op holds the ops submitted after it.
 //
 // Saved state: `exportState()` gives what the client needs to resume after its page or worker is
 // gone (plain JSON: `{ confirmed, pending, nextSeq, seen, rekeys }`), `importState(saved)` takes
@@ -1277,8 +1297,11 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 // { code, message, op, attempts, retryAt }: a transient refusal; the op stays pending and is sent
 // again as a new op with a new seq), "applied" (detail: { applied, removed }: an Applied changed
 // `confirmed`; `removed` lists the tab ids it took out), "welcome" (detail: { previousEpoch, epoch,
-// recovered, removed }: sent before `state` is rebuilt from the Welcome), "error" (detail: the
-// server's Error { code, message }).
+// recovered, newHistory, removed }: sent before `state` is rebuilt from the Welcome; `newHistory`:
+// another history replaced the one held, and `removed` is then empty, since no op removed
+// anything), "answergone" (detail: { seq, op }: the server no longer holds a resubmitted op's
+// answer; its effect, if any, is in the state; not a refusal), "error" (detail: the server's Error
+// { code, message }).
 
 import { generateKeyBetween } from "./fractional-indexing.js";
 
@@ -1546,7 +1569,10 @@ export function stateFromData(data) {
   if (!c || typeof c !== "object" || !Array.isArray(c.tabs)) throw new TypeError("importState: confirmed has no tabs");
   const confirmed = stateFromSnapshot({ ...c, version: count(c.version ?? 0, "confirmed.version") }, c.epoch ?? "");
   if (!Array.isArray(data.pending ?? [])) throw new TypeError("importState: pending is not a list");
-  const pending = (data.pending ?? []).map(pendingFromData);
+  // The outbox goes in order and numbers ops as they go: the numbered ones (sent before, in seq
+  // order) first, then the rest in the order saved (an older client could leave them mixed).
+  const entries = (data.pending ?? []).map(pendingFromData);
+  const pending = [...entries.filter((p) => p.seq > 0).sort((a, b) => a.seq - b.seq), ...entries.filter((p) => p.seq === 0)];
   const numbered = pending.map((p) => p.seq);
   const nextSeq = Math.max(count(data.nextSeq ?? 1, "nextSeq"), 1, ...numbered.map((s) => s + 1));
   const seen = {};
@@ -1573,9 +1599,10 @@ function randomId(prefix) {
  * One connection to one workspace, kept open (reconnecting with backoff) until close().
  *
  * Guarantees: `confirmed` changes only by whole contiguous Applied ops or a snapshot; `state`
- * (what a UI shows) is always `confirmed` plus the pending ops in seq order; a pending op leaves
- * when its Applied or Rejected arrives or a Welcome's lastSeq covers it, and is resubmitted with
- * its seq after a reconnect, so nothing submitted is lost while the page stays open.
+ * (what a UI shows) is always `confirmed` plus the pending ops in outbox order, which is the order
+ * the server applies them; a pending op leaves only when its own Applied or permanent Rejected
+ * arrives (or the server answers ANSWER_GONE), and is resubmitted with its seq after a reconnect,
+ * so nothing submitted is lost while the page stays open; a seq is never used for two ops.
  */
 export class TabsyncClient extends EventTarget {
   /**
@@ -1586,10 +1613,13 @@ export class TabsyncClient extends EventTarget {
    * @param {string} [options.clientId]  stable across reconnects (default: random per instance)
    * @param {string} [options.name]  shown to others in presence
    * @param {string} [options.token]  sent in Hello where the server requires one
+   * @param {boolean} [options.pacing]  false: ops go at once, unpaced, and the server's rate limit
+   *   answers them (for tests of the RATE_LIMITED path); settable later as `client.pacing`
    */
   constructor({ url, workspace, clientId, name = "", token = "", backoff = { first: 250, max: 5000 },
-    retry = { first: 200, max: 5000, rateLimited: 1000 } }) {
+    retry = { first: 200, max: 5000, rateLimited: 1000 }, pacing = true }) {
     super();
+    this.pacing = pacing;
     // Back-off of a held op (docs/design.md, "Transient refusals are retried"): UNAVAILABLE from
     // `first` doubling to `max`, RATE_LIMITED from `rateLimited` doubling to `max`, both jittered.
     this.retry = retry;
@@ -1997,9 +2027,11 @@ export class TabsyncClient extends EventTarget {
 
   /**
    * The pace ops are sent at, in ops per second: the smaller of `Welcome.limits`'
-   * `maxOpsPerSecond` and `maxOpsPerSecondPerUser` (0 or absent: no such limit), or Infinity.
+   * `maxOpsPerSecond` and `maxOpsPerSecondPerUser` (0 or absent: no such limit), or Infinity
+ * (also when `pacing` is false).
    */
   get pace() {
+    if (this.pacing === false) return Infinity;
     const rates = [this.limits?.maxOpsPerSecond, this.limits?.maxOpsPerSecondPerUser]
       .map(Number).filter((r) => Number.isFinite(r) && r > 0);
     return rates.length ? Math.min(...rates) : Infinity;

@@ -268,6 +268,17 @@ test("importState takes the extension's older { confirmed, pending, nextSeq } an
   });
   assert.deepEqual(client.state.tabs.map((t) => t.id), ["a", "n"]);
   assert.deepEqual(client.exportState().seen, { e9: 7 });
+  // An outbox saved with an unnumbered op before numbered ones: the numbered go first, in seq
+  // order, so no op takes a seq above one still to be resent.
+  const mixed = offlineClient();
+  mixed.importState({ confirmed: { epoch: "e9", version: 7, tabs: [tab("a", "a0")] }, nextSeq: 6, pending: [
+    { seq: 0, baseVersion: 7, op: { update: { tabId: "a", title: "held" } }, retry: { code: "UNAVAILABLE", attempts: 1 } },
+    { seq: 5, baseVersion: 7, op: { update: { tabId: "a", title: "five" } } },
+    { seq: 4, baseVersion: 7, op: { update: { tabId: "a", title: "four" } } },
+  ] });
+  mixed.onWelcome({ epoch: "e9", recovered: true, missed: [], lastSeq: "3" });
+  assert.deepEqual(submits(mixed).map((m) => [m.seq, m.op.update.title]), [["4", "four"], ["5", "five"], ["6", "held"]]);
+  mixed.close();
   assert.equal(client.exportState().nextSeq, 4);
   const before = JSON.stringify(client.exportState());
   for (const bad of [null, {}, { confirmed: { tabs: "x" } },
@@ -407,6 +418,14 @@ test("ops are paced under min(maxOpsPerSecond, maxOpsPerSecondPerUser), in outbo
   for (let i = 0; i < 5; i++) free.update("a", { title: `t${i}` });
   assert.equal(submits(free).length, 5);
   free.close();
+  // Pacing off (the extension's tests of the RATE_LIMITED path): the limits are not obeyed.
+  const unpaced = offlineClient();
+  unpaced.pacing = false;
+  unpaced.onWelcome({ epoch: "e1", limits: { maxOpsPerSecond: 2 },
+    snapshot: { workspace: "w", version: "1", epoch: "e1", tabs: [tab("a", "a0")], activeTabId: "a", editable: true } });
+  for (let i = 0; i < 5; i++) unpaced.update("a", { title: `t${i}` });
+  assert.equal(submits(unpaced).length, 5);
+  unpaced.close();
 });
 
 test("RATE_LIMITED backs off with jitter, doubling, and the ops behind a held op wait for it", () => {

@@ -201,6 +201,54 @@ def test_a_killed_server_shows_the_banner_then_the_page_resumes_with_nothing_los
     page.screenshot("resumed")
 
 
+def test_a_server_brought_back_from_a_copy_is_shown_as_a_new_history(server, browser):
+    """Issue 39: a store copied by hand (unmarked) at version 1 and brought back after version 3
+    answers the page's resume with its own epoch and version 1. The page takes it as another
+    history, as it does a new epoch: it shows the copy's state and says the history was replaced."""
+    import shutil
+    import tempfile
+    ws = "backup"
+    first = server.cli(ws, "add", "--title", "Kept")
+    page = browser("backup").open(f"{server.page_url}/w/{ws}")
+    wait_for(lambda: converged(page, server, ws), what="page at v1")
+    copy = tempfile.mkdtemp(prefix="tabsync-web-copy-")
+    server.kill()
+    shutil.copytree(server.data, copy, dirs_exist_ok=True)
+    server.start()
+    later = [server.cli(ws, "add", "--title", t) for t in ("Later one", "Later two")]
+    page.wait(lambda d: page.bar()["ids"] == [first, *later], "the later tabs shown")
+    assert page.driver.find_element(By.TAG_NAME, "body").get_attribute("data-histories") is None
+    server.kill()
+    shutil.rmtree(server.data)
+    shutil.copytree(copy, server.data)
+    shutil.rmtree(copy)
+    server.start()
+    page.wait(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-histories") == "1",
+              "a new history seen", timeout=20)
+    wait_for(lambda: converged(page, server, ws), what="the copy's state shown")
+    assert page.bar()["ids"] == [first] and page.bar()["version"] == 1
+    assert "history was replaced" in page.driver.find_element(By.CSS_SELECTOR, ".bar-rejection").text
+    page.screenshot("new-history")
+
+
+def test_a_burst_of_edits_is_paced_under_the_servers_rate_and_lands_in_order(make_server, browser):
+    """Issue 39: twenty edits at once against `--max-ops-per-second 4` wait in the page's outbox
+    and go at the pace `Welcome.limits` names: none is refused RATE_LIMITED, all land, in order."""
+    server = make_server("--max-ops-per-second", "4")
+    ws = "paced"
+    first = server.cli(ws, "add", "--title", "Paced")
+    page = browser("paced").open(f"{server.page_url}/w/{ws}")
+    wait_for(lambda: converged(page, server, ws), what="page at v1")
+    page.js("""
+        window.__refusals = [];
+        for (const type of ['retrying', 'rejected']) tabsync.addEventListener(type, (e) => window.__refusals.push(e.detail.code));
+        for (let i = 1; i <= 20; i++) tabsync.update(arguments[0], { title: 'edit ' + i });""", first)
+    wait_for(lambda: converged(page, server, ws), timeout=60, what="every edit applied")
+    assert server.snapshot(ws)["version"] == 21
+    assert server.snapshot(ws)["tabs"][0]["title"] == "edit 20"
+    assert page.js("return window.__refusals") == []
+
+
 def test_markup_and_control_characters_are_shown_inert(server, browser):
     ws = "inert"
     markup = '<img src=x onerror="window.__pwned=1"><b>bold</b> & <script>window.__pwned=2</script>'
