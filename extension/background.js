@@ -152,11 +152,15 @@ chrome.runtime.onInstalled.addListener(() => boot());
 chrome.storage.session.get(["keepalive", "pacing"]).then((v) => {
   switches.keepalive = v.keepalive ?? true;
   switches.pacingOff = v.pacing === false;
+  for (const m of mirrors.values()) m.client.pacing = !switches.pacingOff;
 }, () => {});
 chrome.storage.onChanged.addListener(async (changes, area) => {
   if (area !== "session") return;
   if ("keepalive" in changes) switches.keepalive = changes.keepalive.newValue ?? true;
-  if ("pacing" in changes) switches.pacingOff = changes.pacing.newValue === false;
+  if ("pacing" in changes) {
+    switches.pacingOff = changes.pacing.newValue === false;
+    for (const m of mirrors.values()) m.client.pacing = !switches.pacingOff; // the client paces its outbox too
+  }
   if ("offline" in changes) {
     await boot();
     switches.offline = Boolean(changes.offline.newValue);

@@ -50,7 +50,7 @@ export class Mirror {
     this.seenVersion = 0; // the highest confirmed version seen (a Welcome below it, same epoch: a backup)
     this.client = new ExtensionClient({
       url: binding.server, workspace: binding.workspace, clientId: binding.clientId,
-      name: binding.name, token: binding.token, backoff: { first: 300, max: 5000 },
+      name: binding.name, token: binding.token, backoff: { first: 300, max: 5000 }, pacing: !switches.pacingOff,
     });
     // A change of state needs a pass; a change of presence only (peers, their focus) needs the
     // popup and the badge: a pass per presence message would queue the next op's pass behind it.
