@@ -174,6 +174,22 @@ export function windowMatches(records, match) {
   return match.byUrl >= 2 && match.byUrl >= 0.8 * urls;
 }
 
+/**
+ * What a window is matched against when it is attached again (the window matcher, attach.js):
+ * after a browser restart or an update, `restored` ({ map: real id -> workspace id, tabs: the
+ * saved records }) says what this browser last had in that window, and only that counts: the
+ * workspace's tabs added meanwhile by others (`stateTabs`) are not in the window yet, and
+ * counting them would refuse the restored window and open the workspace twice. Without a saved
+ * table (Reopen of a window this worker knew nothing of), the workspace's tabs.
+ */
+export function attachRecords(restored, stateTabs) {
+  if (restored) {
+    const had = new Set(restored.map.values());
+    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();
+  }
+  return stateTabs.map((t) => ({ id: t.id, url: t.url, title: t.title }));
+}
+
 /** The mass-close brake: closing `count` of a window's `windowTabs` tabs at once needs an applied op. */
 export function brakes(count, windowTabs) {
   return count > 5 && count > windowTabs / 2;

@@ -1258,7 +1258,7 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 """#),
         "tabsync-client.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""3b8058e2d4ed2fe00a8645c0337165d1""#,
+            etag: #""b3584a231b1e389c7e00dc150fdef795""#,
             text: #"""
 // A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
@@ -1613,10 +1613,13 @@ export class TabsyncClient extends EventTarget {
    * @param {string} [options.clientId]  stable across reconnects (default: random per instance)
    * @param {string} [options.name]  shown to others in presence
    * @param {string} [options.token]  sent in Hello where the server requires one
+   * @param {boolean} [options.pacing]  false: ops go at once, unpaced, and the server's rate limit
+   *   answers them (for tests of the RATE_LIMITED path); settable later as `client.pacing`
    */
   constructor({ url, workspace, clientId, name = "", token = "", backoff = { first: 250, max: 5000 },
-    retry = { first: 200, max: 5000, rateLimited: 1000 } }) {
+    retry = { first: 200, max: 5000, rateLimited: 1000 }, pacing = true }) {
     super();
+    this.pacing = pacing;
     // Back-off of a held op (docs/design.md, "Transient refusals are retried"): UNAVAILABLE from
     // `first` doubling to `max`, RATE_LIMITED from `rateLimited` doubling to `max`, both jittered.
     this.retry = retry;
@@ -2024,9 +2027,11 @@ export class TabsyncClient extends EventTarget {
 
   /**
    * The pace ops are sent at, in ops per second: the smaller of `Welcome.limits`'
-   * `maxOpsPerSecond` and `maxOpsPerSecondPerUser` (0 or absent: no such limit), or Infinity.
+   * `maxOpsPerSecond` and `maxOpsPerSecondPerUser` (0 or absent: no such limit), or Infinity
+ * (also when `pacing` is false).
    */
   get pace() {
+    if (this.pacing === false) return Infinity;
     const rates = [this.limits?.maxOpsPerSecond, this.limits?.maxOpsPerSecondPerUser]
       .map(Number).filter((r) => Number.isFinite(r) && r > 0);
     return rates.length ? Math.min(...rates) : Infinity;

@@ -2,47 +2,133 @@
 test_safety.py run, a failure expected, the code put back: how docs/extension.md's table was checked.
 
 Usage: TABSYNC_BIN_DIR=... python3 Tests/extension/check_rules.py [CASE ...]
+       python3 Tests/extension/check_rules.py --node [CASE ...]   (the planner's rules against the node tests)
 It edits extension/, web/ and mirror.js in place while a case runs: run nothing else from this
 tree meanwhile (scripts/extension-chaos and the tests package those files).
 """
 import subprocess, sys, os
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BG = "extension/background.js"; CL = "web/tabsync-client.js"; MI = "extension/mirror.js"
+PL = "extension/plan.js"; TT = "extension/tab-table.js"
 cases = [
   ("view_only_token", [(BG, "      } else if (this.readOnly) {\n        // A view-only binding never adopts: the workspace opens in a window of its own.\n        await this.openWindow(state);\n", ""),
                        (BG, "    } else if (kind === \"replace\") {", "    } else if (false) {")]),
-  ("read_only_workspace", [(BG, "        if (readOnly) {\n          this.map.delete(t.id);", "        if (false) {\n          this.map.delete(t.id);"),
+  ("read_only_workspace", [(PL, "    if (ctx.readOnly) {\n      table.unmap(t.id);", "    if (false) {\n      table.unmap(t.id);"),
                            (BG, "    if ((kind === \"add\" || kind === \"open\") && code !== \"TAB_EXISTS\") {", "    if (false) {")]),
   ("workspace_is_full", [(BG, "    if ((kind === \"add\" || kind === \"open\") && code !== \"TAB_EXISTS\") {", "    if (false) {")]),
-  ("lost_its_data", [(BG, "    if (previousEpoch && epoch !== previousEpoch) {", "    if (false) {")]),
-  ("new_history_with_other_tabs", [(BG, "    if (previousEpoch && epoch !== previousEpoch) {", "    if (false) {")]),
+  ("lost_its_data", [("extension/welcome.js", "  if (previousEpoch && epoch !== previousEpoch) return true;", "")]),
+  ("new_history_with_other_tabs", [("extension/welcome.js", "  if (previousEpoch && epoch !== previousEpoch) return true;", "")]),
   ("gone_from_a_snapshot", [(MI, "  return count > 5 && count > windowTabs / 2;", "  return false;")]),
-  ("closed_bound_window_stays_closed", [(BG, "    if (this.b.closed) return;\n    this.ready = false;\n    this.b.closed = true;", "    this.ready = false;\n    this.b.attach = \"reattach\"; saveBinding(this.b); this.publish(); return;"), (BG, "    if (status === \"connected\" && !this.ready && !this.attaching && !this.b.closed) {", "    if (status === \"connected\" && !this.ready && !this.attaching) {")]),
+  ("closed_bound_window_stays_closed", [(BG, "    if (this.b.closed) return;\n    this.phase = \"detached\";\n    this.b.closed = true;", "    this.phase = \"claimed\";\n    this.b.attach = \"reattach\"; saveBinding(this.b); this.publish(); return;"), (BG, "(this.phase === \"new\" || this.phase === \"claimed\") && !this.b.closed) {", "(this.phase === \"new\" || this.phase === \"claimed\")) {")]),
   ("two_browser_restarts", [(MI, "      if (!sameTitle && !blankAtPlace) continue;", "      if (true) continue;")]),
   ("never_bound_is_never_published", [(MI, "  return match.byUrl >= 2 && match.byUrl >= 0.8 * urls;", "  return match.byUrl >= Math.max(1, Math.ceil(urls / 2));")]),
   ("offline_edits_survive", [(BG, "  return binding.incognito ? chrome.storage.session : chrome.storage.local;", "  return chrome.storage.session;")]),
   ("rate_limited_removes", [(CL, "if (entry && TRANSIENT.has(code)) {", "if (false) {")]),
-  ("navigation_follows", [(BG, "      if (!isPlaceholder(t) && current !== prev.url) continue;", "      if (true) continue;")]),
-  ("flashing_page", [(BG, "const UPDATE_EVERY_MS = 5_000;", "const UPDATE_EVERY_MS = 0;")]),
-  ("pinning_a_tab", [(BG, "      if (t && !t.pinned) continue;", "      if (t) continue;")]),
+  ("navigation_follows", [(PL, "    if (!placeholder && current !== prev.url) continue;", "    if (true) continue;")]),
+  ("flashing_page", [(PL, "export const UPDATE_EVERY_MS = 5_000;", "export const UPDATE_EVERY_MS = 0;")]),
+  ("pinning_a_tab", [(PL, "    if (t && !t.pinned) continue;", "    if (t) continue;")]),
   ("plain_ws_to_another_host", [(BG, "  if (token && /^ws:/i.test(server) && !isLoopback(server)) {", "  if (false) {")]),
-  ("replaced_tab", [(BG, "      if (table.has(removedId)) { table.set(added, table.get(removedId)); table.delete(removedId); }", "")]),
+  ("replaced_tab", [(TT, "    if (r.wsId !== null) this.byWs.set(r.wsId, added);", "")]),
   ("token_not_remembered", [(BG, "    bindings[binding.id] = binding.remember ? binding : { ...binding, token: \"\" };", "    bindings[binding.id] = binding;")]),
   ("two_bind_requests", [(BG, "  if (mirrorOfWindow(win.id) || bindingWindows.has(win.id))", "  if (mirrorOfWindow(win.id))")]),
   ("reopening_claims_once", [(BG, "  return new Set([...mirrors.values()].filter(", "  return new Set([].filter(")], "reopening_two_bindings"),
   ("reopening_only_a_matching_window", [(MI, "  return match.byUrl >= 2 && match.byUrl >= 0.8 * urls;", "  return match.byUrl >= Math.max(1, Math.ceil(urls / 2));")], "reopening_two_bindings"),
   ("private_window", [(BG, "    if (binding.incognito) {\n      const priv", "    if (false) {\n      const priv")]),
-  ("try_again_with_a_new_token", [(BG, "  fresh.localOnly = m.localOnly;\n  fresh.localIds = m.localIds;\n", "")]),
+  ("try_again_with_a_new_token", [(BG, "    for (const [tid, v] of m.table.localOnlyEntries()) fresh.table.setLocalOnly(tid, v);\n    fresh.table.localIds = m.table.localIds;\n", "")]),
   ("try_again_keeps_the_window", [(BG, "  const keep = m.ready && !m.b.closed && ", "  const keep = false && ")]),
-  ("remote_restore", [(BG, "(e) => this.onRemoved(e.detail.removed));", "(e) => this.onRemoved(e.detail.applied.op?.restore ? [] : e.detail.removed));")]),
-  ("share_sends", [(BG, "    this.localOnly.delete(tabId);\n    if (v.wsId) this.localIds", "    if (v.wsId) this.localIds")]),
+  ("remote_restore", [(BG, "      this.onRemoved(e.detail.removed);", "      this.onRemoved(e.detail.applied.op?.restore ? [] : e.detail.removed);")]),
+  ("share_sends", [(BG, "    this.table.setLocalOnly(tabId, null);\n", "")]),
 ]
+# The node mode (--node): each rule taken out of the planner (extension/plan.js), the tab table or
+# mirror.js, in a copy of the tree, and the node tests run there: a test must fail, fast.
+node_cases = [
+  ("local_close_is_a_remove", [(PL, "else submit(plan, work, { remove: { tabId: wid } });", "else {}")]),
+  ("pinning_a_tab", [(PL, "    if (t && !t.pinned) continue;", "    if (t) continue;")]),
+  ("read_only_closes_here_only", [(PL, "      if (ctx.readOnly) table.dismissed.add(wid);", "      if (false) table.dismissed.add(wid);")]),
+  ("local_move_is_a_move", [(PL, "  for (const id of moved) {", "  for (const id of []) {")]),
+  ("ours_from_before_a_restart", [(PL, "    if (!mapped && work.has(id)) { table.map(t.id, id); left = id; continue; }", "")]),
+  ("local_only_never_published", [(PL, "  return !table.ignored(t.id) && !table.localOnly(t.id) && !t.pinned;", "  return !table.ignored(t.id) && !t.pinned;")]),
+  ("read_only_keeps_local", [(PL, "    if (ctx.readOnly) {\n      table.unmap(t.id);", "    if (false) {\n      table.unmap(t.id);")]),
+  ("blank_tab_waits_for_its_url", [(PL, "if (!mapped && ctx.urlPending?.(t))", "if (false)")]),
+  ("remote_open_opens_once", [(PL, "state.tabs.filter((w) => !mapped.has(w.id) && !table.dismissed.has(w.id));", "state.tabs.filter((w) => !table.dismissed.has(w.id));")]),
+  ("dismissed_not_reopened", [(PL, "state.tabs.filter((w) => !mapped.has(w.id) && !table.dismissed.has(w.id));", "state.tabs.filter((w) => !mapped.has(w.id));")]),
+  ("lazy_past_the_threshold", [(PL, "const lazy = missing.length > LAZY_THRESHOLD && opened >= LAZY_THRESHOLD;", "const lazy = false;")]),
+  ("only_an_applied_remove_closes", [(PL, "return w !== undefined && table.removed.has(w) && !inWorkspace.has(w);", "return w !== undefined && !inWorkspace.has(w);")]),
+  ("removed_but_back_stays", [(PL, "return w !== undefined && table.removed.has(w) && !inWorkspace.has(w);", "return w !== undefined && table.removed.has(w);")]),
+  ("the_brake", [(MI, "  return count > 5 && count > windowTabs / 2;", "  return false;")]),
+  ("epoch_pause_ends", [(PL, "  if (epochPauseEnds(table, state)) table.paused = null;", "")]),
+  ("paused_plans_nothing", [(PL, "  if (table.paused) { plan.pause = table.paused; return plan; }", "")]),
+  ("active_shown_before_closing", [(PL, "if (ctx.mode === \"follow\" && gone.some((t) => t.active) && shown) {", "if (false) {")]),
+  ("emptied_window_keeps_a_placeholder", [(PL, "if (real.length === gone.length && state.tabs.length === 0) plan.actions.push({ filler: {} });", "")]),
+  ("remote_moves", [(PL, "  for (const m of movesToOrder(", "  for (const m of [] || movesToOrder(")]),
+  ("browse_keeps_the_active_tab", [(PL, "  if (ctx.mode !== \"follow\" || ctx.deferred) return;", "  if (ctx.deferred) return;")]),
+  ("navigation_never_over_the_user", [(PL, "    if (!placeholder && current !== prev.url) continue;", "")]),
+  ("titles_rest_first", [(PL, "if (quietFor < TITLE_DEBOUNCE_MS)", "if (false)")]),
+  ("one_update_per_5s", [(PL, "if (since < UPDATE_EVERY_MS)", "if (false)")]),
+  ("navigating_says_nothing", [(PL, "if (r.navigating && r.navigating.url !== f.url && now < r.navigating.until) continue;", "")]),
+  ("placeholder_title_never_published", [(PL, " || ctx.viewer || ctx.isPlaceholder(t)) continue;", " || ctx.viewer) continue;")]),
+  ("pacing_budget", [(PL, "  if (plan.used >= plan.budget) return false;", "")]),
+  ("replaced_tab_keeps_its_id", [(TT, "    if (r.wsId !== null) this.byWs.set(r.wsId, added);", "")]),
+  ("one_to_one_map", [(TT, "    if (other !== undefined && other !== tid) this.unmap(other);", "")]),
+  ("backup_is_a_new_history", [("extension/welcome.js", "  return Boolean(previousEpoch) && epoch === previousEpoch && version < seenVersion;", "  return false;")]),
+  ("new_history_closes_nothing", [("extension/welcome.js", "  if (welcome.newHistory) {", "  if (false) {")]),
+  ("deleted_workspace_is_final", [("extension/welcome.js", "  if (code === 4410) {", "  if (false) {")]),
+  ("restored_window_matched_against_its_table", [(MI, "    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();",
+                                                  "    return [...restored.tabs, ...stateTabs.filter((t) => !restored.tabs.some((r) => r.id === t.id))];")]),
+]
+NODE_TESTS = ["Tests/extension/plan.test.mjs", "Tests/extension/tab-table.test.mjs", "Tests/extension/welcome.test.mjs",
+              "Tests/extension/plan.property.test.mjs"]
+
+
+def node_mode(only):
+    """Each node case in a copy of the tree (this checkout is not touched): a node test must fail."""
+    import shutil, tempfile, time
+    bad = 0
+    for name, edits in node_cases:
+        if only and name not in only: continue
+        with tempfile.TemporaryDirectory() as tmp:
+            for d in ("extension", "web", "Tests/extension"):
+                shutil.copytree(os.path.join(ROOT, d), os.path.join(tmp, d), ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+            for path, old, new in edits:
+                p = os.path.join(tmp, path)
+                text = open(p).read()
+                if old not in text:
+                    sys.exit(f"{name}: PATTERN MISSING in {path}: {old[:60]!r}")
+                open(p, "w").write(text.replace(old, new, 1))
+            # The rule tests first; the generated cases only if none of them failed.
+            for stage in (NODE_TESTS[:-1], NODE_TESTS[-1:]):
+                start = time.monotonic()
+                r = subprocess.run(["node", "--test", "--test-reporter=dot", *stage], cwd=tmp, capture_output=True, text=True,
+                                   env={**os.environ, "TABSYNC_PLAN_CASES": "1000", "TABSYNC_PLAN_SEED": "1"}, timeout=120)
+                took = time.monotonic() - start
+                failed = r.returncode != 0
+                if failed: break
+            bad += not failed
+            by = "rule tests" if stage is not NODE_TESTS[-1:] else "generated cases"
+            print(f"{name}: rule out -> {'FAILS (good)' if failed else 'PASSES (bad)'}{f' ({by})' if failed else ''} in {took:.2f} s", flush=True)
+    sys.exit(1 if bad else 0)
+
+
+def module_of(path, old):
+    """`path`, or for BG (the extension's code, background.js before it was split into modules)
+    the extension module that holds `old`."""
+    if path != BG or old in open(os.path.join(ROOT, path)).read():
+        return path
+    for name in sorted(os.listdir(os.path.join(ROOT, "extension"))):
+        if name.endswith(".js") and old in open(os.path.join(ROOT, "extension", name)).read():
+            return f"extension/{name}"
+    return path
+
+
 only = sys.argv[1:]
+if only[:1] == ["--node"]:
+    node_mode(only[1:])
 for name, edits, *test in cases:
     if only and name not in only: continue
     originals = {}
     ok = True
     for path, old, new in edits:
+        path = module_of(path, old)
         p = os.path.join(ROOT, path)
         text = originals.setdefault(path, open(p).read()) if path not in originals else open(p).read()
         if old not in text:

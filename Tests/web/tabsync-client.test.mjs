@@ -418,6 +418,14 @@ test("ops are paced under min(maxOpsPerSecond, maxOpsPerSecondPerUser), in outbo
   for (let i = 0; i < 5; i++) free.update("a", { title: `t${i}` });
   assert.equal(submits(free).length, 5);
   free.close();
+  // Pacing off (the extension's tests of the RATE_LIMITED path): the limits are not obeyed.
+  const unpaced = offlineClient();
+  unpaced.pacing = false;
+  unpaced.onWelcome({ epoch: "e1", limits: { maxOpsPerSecond: 2 },
+    snapshot: { workspace: "w", version: "1", epoch: "e1", tabs: [tab("a", "a0")], activeTabId: "a", editable: true } });
+  for (let i = 0; i < 5; i++) unpaced.update("a", { title: `t${i}` });
+  assert.equal(submits(unpaced).length, 5);
+  unpaced.close();
 });
 
 test("RATE_LIMITED backs off with jitter, doubling, and the ops behind a held op wait for it", () => {
