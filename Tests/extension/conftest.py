@@ -51,6 +51,38 @@ class TabsyncServer(web_conftest.TabsyncServer):
             self.port = self.preset_port
         super().start()
 
+    read_token = ""  # a token the test's own reads (snapshot, history) carry, when the server wants one
+
+    def get(self, path):
+        if not self.read_token:
+            return super().get(path)
+        import urllib.error
+        import urllib.request
+        request = urllib.request.Request(self.http_url + path, headers={"Authorization": f"Bearer {self.read_token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read()
+
+    def backup(self, path):
+        """`tabsync-server backup` of the served store to `path` (online, as an operator takes one)."""
+        subprocess.run([os.path.join(web_conftest.BIN, "tabsync-server"), "backup", "--data-dir", self.data, "--to", str(path)],
+                       capture_output=True, text=True, check=True)
+
+    def restore_backup(self, path):
+        """Stops the server (SIGTERM, as an operator does), replaces its data by the backup at `path`
+        (docs/operating.md, "Restoring") and starts it again on the same port."""
+        import shutil
+        self.process.terminate()
+        self.process.wait(timeout=WAIT)
+        for name in os.listdir(self.data):
+            full = os.path.join(self.data, name)
+            if os.path.isfile(full) and name.startswith("tabsync.sqlite3"):
+                os.remove(full)
+        shutil.copyfile(path, os.path.join(self.data, "tabsync.sqlite3"))
+        self.start()
+
 
 class LoggedServer:
     """A tabsync-server whose info log is kept in a file, to count what reached it."""
@@ -359,13 +391,18 @@ class CdpProfile(Profile):
     def restart(self):
         """Closes the browser as a user does (Browser.close, the session saved) and starts it again
         on the same profile, restoring the last session."""
+        self.shut()
+        self.launch("--restore-last-session")
+
+    def shut(self):
+        """Closes the browser as a user does (Browser.close, the session saved); `launch("--restore-last-session")`
+        starts it again."""
         try:
             self.cdp("Browser.close")
         except Exception:  # noqa: BLE001 - the connection may close before the reply
             pass
         self.process.wait(timeout=WAIT)
         self.ws.close()
-        self.launch("--restore-last-session")
 
     def launch(self, *extra):
         import itertools
