@@ -3,7 +3,10 @@
 const params = new URLSearchParams(location.search);
 const title = params.get("title") ?? "";
 const url = params.get("url") ?? "";
-document.title = title;
+// Never empty: a browser shows an untitled page's own URL (this placeholder's, with its query) as
+// the tab's title. The page's URL stands in until it loads (docs/extension.md: a placeholder's
+// title is never published, whatever it shows).
+document.title = title || url || "(untitled)";
 
 function load() {
   if (/^https?:\/\//i.test(url) && document.visibilityState === "visible") location.replace(url);
