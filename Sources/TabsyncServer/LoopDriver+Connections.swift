@@ -189,16 +189,20 @@ extension LoopDriver {
         lws_callback_on_writable(connection.wsi)
     }
 
+    /// Writes the core's keepalive ping (``ServerCore/Action/ping(_:)``); false when lws refused
+    /// it. Its payload is not empty: lws 4.1.6 raises no RECEIVE_PONG for an empty pong (ops-ws.c
+    /// skips to `already_done`).
+    func writePing(_ connection: Connection) -> Bool {
+        lws_write(connection.wsi, pingBuffer + clws_pre(), Self.pingPayloadBytes, LWS_WRITE_PING) >= 0
+    }
+
     /// `SERVER_WRITEABLE`: writes queued frames while the socket takes them, then the close.
     private func writeQueued(_ connection: Connection) -> Int32 {
         connection.awaitingWritable = false
         if connection.pingPending, connection.isOpen, BatchedWriter.mayWrite(connection.wsi) {
-            // The core's keepalive ping, ahead of queued frames. Not empty: lws 4.1.6 raises no
-            // RECEIVE_PONG for an empty pong (ops-ws.c skips to `already_done`).
+            // The core's keepalive ping, ahead of queued frames.
             connection.pingPending = false
-            guard lws_write(connection.wsi, pingBuffer + clws_pre(), Self.pingPayloadBytes, LWS_WRITE_PING) >= 0 else {
-                return -1
-            }
+            guard writePing(connection) else { return -1 }
         }
         // While the kernel takes it all (lws holds nothing back), up to 16 sends per callback.
         if !write(connection, maxWrites: 16) { return -1 }

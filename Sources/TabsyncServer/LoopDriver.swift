@@ -293,6 +293,15 @@ final class LoopDriver {
             }
         case .ping(let id):
             guard let connection = connections[id], connection.isOpen else { return }
+            if !connection.awaitingWritable, connection.queue.isEmpty, connection.ownsConnection,
+               BatchedWriter.mayWrite(connection.wsi) {
+                // Nothing waits ahead of it: written at once, without a round trip through
+                // SERVER_WRITEABLE (BatchedWriter: a write outside it is fine under the same check).
+                if !writePing(connection) {
+                    close(connection, code: CloseReason.writeFailed.code, reason: CloseReason.writeFailed.text, flush: false)
+                }
+                return
+            }
             connection.pingPending = true
             if !connection.awaitingWritable {
                 connection.awaitingWritable = true

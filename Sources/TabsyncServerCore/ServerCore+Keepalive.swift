@@ -12,9 +12,10 @@
 /// - After ``SessionMachine/pingAfter`` of silence (0.4 to 0.6 of the idle timeout, fixed per
 ///   session from ``Settings/jitterSeed`` and its id, so sessions opened together ping apart) the
 ///   session is pinged (``Action/ping(_:)``), once per silence.
-/// - Hearing from a session costs one store of the instant and moves no deadline; a keepalive
-///   deadline comes at most twice per silence (its ping, its hangup) and once per ping interval
-///   while the session is heard from.
+/// - Hearing from a session costs one store of the instant; only the first answer after a ping
+///   moves its deadline (to its next ping, O(1) in the ``DeadlineTable``). A keepalive deadline
+///   comes at most twice per silence (its ping, its hangup), and once per ping while the session
+///   answers pings.
 extension ServerCore {
     /// Keepalive deadlines are rounded up to this (a hundredth of the idle timeout, at most
     /// 100 ms), so sessions share buckets of the ``DeadlineTable``.
@@ -40,10 +41,17 @@ extension ServerCore {
         deadlines.set(id, .keepalive, at + pingAfter, grain: Self.keepaliveGrain(idle))
     }
 
-    /// The session sent something (a frame or a pong): its silence starts again. No deadline moves.
-    mutating func heard(_ id: ConnectionID) {
+    /// The session sent something (a frame or a pong): its silence starts again. No deadline moves,
+    /// but for the first answer after a ping: its deadline (then the hangup) moves to the next ping,
+    /// so a session that answers pings costs one deadline per ping. Returns the deadline set, if any.
+    @discardableResult
+    mutating func heard(_ id: ConnectionID) -> Instant? {
         let at = now
         sessions[id]?.lastHeard = at
+        guard let idle = settings.idleTimeout, let session = sessions[id], session.pinged else { return nil }
+        sessions[id]!.pinged = false
+        deadlines.set(id, .keepalive, at + session.pingAfter, grain: Self.keepaliveGrain(idle))
+        return deadlines.deadline(id, .keepalive)
     }
 
     /// The session's keepalive deadline came: hang up on a silence of the idle timeout, ping a
@@ -68,6 +76,7 @@ extension ServerCore {
         // Silent since its ping was due: ping it, and come back at its hangup (a ping once per
         // silence: only hearing from it again brings the deadline back before the hangup).
         metrics.pingsSent += 1
+        sessions[id]!.pinged = true
         emit(.ping(id))
         deadlines.set(id, .keepalive, hangupAt, grain: grain)
     }

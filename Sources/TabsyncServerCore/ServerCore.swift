@@ -123,8 +123,10 @@ package struct ServerCore {
     package mutating func handle(_ event: Event, now: Instant, into actions: inout [Action]) {
         clock.advance(to: now)
         if case .pong(let id) = event {
-            // Hearing from a session moves no deadline and decides nothing (ServerCore+Keepalive.swift).
-            return heard(id)
+            // A pong decides nothing and moves at most its session's keepalive deadline
+            // (ServerCore+Keepalive.swift): the other deadlines need not be looked at.
+            if let moved = heard(id), nextDeadline.map({ moved < $0 }) ?? true { nextDeadline = moved }
+            return
         }
         dispatch(event)
         while !outbox.followUps.isEmpty {

@@ -52,6 +52,8 @@ struct SessionMachine {
     var lastHeard: ServerCore.Instant
     /// How long a silence lasts before the session is pinged (``ServerCore/pingAfter(_:seed:id:)``).
     var pingAfter: Duration = .zero
+    /// Pinged in the current silence: its keepalive deadline is the hangup.
+    var pinged = false
 
     enum Phase: Equatable {
         case awaitingHello

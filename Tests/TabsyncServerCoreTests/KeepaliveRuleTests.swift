@@ -115,6 +115,21 @@ import Testing
         let before = h.core.nextDeadline
         h.advance(.seconds(5))
         #expect(h.handle(.pong(1)).isEmpty && h.core.nextDeadline == before)
+        // The first answer after a ping moves the deadline (then the hangup) to the next ping,
+        // and the core's next deadline with it when that is earlier.
+        let pingAfter = h.core.sessions[1]!.pingAfter
+        var pinged = false
+        while !pinged, let next = h.core.nextDeadline, next < h.start + Self.idle * 2 {
+            h.advance(h.now.duration(to: next))
+            pinged = h.handle(.timeout).contains { if case .ping(1) = $0 { true } else { false } }
+        }
+        #expect(pinged)
+        let hangup = h.core.nextDeadline!
+        h.advance(.milliseconds(10))
+        h.handle(.pong(1))
+        let next = h.core.deadlines.deadline(1, .keepalive)!
+        #expect(next >= h.now + pingAfter && next < h.now + pingAfter + .milliseconds(100) && next != hangup)
+        #expect(h.core.nextDeadline == min(next, hangup))
     }
 
     /// Sessions opened in one instant ping apart: 2,000 at once ping over at least a sixth of the
