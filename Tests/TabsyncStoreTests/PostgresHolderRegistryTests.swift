@@ -26,11 +26,15 @@ struct PostgresHolderRegistryTests {
             driver = Driver(epoch: a.epoch)
         }
 
-        /// A commits one op to "w" and returns how many notifications it sent.
+        /// A commits one op to "w" and returns how many notifications it sent: the first adds a tab,
+        /// the rest rename it, so a test may commit as often as it likes (adds would pass the tab
+        /// limit, whose refusal does not advance the version, after 500 commits on a fast machine).
         mutating func commitOnA() throws -> UInt64 {
             let before = a.notificationsSent
             seq += 1
-            driver.submit("w", "alice", seq, .add(tab: Tab(id: "t\(seq)"), place: .end, activate: false))
+            let op: TabsyncCore.Operation = seq == 1
+                ? .add(tab: Tab(id: "t"), place: .end, activate: false) : .update(TabUpdate(tabId: "t", title: "title \(seq)"))
+            driver.submit("w", "alice", seq, op)
             var batch = driver.takeBatch()
             batch.baseVersions = ["w": version]
             try a.commit(batch)
