@@ -210,6 +210,10 @@ extension SimulatedWorld {
         stats.deletes += 1
         note("the store deleted the workspace; new epoch \(stored.workspace.epoch)")
         oracle.restart(at: stored.workspace)
+        // What clients sent that is still on its way may be consumed in the new history.
+        for id in links.keys.sorted() {
+            for frame in links[id]!.up { noteSent(links[id]!.client, frame) }
+        }
     }
 
     /// The proxy sends the workspace's new sessions to another node from now on (a node came back

@@ -103,6 +103,8 @@ extension SimulatedWorld {
             links[id]!.down.removeAll()
             links[id]!.clientGone = true
             links[id]!.halfOpen = true
+            // A close the server already decided drops the socket all the same (next tick).
+            if nodes[links[id]!.node].core.sessions[id]?.closing != nil { links[id]!.serverClosed = true }
             let c = links[id]!.client
             note("link \(id) c\(c) dropped half-open: the server is not told")
             if clients[c].link == id {

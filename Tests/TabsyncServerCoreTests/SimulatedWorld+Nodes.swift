@@ -209,6 +209,9 @@ extension SimulatedWorld {
                 }
                 if link.clientGone { links[id]!.serverClosed = true }  // the driver drops the socket
             }
+            // Any close of a half-open connection: the driver drops the socket, and the server hears
+            // of it on the next tick (a delete's 4410 waits for that to drain the workspace).
+            if let link = links[id], link.halfOpen { links[id]!.serverClosed = true }
             // The server sends a pending answer before any close (docs/design.md, "Close codes").
             if reason.waitsForAnswers, nodes[n].core.commits.owesAnswer(to: id) {
                 fail("node \(n) closes session \(id) \(reason.code) while an answer it owes the session waits in the pipeline")
