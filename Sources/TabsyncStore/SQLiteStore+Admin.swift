@@ -21,8 +21,7 @@ extension SQLiteStore: AdminStore {
     public func deleteWorkspace(_ id: String) throws(StoreError) -> Bool {
         let tombstone = try StoreEncoding.encode(Workspace(id: id, epoch: StoreEpoch.random()))
         return try withStoreConnection(write: true) { db throws(SQLiteError) in
-            try db.begin()
-            do throws(SQLiteError) {
+            try db.transaction { () throws(SQLiteError) -> Bool in
                 let existed = try db.scalar(
                     """
                     SELECT EXISTS (SELECT 1 FROM ops WHERE workspace = ?1)
@@ -30,10 +29,7 @@ extension SQLiteStore: AdminStore {
                     """, .text(id)) == 1
                 // Nothing to delete: a tombstone (or nothing) stays as it is, so a second delete
                 // never takes away the epoch that keeps the old history from being spliced.
-                guard existed else {
-                    db.rollback()
-                    return false
-                }
+                guard existed else { return false }
                 for table in ["ops", "client_seqs", "rejections", "rekeys", "snapshots"] {
                     let delete = try db.prepare("DELETE FROM \(table) WHERE workspace = ?")
                     try delete.bind(.text(id))
@@ -42,11 +38,7 @@ extension SQLiteStore: AdminStore {
                 let insert = try db.prepare("INSERT INTO snapshots (workspace, version, snapshot) VALUES (?, 0, ?)")
                 try insert.bind(.text(id), .blob(tombstone))
                 try insert.run()
-                try db.commit()
-                return existed
-            } catch {
-                db.rollback()
-                throw error
+                return true
             }
         }
     }

@@ -30,8 +30,7 @@ extension SQLiteStore {
     /// transaction. Returns how many snapshots were rewritten, nil when the file is not marked.
     static func startNewEpochIfBackup(_ db: SQLiteConnection, newEpoch: String) throws(SQLiteError) -> Int? {
         guard try backupMark(db) != nil else { return nil }
-        try db.begin()
-        do throws(SQLiteError) {
+        return try db.transaction { () throws(SQLiteError) -> Int in
             let setEpoch = try db.prepare("UPDATE meta SET value = ? WHERE key = 'epoch'")
             try setEpoch.bind(.text(newEpoch))
             try setEpoch.run()
@@ -42,11 +41,7 @@ extension SQLiteStore {
             let unmark = try db.prepare("DELETE FROM meta WHERE key = ?")
             try unmark.bind(.text(backupMarkKey))
             try unmark.run()
-            try db.commit()
             return rewritten
-        } catch {
-            db.rollback()
-            throw error
         }
     }
 

@@ -158,8 +158,7 @@ extension SQLiteStore {
     /// its application id and a fresh epoch.
     static func migrate(_ db: SQLiteConnection, from: Int64, newEpoch: String) throws(SQLiteError) {
         guard from < schemaVersion else { return }
-        try db.begin()
-        do throws(SQLiteError) {
+        try db.transaction { () throws(SQLiteError) in
             for index in Int(from)..<migrations.count { try db.execute(migrations[index]) }
             if from == 0 {
                 let insert = try db.prepare("INSERT INTO meta (key, value) VALUES ('epoch', ?)")
@@ -167,10 +166,6 @@ extension SQLiteStore {
                 try insert.run()
             }
             try db.execute("PRAGMA application_id = \(applicationId); PRAGMA user_version = \(schemaVersion)")
-            try db.commit()
-        } catch {
-            db.rollback()
-            throw error
         }
     }
 }

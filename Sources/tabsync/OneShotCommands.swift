@@ -97,6 +97,14 @@ struct OpenCommand: AsyncParsableCommand {
     }
 }
 
+/// Opens a session, finds `tab` (an id or a unique title prefix) and submits the op `op` makes of
+/// it, as `mv`, `rm` and `rename` do.
+func submitOn(_ tab: String, _ connection: ConnectionOptions, _ op: (Tab) -> TabsyncCore.Operation) async throws {
+    let c = try await Connection.open(connection)
+    defer { c.close() }
+    try await c.submit(op(try resolveTab(tab, in: c.workspace)))
+}
+
 struct MvCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "mv", abstract: "Move a tab to position N (from 1).")
 
@@ -105,10 +113,7 @@ struct MvCommand: AsyncParsableCommand {
     @Argument(help: "The new position, from 1.") var position: Position
 
     func run() async throws {
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        let target = try resolveTab(tab, in: c.workspace)
-        try await c.submit(.move(tabId: target.id, place: .index(position.index)))
+        try await submitOn(tab, connection) { .move(tabId: $0.id, place: .index(position.index)) }
     }
 }
 
@@ -119,10 +124,7 @@ struct RmCommand: AsyncParsableCommand {
     @Argument(help: "A tab id or a unique title prefix.") var tab: String
 
     func run() async throws {
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        let target = try resolveTab(tab, in: c.workspace)
-        try await c.submit(.remove(tabId: target.id))
+        try await submitOn(tab, connection) { .remove(tabId: $0.id) }
     }
 }
 
@@ -158,10 +160,7 @@ struct RenameCommand: AsyncParsableCommand {
     @Argument(help: "The new title.") var title: String
 
     func run() async throws {
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        let target = try resolveTab(tab, in: c.workspace)
-        try await c.submit(.update(TabUpdate(tabId: target.id, title: title)))
+        try await submitOn(tab, connection) { .update(TabUpdate(tabId: $0.id, title: title)) }
     }
 }
 

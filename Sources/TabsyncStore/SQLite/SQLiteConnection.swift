@@ -145,6 +145,20 @@ final class SQLiteConnection {
     /// Commits the open transaction.
     func commit() throws(SQLiteError) { try prepare("COMMIT").run() }
 
+    /// Runs `body` in a write transaction (``begin()``): committed when it returns, rolled back
+    /// when it throws (the error is thrown on).
+    func transaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        try begin()
+        do throws(SQLiteError) {
+            let result = try body()
+            try commit()
+            return result
+        } catch {
+            rollback()
+            throw error
+        }
+    }
+
     /// Rolls the open transaction back, if SQLite has not already done so (it does after some I/O
     /// and full-disk errors). Never throws: a rollback that fails leaves nothing committed either.
     func rollback() {
