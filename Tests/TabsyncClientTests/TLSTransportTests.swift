@@ -187,10 +187,10 @@ struct TLSTransportTests {
         #expect(record.messages[1] == large, "a 300 KB message arrives whole")
         #expect(record.messages[2] == Array(repeating: UInt8(ascii: "x"), count: 250_000), "three fragments, one message")
         #expect(record.opened == 1)
-        // Under a loaded full test run an occasional first TLS handshake fails ("SSL err 1",
-        // other lws contexts starting and stopping in the same process); the retry then opens.
-        #expect(record.endings.count <= 1 && record.endings.allSatisfy { $0.kind == .failedToConnect },
-                "\(record.endings)")
+        // Every handshake succeeds the first time. scripts/test runs this suite alone: libwebsockets
+        // 4.1.6 fails a client handshake in flight while another context starts in the same process
+        // (docs/architecture.md, "libwebsockets").
+        #expect(record.endings.isEmpty, "\(record.endings)")
         loop.send(.close(id: id, code: 1000, reason: "done"))
     }
 
