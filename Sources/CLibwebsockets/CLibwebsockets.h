@@ -30,30 +30,14 @@ static inline int clws_port_no_listen(void) { return CONTEXT_PORT_NO_LISTEN; }
  * lws_return_http_status does for h1. lws buffers what the socket does not take at once.
  * Returns 0 on success, nonzero when the connection should be closed.
  */
+static inline int clws_http_respond_with_headers(struct lws *wsi, unsigned int status,
+                                                 const char *content_type, const char *headers,
+                                                 const unsigned char *body, size_t body_len);
+
 static inline int clws_http_respond(struct lws *wsi, unsigned int status, const char *content_type,
                                     const unsigned char *body, size_t body_len)
 {
-    size_t head_room = 1024;
-    size_t total = LWS_PRE + head_room + body_len;
-    unsigned char *buf = (unsigned char *)malloc(total);
-    unsigned char *start, *p, *end;
-    int n;
-
-    if (!buf)
-        return 1;
-    start = buf + LWS_PRE;
-    p = start;
-    end = start + head_room;
-    if (lws_add_http_common_headers(wsi, status, content_type, (lws_filepos_t)body_len, &p, end) ||
-        lws_finalize_http_header(wsi, &p, end)) {
-        free(buf);
-        return 1;
-    }
-    if (body_len)
-        memcpy(p, body, body_len);
-    n = lws_write(wsi, start, (size_t)(p - start) + body_len, LWS_WRITE_HTTP_FINAL);
-    free(buf);
-    return n < 0 ? 1 : 0;
+    return clws_http_respond_with_headers(wsi, status, content_type, "", body, body_len);
 }
 
 /*
@@ -116,15 +100,21 @@ fail:
     return 1;
 }
 
-/* The If-None-Match request header into buf; returns its length, 0 when absent, -1 on overflow. */
-static inline int clws_request_if_none_match(struct lws *wsi, char *buf, int len)
+/* A request header into buf; returns its length, 0 when absent (buf then ""), -1 on overflow. */
+static inline int clws_request_header(struct lws *wsi, enum lws_token_indexes token, char *buf, int len)
 {
-    if (!lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_IF_NONE_MATCH)) {
+    if (!lws_hdr_total_length(wsi, token)) {
         if (len > 0)
             buf[0] = '\0';
         return 0;
     }
-    return lws_hdr_copy(wsi, buf, len, WSI_TOKEN_HTTP_IF_NONE_MATCH);
+    return lws_hdr_copy(wsi, buf, len, token);
+}
+
+/* The If-None-Match request header into buf, as clws_request_header. */
+static inline int clws_request_if_none_match(struct lws *wsi, char *buf, int len)
+{
+    return clws_request_header(wsi, WSI_TOKEN_HTTP_IF_NONE_MATCH, buf, len);
 }
 
 /*
@@ -173,15 +163,10 @@ static inline int clws_request_uri(struct lws *wsi, char *buf, int len)
     return lws_hdr_copy(wsi, buf, len, WSI_TOKEN_GET_URI);
 }
 
-/* The Sec-WebSocket-Protocol header into buf; returns its length, 0 when absent, -1 on overflow. */
+/* The Sec-WebSocket-Protocol header into buf, as clws_request_header. */
 static inline int clws_request_subprotocols(struct lws *wsi, char *buf, int len)
 {
-    if (!lws_hdr_total_length(wsi, WSI_TOKEN_PROTOCOL)) {
-        if (len > 0)
-            buf[0] = '\0';
-        return 0;
-    }
-    return lws_hdr_copy(wsi, buf, len, WSI_TOKEN_PROTOCOL);
+    return clws_request_header(wsi, WSI_TOKEN_PROTOCOL, buf, len);
 }
 
 /* The name of the protocol the wsi is bound to ("" when none). */

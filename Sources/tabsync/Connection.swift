@@ -175,4 +175,13 @@ struct Connection {
     func close() {
         client.close()
     }
+
+    /// Opens a connection (as ``open(_:workspace:onEvent:)``), runs `body` with it and closes it,
+    /// whatever `body` returns or throws.
+    @discardableResult
+    static func with<T>(_ options: ConnectionOptions, _ body: (Connection) async throws -> T) async throws -> T {
+        let connection = try await open(options)
+        defer { connection.close() }
+        return try await body(connection)
+    }
 }

@@ -44,28 +44,28 @@ struct LogCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        let wanted = limit ?? (since == nil ? 50 : Int.max)
-        var printed = 0
-        var before: UInt64 = 0
-        pages: while printed < wanted {
-            var page = Tabsync_V1_HistoryPage()
-            page.before = before
-            // Filters may drop entries: ask for full pages then.
-            page.limit = UInt32(author == nil ? min(1_000, wanted - printed) : 1_000)
-            var query = Tabsync_V1_HistoryQuery()
-            query.what = .ops(page)
-            let answer = try await c.history(query)
-            for entry in answer.ops {
-                if let since, let at = RFC3339.parse(entry.at), at < since.date.timeIntervalSince1970 { break pages }
-                if let author, entry.author != author { continue }
-                printOut(json ? try Self.json(entry) : Self.line(entry))
-                printed += 1
-                if printed >= wanted { break pages }
+        try await Connection.with(connection) { c in
+            let wanted = limit ?? (since == nil ? 50 : Int.max)
+            var printed = 0
+            var before: UInt64 = 0
+            pages: while printed < wanted {
+                var page = Tabsync_V1_HistoryPage()
+                page.before = before
+                // Filters may drop entries: ask for full pages then.
+                page.limit = UInt32(author == nil ? min(1_000, wanted - printed) : 1_000)
+                var query = Tabsync_V1_HistoryQuery()
+                query.what = .ops(page)
+                let answer = try await c.history(query)
+                for entry in answer.ops {
+                    if let since, let at = RFC3339.parse(entry.at), at < since.date.timeIntervalSince1970 { break pages }
+                    if let author, entry.author != author { continue }
+                    printOut(json ? try Self.json(entry) : Self.line(entry))
+                    printed += 1
+                    if printed >= wanted { break pages }
+                }
+                guard answer.next != 0, !answer.ops.isEmpty else { break }
+                before = answer.next
             }
-            guard answer.next != 0, !answer.ops.isEmpty else { break }
-            before = answer.next
         }
     }
 
@@ -101,28 +101,28 @@ struct RestoreCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        var query = Tabsync_V1_HistoryQuery()
-        if let version { query.what = .version(version) } else if let at { query.what = .at(RFC3339.format(at.date.timeIntervalSince1970)) }
-        if dryRun || version == nil {
-            let answer = try await c.history(query)
-            guard answer.hasState else { throw CommandError.failed("the server sent no state") }
-            let target = Workspace(answer.state)
-            if dryRun {
-                let current = c.client.state.confirmed
-                let diff = WorkspaceDiff(from: current, to: target)
-                if diff.isEmpty {
-                    printOut("restoring version \(target.version) would change nothing (now at version \(current.version))")
-                } else {
-                    printOut("restoring version \(target.version) (now at version \(current.version)) would:")
-                    for line in diff.lines(naming: current, target) { printOut("  " + line) }
+        try await Connection.with(connection) { c in
+            var query = Tabsync_V1_HistoryQuery()
+            if let version { query.what = .version(version) } else if let at { query.what = .at(RFC3339.format(at.date.timeIntervalSince1970)) }
+            if dryRun || version == nil {
+                let answer = try await c.history(query)
+                guard answer.hasState else { throw CommandError.failed("the server sent no state") }
+                let target = Workspace(answer.state)
+                if dryRun {
+                    let current = c.client.state.confirmed
+                    let diff = WorkspaceDiff(from: current, to: target)
+                    if diff.isEmpty {
+                        printOut("restoring version \(target.version) would change nothing (now at version \(current.version))")
+                    } else {
+                        printOut("restoring version \(target.version) (now at version \(current.version)) would:")
+                        for line in diff.lines(naming: current, target) { printOut("  " + line) }
+                    }
+                    return
                 }
-                return
+                try await restore(target.version, c)
+            } else if let version {
+                try await restore(version, c)
             }
-            try await restore(target.version, c)
-        } else if let version {
-            try await restore(version, c)
         }
     }
 
@@ -142,30 +142,30 @@ struct ReopenCommand: AsyncParsableCommand {
     var tab: String?
 
     func run() async throws {
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        var query = Tabsync_V1_HistoryQuery()
-        query.what = .closed(tab == nil ? 1 : 100)
-        let closed = try await c.history(query).closed.map { Tab($0.tab) }
-        let tabId: String
-        if let tab {
-            if closed.contains(where: { $0.id == tab }) {
-                tabId = tab
-            } else {
-                let matches = closed.filter { $0.title.hasPrefix(tab) }
-                if matches.count > 1 {
-                    throw CommandError.badArgument("“\(tab)” names \(matches.count) closed tabs; give an id")
+        try await Connection.with(connection) { c in
+            var query = Tabsync_V1_HistoryQuery()
+            query.what = .closed(tab == nil ? 1 : 100)
+            let closed = try await c.history(query).closed.map { Tab($0.tab) }
+            let tabId: String
+            if let tab {
+                if closed.contains(where: { $0.id == tab }) {
+                    tabId = tab
+                } else {
+                    let matches = closed.filter { $0.title.hasPrefix(tab) }
+                    if matches.count > 1 {
+                        throw CommandError.badArgument("“\(tab)” names \(matches.count) closed tabs; give an id")
+                    }
+                    tabId = matches.first?.id ?? tab  // else the server says whether it can
                 }
-                tabId = matches.first?.id ?? tab  // else the server says whether it can
+            } else {
+                guard let last = closed.first else { throw CommandError.failed("no recently closed tab to reopen") }
+                tabId = last.id
             }
-        } else {
-            guard let last = closed.first else { throw CommandError.failed("no recently closed tab to reopen") }
-            tabId = last.id
+            let state = try await c.submit(.reopen(tabId: tabId))
+            guard let back = state.confirmed.tab(tabId), let index = state.confirmed.index(of: tabId) else {
+                throw CommandError.failed("the server applied the reopen but \(tabId) is not in the workspace")
+            }
+            printOut("\(back.id)\t\(back.title)\t\(back.url)\t\(index + 1)")
         }
-        let state = try await c.submit(.reopen(tabId: tabId))
-        guard let back = state.confirmed.tab(tabId), let index = state.confirmed.index(of: tabId) else {
-            throw CommandError.failed("the server applied the reopen but \(tabId) is not in the workspace")
-        }
-        printOut("\(back.id)\t\(back.title)\t\(back.url)\t\(index + 1)")
     }
 }

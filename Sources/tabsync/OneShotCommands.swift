@@ -53,10 +53,10 @@ struct LsCommand: AsyncParsableCommand {
     @Flag(help: "Print the snapshot as JSON.") var json = false
 
     func run() async throws {
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        let ws = c.client.state.confirmed
-        printOut(json ? try snapshotJSON(ws) : TabTable.render(ws))
+        try await Connection.with(connection) { c in
+            let ws = c.client.state.confirmed
+            printOut(json ? try snapshotJSON(ws) : TabTable.render(ws))
+        }
     }
 }
 
@@ -71,11 +71,11 @@ struct AddCommand: AsyncParsableCommand {
     @Flag(help: "Make it the active tab.") var activate = false
 
     func run() async throws {
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        let tab = Tab(id: newTabId(), title: title, url: url)
-        try await c.submit(.add(tab: tab, place: at.map { .index($0.index) } ?? .end, activate: activate))
-        printOut(tab.id)
+        try await Connection.with(connection) { c in
+            let tab = Tab(id: newTabId(), title: title, url: url)
+            try await c.submit(.add(tab: tab, place: at.map { .index($0.index) } ?? .end, activate: activate))
+            printOut(tab.id)
+        }
     }
 }
 
@@ -89,20 +89,20 @@ struct OpenCommand: AsyncParsableCommand {
     @Option(help: "The title when a tab is added (default: the URL).") var title: String?
 
     func run() async throws {
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        let tab = Tab(id: newTabId(), title: title ?? url, url: url)
-        let state = try await c.submit(.open(tab: tab, place: .end))
-        printOut(state.confirmed.activeTabId)
+        try await Connection.with(connection) { c in
+            let tab = Tab(id: newTabId(), title: title ?? url, url: url)
+            let state = try await c.submit(.open(tab: tab, place: .end))
+            printOut(state.confirmed.activeTabId)
+        }
     }
 }
 
 /// Opens a session, finds `tab` (an id or a unique title prefix) and submits the op `op` makes of
 /// it, as `mv`, `rm` and `rename` do.
 func submitOn(_ tab: String, _ connection: ConnectionOptions, _ op: (Tab) -> TabsyncCore.Operation) async throws {
-    let c = try await Connection.open(connection)
-    defer { c.close() }
-    try await c.submit(op(try resolveTab(tab, in: c.workspace)))
+    try await Connection.with(connection) { c in
+        try await c.submit(op(try resolveTab(tab, in: c.workspace)))
+    }
 }
 
 struct MvCommand: AsyncParsableCommand {
@@ -137,18 +137,18 @@ struct ActivateCommand: AsyncParsableCommand {
     @Argument(help: "A tab id, a position from 1, or a unique title prefix.") var tab: String
 
     func run() async throws {
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        let ws = c.workspace
-        let target: ActivateTarget
-        if ws.tab(tab) != nil {
-            target = .tabId(tab)
-        } else if let position = Position(argument: tab) {
-            target = .index(position.index)
-        } else {
-            target = .tabId(try resolveTab(tab, in: ws).id)
+        try await Connection.with(connection) { c in
+            let ws = c.workspace
+            let target: ActivateTarget
+            if ws.tab(tab) != nil {
+                target = .tabId(tab)
+            } else if let position = Position(argument: tab) {
+                target = .index(position.index)
+            } else {
+                target = .tabId(try resolveTab(tab, in: ws).id)
+            }
+            try await c.submit(.activate(target))
         }
-        try await c.submit(.activate(target))
     }
 }
 
@@ -172,17 +172,17 @@ struct WatchCommand: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        for await event in c.client.events() {
-            switch event {
-            case .applied(let applied):
-                if let line = try? Tabsync_V1_Applied(applied).jsonString() { printOut(line) }
-            case .connection(.closed):
-                if let refusal = c.client.state.refusal { throw CommandError.failed("\(refusal)") }
-                return
-            default:
-                break
+        try await Connection.with(connection) { c in
+            for await event in c.client.events() {
+                switch event {
+                case .applied(let applied):
+                    if let line = try? Tabsync_V1_Applied(applied).jsonString() { printOut(line) }
+                case .connection(.closed):
+                    if let refusal = c.client.state.refusal { throw CommandError.failed("\(refusal)") }
+                    return
+                default:
+                    break
+                }
             }
         }
     }
@@ -195,9 +195,9 @@ struct ExportCommand: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        printOut(try snapshotJSON(c.client.state.confirmed))
+        try await Connection.with(connection) { c in
+            printOut(try snapshotJSON(c.client.state.confirmed))
+        }
     }
 }
 
@@ -223,13 +223,13 @@ struct ImportCommand: AsyncParsableCommand {
             throw CommandError.badArgument("\(file) is not a snapshot as export prints it: \(error)")
         }
         let tabs = Workspace(snapshot).tabs
-        let c = try await Connection.open(connection)
-        defer { c.close() }
-        try await c.submit(.replace(tabs: tabs))
-        if !snapshot.activeTabID.isEmpty, tabs.contains(where: { $0.id == snapshot.activeTabID }),
-           c.client.state.confirmed.activeTabId != snapshot.activeTabID
-        {
-            try await c.submit(.activate(.tabId(snapshot.activeTabID)))
+        try await Connection.with(connection) { c in
+            try await c.submit(.replace(tabs: tabs))
+            if !snapshot.activeTabID.isEmpty, tabs.contains(where: { $0.id == snapshot.activeTabID }),
+               c.client.state.confirmed.activeTabId != snapshot.activeTabID
+            {
+                try await c.submit(.activate(.tabId(snapshot.activeTabID)))
+            }
         }
     }
 }
