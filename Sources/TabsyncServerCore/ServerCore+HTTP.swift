@@ -54,12 +54,7 @@ extension ServerCore {
         guard let hub = workspaces.hub(id) else { return nil }
         let workspace = hub.durable
         guard workspace.version > 0 else { return .notFound }
-        do {
-            let json: [UInt8] = try Tabsync_V1_Snapshot(workspace).jsonUTF8Bytes()
-            return HTTPResponse(status: 200, contentType: "application/json", bytes: json + [0x0A])
-        } catch {
-            return HTTPResponse(status: 500, body: "cannot encode snapshot\n")
-        }
+        return Self.protobufJSON(Tabsync_V1_Snapshot(workspace))
     }
 
     /// Answers the requests that waited for `id` to load, in request order.
@@ -95,24 +90,5 @@ extension ServerCore {
         }
         guard Validation.isValidWorkspaceId(id) else { return emit(.respond(requestId, .notFound)) }
         readHistory(read, of: id, for: .http(requestId))
-    }
-
-    /// The history answer: `{"workspace", "ops": [{version, at, author, clientId, seq, summary, op}], "next"}`
-    /// (`next`: the `before` of the next page, null at the oldest stored op).
-    func historyResponse(_ workspace: String, _ entries: [HistoryEntry]) -> HTTPResponse {
-        let ops = entries.map { entry -> [String: Any] in
-            var object: [String: Any] = [
-                "version": entry.op.version, "author": entry.author, "clientId": entry.op.clientId, "seq": entry.op.seq,
-                "summary": entry.op.op.summary,
-                "at": entry.committedAt.map { RFC3339.format($0.timeIntervalSince1970) as Any } ?? NSNull(),
-            ]
-            if let bytes: [UInt8] = try? Tabsync_V1_Op(entry.op.op).jsonUTF8Bytes(),
-               let op = try? JSONSerialization.jsonObject(with: Data(bytes)) {
-                object["op"] = op
-            }
-            return object
-        }
-        let next = HistoryQuery.next(after: entries)
-        return AdminJSON.response(["workspace": workspace, "ops": ops, "next": next.map { $0 as Any } ?? NSNull()])
     }
 }

@@ -179,6 +179,14 @@ extension ServerCore {
         return answer
     }
 
+    /// A message as a 200 answer in the protobuf JSON mapping, one line.
+    static func protobufJSON(_ message: some SwiftProtobuf.Message) -> HTTPResponse {
+        guard let json: [UInt8] = try? message.jsonUTF8Bytes() else {
+            return HTTPResponse(status: 500, body: "cannot encode \(type(of: message))\n")
+        }
+        return HTTPResponse(status: 200, contentType: "application/json", bytes: json + [0x0A])
+    }
+
     static func wireEntry(_ entry: HistoryEntry) -> Tabsync_V1_HistoryEntry {
         var wire = Tabsync_V1_HistoryEntry()
         wire.version = entry.op.version
@@ -203,23 +211,16 @@ extension ServerCore {
 
     // MARK: HTTP
 
-    /// The HTTP answer to a read: the history page, a state as a snapshot, or the closed tabs; a
-    /// refusal is 400 with its message (404 when the workspace has no history), a store failure 503.
+    /// The HTTP answer to a read, in the protobuf JSON mapping the session uses (docs/design.md,
+    /// "Reading history"): a page or the closed tabs as the session's `HistoryAnswer` (no `id`), a
+    /// state as a `Snapshot`; a refusal is 400 with its message (404 when the workspace has no
+    /// history), a store failure 503.
     func httpHistoryResponse(_ call: HistoryCall, _ result: Result<HistoryResult, HistoryFailure>) -> HTTPResponse {
         switch result {
-        case .success(.ops(let entries)):
-            return historyResponse(call.workspaceId, entries)
+        case .success(.ops), .success(.closed):
+            return Self.protobufJSON(historyAnswer(call, result))
         case .success(.state(let state)):
-            guard let json: [UInt8] = try? Tabsync_V1_Snapshot(state).jsonUTF8Bytes() else {
-                return HTTPResponse(status: 500, body: "cannot encode snapshot\n")
-            }
-            return HTTPResponse(status: 200, contentType: "application/json", bytes: json + [0x0A])
-        case .success(.closed(let tabs)):
-            let closed = tabs.compactMap { tab -> Any? in
-                guard let bytes: [UInt8] = try? Self.wireClosed(tab).jsonUTF8Bytes() else { return nil }
-                return try? JSONSerialization.jsonObject(with: Data(bytes))
-            }
-            return AdminJSON.response(["workspace": call.workspaceId, "closed": closed])
+            return Self.protobufJSON(Tabsync_V1_Snapshot(state))
         case .failure(.store(let error)):
             return AdminJSON.error(503, "store unavailable: \(error)")
         case .failure(let failure):

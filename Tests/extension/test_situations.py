@@ -19,7 +19,8 @@ from test_safety import all_urls, metric, mint, offline, session_saved_after, st
 
 
 def history_ops(server, ws):
-    """Every op the server stored for `ws`, oldest first (GET /v1/workspaces/{id}/history)."""
+    """Every op the server stored for `ws`, oldest first (GET /v1/workspaces/{id}/history, protobuf
+    JSON: versions are strings, `ops` and `next` are left out when empty)."""
     ops, before = [], None
     while True:
         query = "?limit=1000" + (f"&before={before}" if before else "")
@@ -122,7 +123,7 @@ def test_a_server_restored_from_a_backup_closes_no_tab_opened_since(extension, p
             a.open_tab(pages.url(n), active=False)
         wait_for(lambda: sorted(titles(server, ws)) == sorted(kept + ["Since1", "Since2"]), what="the two tabs titled")
         since = quiet(server, ws, a, b, what="the two tabs opened since the backup in both windows")
-        assert since["version"] > at_backup
+        assert int(since["version"]) > int(at_backup)
         server.restore_backup(tmp_path / "backup.sqlite3")
         assert server.snapshot(ws)["version"] == at_backup, "the restored server is not at the backup's version"
         since_urls = [pages.url("Since1"), pages.url("Since2")]
