@@ -86,9 +86,14 @@ extension ServerCore {
             return false
         }
         if access.role.permits(submit.op.kind) { return true }
-        if !sessions[id]!.takeToken(rate: settings.limits.maxOpsPerSecond, now: now) { strike(id) }
+        let abusive = !sessions[id]!.takeToken(rate: settings.limits.maxOpsPerSecond, now: now) && strike(id)
         let refusal = AuthError.notPermitted(role: access.role, op: submit.hasOp ? Self.opName(submit.op.kind) : "an empty op")
         reject(id, seq: submit.seq, code: refusal.code, message: refusal.description)
+        // After the refusal that tipped it, as for any flood (ServerCore+Sessions.swift `submit`).
+        if abusive {
+            logger.warning("rate limit abuse closed", metadata: ["session": "\(id)"])
+            close(id, .rateLimitAbuse)
+        }
         return false
     }
 

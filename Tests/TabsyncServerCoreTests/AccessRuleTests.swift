@@ -114,6 +114,26 @@ import Testing
         #expect(h.core.sessionCount == 3)  // refusals close nothing
     }
 
+    /// A viewer flooding ops it may not make is closed 1008 like any flood, after the refusal
+    /// that tipped it (before, the strike was counted and its verdict dropped: it was never closed).
+    @Test func aViewerFloodingRefusedOpsIsClosed1008AfterItsLastRefusal() {
+        var h = CoreHarness { $0.accessControl = true; $0.limits.maxOpsPerSecond = 2; $0.rateLimitStrikes = 3 }
+        Self.join(&h, 1, Self.grant(h, role: .viewer))
+        var said: [Said] = []
+        var seq: UInt64 = 0
+        for _ in 0..<4 {
+            for _ in 0..<5 {
+                seq += 1
+                said += Said.of(h.submit(1, seq: seq, CoreHarness.add("t\(seq)")))
+            }
+            h.advance(.seconds(1))
+        }
+        let closes = said.filter { if case .close = $0 { true } else { false } }
+        #expect(closes == [.close(1, 1008)], "\(closes)")
+        guard let at = said.firstIndex(of: .close(1, 1008)) else { return }
+        #expect(at > 0 && said[at - 1] == .rejected(to: 1, seq: UInt64(at), code: .notPermitted), "\(said)")
+    }
+
     @Test func presenceNamesTheTokensSubjectNotTheChosenName() {
         var h = Self.harness()
         h.handle(.connected(1, format: .proto, echo: false))
