@@ -1258,7 +1258,7 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 """#),
         "tabsync-client.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""b3584a231b1e389c7e00dc150fdef795""#,
+            etag: #""524391c7a6afbfc0dcfec92d4fcbb0b9""#,
             text: #"""
 // A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
@@ -2038,15 +2038,18 @@ export class TabsyncClient extends EventTarget {
   }
 
   /**
-   * Takes one token of the pacing bucket (as the server's: `pace` tokens at most, refilled at
-   * PACE_SHARE of `pace` per second, so what arrives bunched stays under the server's); returns
-   * 0, or the ms until a token comes.
+   * Takes one token of the pacing bucket: half the server's burst (`pace` / 2 tokens at most, at
+   * least 1), refilled at PACE_SHARE of `pace` per second. The server's bucket (`pace` tokens) so
+   * keeps half its burst and a tenth of its rate in reserve, and what a busy network or machine
+   * bunches on the way stays under it (a full-size burst left it empty: any op that arrived a
+   * little early was refused). Returns 0, or the ms until a token comes.
    */
   takeToken(now) {
     const rate = this.pace;
     if (rate === Infinity) return 0;
-    const b = this.bucket ??= { tokens: rate, at: now };
-    b.tokens = Math.min(rate, b.tokens + (Math.max(0, now - b.at) / 1000) * rate * PACE_SHARE);
+    const burst = Math.max(1, Math.floor(rate / 2));
+    const b = this.bucket ??= { tokens: burst, at: now };
+    b.tokens = Math.min(burst, b.tokens + (Math.max(0, now - b.at) / 1000) * rate * PACE_SHARE);
     b.at = now;
     if (b.tokens >= 1) { b.tokens -= 1; return 0; }
     return Math.ceil(((1 - b.tokens) / (rate * PACE_SHARE)) * 1000);

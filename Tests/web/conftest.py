@@ -17,6 +17,7 @@ import uuid
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -258,7 +259,10 @@ class Page:
         return self
 
     def wait(self, predicate, what="condition", timeout=WAIT):
-        return WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(predicate, message=f"{self.name}: {what}")
+        # A re-render can replace an element between finding and reading it: look again.
+        return WebDriverWait(self.driver, timeout, poll_frequency=0.05,
+                             ignored_exceptions=[NoSuchElementException, StaleElementReferenceException]
+                             ).until(predicate, message=f"{self.name}: {what}")
 
     def js(self, script, *args):
         return self.driver.execute_script(script, *args)

@@ -227,7 +227,9 @@ def test_a_server_brought_back_from_a_copy_is_shown_as_a_new_history(server, bro
               "a new history seen", timeout=20)
     wait_for(lambda: converged(page, server, ws), what="the copy's state shown")
     assert page.bar()["ids"] == [first] and page.bar()["version"] == 1
-    assert "history was replaced" in page.driver.find_element(By.CSS_SELECTOR, ".bar-rejection").text
+    # Read in one step in the page: the bar re-renders, and an element found, then read, can be gone.
+    notice = "return document.querySelector('.bar-rejection')?.textContent ?? ''"
+    page.wait(lambda d: "history was replaced" in page.js(notice), "the new history said")
     page.screenshot("new-history")
 
 
