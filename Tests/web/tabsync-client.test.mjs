@@ -400,13 +400,19 @@ test("ops are paced under min(maxOpsPerSecond, maxOpsPerSecondPerUser), in outbo
     snapshot: { workspace: "w", version: "1", epoch: "e1", tabs: [tab("a", "a0")], activeTabId: "a", editable: true } });
   assert.equal(client.pace, 2);
   for (let i = 0; i < 5; i++) client.update("a", { title: `t${i}` });
-  assert.deepEqual(submits(client).map((s) => s.op.update.title), ["t0", "t1"]); // the bucket's two
+  // A burst of half the rate (1 of 2), so the server's bucket keeps the other in reserve.
+  assert.deepEqual(submits(client).map((s) => s.op.update.title), ["t0"]);
   assert.ok(client.pumpTimer, "a timer waits for the next token");
   assert.equal(client.state.tabs[0].title, "t4"); // every op shows at once all the same
   const start = client.bucket.at;
-  client.pump(start + 1200); // 1.2 s at 90% of 2/s: two more tokens
-  assert.deepEqual(submits(client).map((s) => s.op.update.title), ["t0", "t1", "t2", "t3"]);
-  client.pump(start + 1800);
+  client.pump(start + 500); // 0.5 s at 90% of 2/s: 0.9 of a token, none yet
+  assert.deepEqual(submits(client).map((s) => s.op.update.title), ["t0"]);
+  client.pump(start + 600); // 1.08 tokens: one goes
+  assert.deepEqual(submits(client).map((s) => s.op.update.title), ["t0", "t1"]);
+  client.pump(start + 3000); // 2.4 s later: the bucket holds its burst of 1, never more
+  assert.deepEqual(submits(client).map((s) => s.op.update.title), ["t0", "t1", "t2"]);
+  client.pump(start + 3600);
+  client.pump(start + 4200);
   assert.deepEqual(submits(client).map((s) => [s.seq, s.op.update.title]),
     [["1", "t0"], ["2", "t1"], ["3", "t2"], ["4", "t3"], ["5", "t4"]]);
   client.close();
