@@ -72,24 +72,31 @@ class Backoff:
 
 
 class _Pacer:
-    """A token bucket of `rate` ops per second (burst: one second's worth); rate 0: unpaced."""
+    """A token bucket under the server's `rate` ops per second (0: unpaced), with margin as the JS
+    client's (docs/design.md, "Limits and defaults"): refilled at 90% of the rate, a burst of half
+    of it, so the server's bucket keeps a reserve for ops the network delivers bunched."""
+    SHARE = 0.9
 
     def __init__(self):
         self.rate, self.tokens, self.at = 0, 0.0, time.monotonic()
 
+    @property
+    def burst(self):
+        return float(max(1, self.rate // 2))
+
     def limit(self, rate):
-        self.rate = rate
-        self.tokens = min(self.tokens, float(rate))
+        if rate != self.rate:
+            self.rate, self.tokens, self.at = rate, float(max(1, rate // 2)), time.monotonic()
 
     async def take(self):
         while self.rate:
             now = time.monotonic()
-            self.tokens = min(float(self.rate), self.tokens + (now - self.at) * self.rate)
+            self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate * self.SHARE)
             self.at = now
             if self.tokens >= 1:
                 self.tokens -= 1
                 return
-            await asyncio.sleep((1 - self.tokens) / self.rate)
+            await asyncio.sleep((1 - self.tokens) / (self.rate * self.SHARE))
 
 
 class _Entry:
