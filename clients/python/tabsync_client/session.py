@@ -18,7 +18,10 @@ dedup", "Transient refusals are retried", "Resume and epoch", "Close codes"):
   session (`Ended`): the server said not to come back on our own.
 
 `on_event(kind, **fields)` is told everything that happens, for logs and checkers: connect,
-welcome, applied, ack, reject, retry, answer_gone, resync, disconnect, ended.
+welcome (with the connection's local port and wall time), submit (each time an op goes, with
+`resubmit` when it goes again with its seq after a Welcome), applied (every op seen), ack (this
+client's own), reject, retry (a held op under a new seq, with its `first`), answer_gone, resync,
+error, disconnect, ended. scripts/nemesis writes them as its clients' histories.
 """
 import asyncio
 import itertools
@@ -102,15 +105,17 @@ class _Pacer:
 class _Entry:
     """One submitted op: its seq while sent and unanswered (None before it goes, or once refused for
     a reason that passes), and the future its answer settles."""
-    __slots__ = ("op", "future", "seq", "tries")
+    __slots__ = ("op", "future", "seq", "first", "tries")
 
     def __init__(self, op, future):
-        self.op, self.future, self.seq, self.tries = op, future, None, 0
+        self.op, self.future, self.seq, self.first, self.tries = op, future, None, None, 0
 
 
 class Session:
     def __init__(self, url, workspace, *, client_id=None, name=None, token=None, on_event=None,
-                 backoff=None, retry_backoff=None, open_timeout=10):
+                 backoff=None, retry_backoff=None, open_timeout=10, connect_options=None):
+        """`connect_options`: more keyword arguments for `websockets`' `connect` (e.g. its
+        `ping_interval`); `backoff`, `retry_backoff`: `Backoff`s (a seeded one replays)."""
         self.url = url
         self.workspace = workspace
         self.client_id = client_id or f"py-{uuid.uuid4().hex[:16]}"
@@ -121,6 +126,7 @@ class Session:
         self.backoff = backoff or Backoff()
         self.retry_backoff = retry_backoff or Backoff(base=0.2, cap=5.0)
         self.open_timeout = open_timeout
+        self.connect_options = connect_options or {}
         self.next_seq = 1
         self.outbox = []         # _Entry, in the order submitted: sent (a seq) or not yet
         self.held_refusals = 0   # transient refusals in a row: the retry back-off's attempt
@@ -224,11 +230,14 @@ class Session:
             entry.seq = self.next_seq
             self.next_seq += 1
             if entry.tries:
-                self.on_event("retry", seq=entry.seq)
+                self.on_event("retry", seq=entry.seq, first=entry.first)
+            else:
+                entry.first = entry.seq
             entry.tries += 1
-            await self._send(entry)
+            await self._send(entry, resubmit=False)
 
-    async def _send(self, entry):
+    async def _send(self, entry, resubmit):
+        self.on_event("submit", seq=entry.seq, op=entry.op, resubmit=resubmit)
         await self._conn.send(json.dumps({"submit": {"seq": str(entry.seq), "op": entry.op}}, separators=(",", ":")))
 
     async def _pump_quietly(self):
@@ -268,11 +277,12 @@ class Session:
     def _applied(self, applied, via):
         version = int(applied.get("version", 0))
         seq = int(applied.get("seq", 0))
-        self.on_event("applied", version=version, client=applied.get("clientId", ""), seq=seq, via=via)
+        self.on_event("applied", version=version, client=applied.get("clientId", ""), seq=seq,
+                      op=applied.get("op", {}), via=via)
         entry = self._entry(seq) if applied.get("clientId") == self.client_id else None
         if entry is not None:
             self.held_refusals = 0
-            self.on_event("ack", seq=seq, version=version)
+            self.on_event("ack", seq=seq, version=version, via=via)
             self._settle(entry, result=applied)
         if version <= self.state.version:
             return
@@ -311,7 +321,12 @@ class Session:
         self._hold_until = max(self._hold_until, time.monotonic() + delay)
         self._wake_after_hold()
 
-    def _welcome(self, welcome):
+    @property
+    def ready(self):
+        """True while a connection is welcomed and its outbox sent again."""
+        return self._ready.is_set()
+
+    def _welcome(self, welcome, local_port=None, wall=None):
         recovered = bool(welcome.get("recovered", False))
         epoch = welcome.get("epoch", "")
         limits = welcome.get("limits", {})
@@ -331,7 +346,8 @@ class Session:
             self._seen[self.state.epoch] = max(self._seen.get(self.state.epoch, 0), self.state.version)
         self.welcomes += 1
         self.on_event("welcome", recovered=recovered, version=self.state.version, epoch=epoch,
-                      lastSeq=int(welcome.get("lastSeq", 0)), missed=len(welcome.get("missed", [])))
+                      lastSeq=int(welcome.get("lastSeq", 0)), missed=len(welcome.get("missed", [])),
+                      session=welcome.get("sessionId", ""), port=local_port, wall=wall)
         for applied in welcome.get("missed", []):
             self._applied(applied, "missed")
         self._want_snapshot = False
@@ -365,8 +381,11 @@ class Session:
     async def _connection(self):
         """One connection: Hello, Welcome, the outbox again, then answers until it closes. Returns
         (code, reason, at_once)."""
-        async with connect(self.url, subprotocols=[SUBPROTOCOL], open_timeout=self.open_timeout,
-                           close_timeout=2, max_size=1 << 22, compression=None, proxy=None) as conn:
+        options = dict(open_timeout=self.open_timeout, close_timeout=2, max_size=1 << 22, compression=None, proxy=None)
+        options.update(self.connect_options)
+        async with connect(self.url, subprotocols=[SUBPROTOCOL], **options) as conn:
+            local_port = conn.transport.get_extra_info("sockname")[1]
+            wall = time.time()
             await conn.send(self._hello())
             try:
                 while True:
@@ -374,7 +393,7 @@ class Session:
                     if "welcome" in message:
                         break
                     self._received(message)  # an Error before the close
-                self._welcome(message["welcome"])
+                self._welcome(message["welcome"], local_port, wall)
                 self._conn = conn
                 async with self._sending:
                     # Every sent, unanswered op again with its seq (the server repeats a stored
@@ -382,7 +401,7 @@ class Session:
                     # the outbox is through (no await between the last look and the flag).
                     for entry in sorted((e for e in self.outbox if e.seq is not None), key=lambda e: e.seq):
                         await self._pacer.take()
-                        await self._send(entry)
+                        await self._send(entry, resubmit=True)
                     self._hold_until = 0
                     await self._pump()
                     self._ready.set()
