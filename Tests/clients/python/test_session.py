@@ -50,7 +50,7 @@ def memory_server():
     server.stop()
 
 
-def test_ops_settle_by_their_answers_and_two_sessions_converge(memory_server):
+def test_ops_settle_by_their_answers_two_sessions_converge_and_see_each_other(memory_server):
     async def main():
         url = memory_server.url + "/"
         a = await Session(url, "conv", client_id="py-a").start()
@@ -67,11 +67,13 @@ def test_ops_settle_by_their_answers_and_two_sessions_converge(memory_server):
         ids = [t["id"] for t in a.state.tabs()]
         assert ids == ["t19"] + [f"t{n}" for n in range(19)]
         assert [t["id"] for t in b.state.tabs()] == ids
+        await a.wait_until(lambda s: {p.get("clientId") for p in s.peers.values()} == {"py-a", "py-b"}, 10)
+        await b.close()
+        await a.wait_until(lambda s: {p.get("clientId") for p in s.peers.values()} == {"py-a"}, 10)
         snapshot = Http(url).snapshot("conv")
         assert [t["id"] for t in sorted(snapshot["tabs"], key=lambda t: t["key"].encode())] == ids
         assert snapshot["version"] == "21"
         await a.close()
-        await b.close()
     run(main())
 
 

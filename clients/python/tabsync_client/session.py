@@ -21,7 +21,7 @@ dedup", "Transient refusals are retried", "Resume and epoch", "Close codes"):
 welcome (with the connection's local port and wall time), submit (each time an op goes, with
 `resubmit` when it goes again with its seq after a Welcome), applied (every op seen), ack (this
 client's own), reject, retry (a held op under a new seq, with its `first`), answer_gone, resync,
-error, disconnect, ended. scripts/nemesis writes them as its clients' histories.
+presence, error, disconnect, ended. scripts/nemesis writes them as its clients' histories.
 """
 import asyncio
 import itertools
@@ -133,6 +133,8 @@ class Session:
         self._hold_until = 0     # monotonic time before which no unsent op goes (a held op waits)
         self.ended = None        # Ended, once the server said not to come back
         self.welcomes = 0
+        self.peers = {}          # session id -> Peer (protobuf JSON) of the workspace's sessions, ours too
+        self.others = 0          # sessions the peer list does not name (Presence.othersCount)
         self._want_snapshot = False
         self._seen = {}          # epoch -> highest version seen under it
         self._conn = None
@@ -353,6 +355,17 @@ class Session:
         self._want_snapshot = False
         self.next_seq = max(self.next_seq, int(welcome.get("lastSeq", 0)) + 1)
 
+    def _presence(self, presence):
+        """A whole peer list, or a delta (peers joined or changed, session ids left)."""
+        if not presence.get("delta"):
+            self.peers = {}
+        for peer in presence.get("peers", []):
+            self.peers[peer.get("sessionId", "")] = peer
+        for session_id in presence.get("left", []):
+            self.peers.pop(session_id, None)
+        self.others = int(presence.get("othersCount", 0))
+        self.on_event("presence", peers=len(self.peers), others=self.others)
+
     def _received(self, message):
         if "applied" in message:
             self._applied(message["applied"], "live")
@@ -362,6 +375,8 @@ class Session:
             future = self._queries.get(message["history"].get("id", 0))
             if future is not None and not future.done():
                 future.set_result(message["history"])
+        elif "presence" in message:
+            self._presence(message["presence"])
         elif "error" in message:
             self.on_event("error", code=message["error"].get("code", ""), message=message["error"].get("message", ""))
         elif "welcome" in message:
@@ -393,6 +408,7 @@ class Session:
                     if "welcome" in message:
                         break
                     self._received(message)  # an Error before the close
+                self.peers, self.others = {}, 0
                 self._welcome(message["welcome"], local_port, wall)
                 self._conn = conn
                 async with self._sending:
