@@ -139,7 +139,7 @@ export class Mirror {
 
   onStatus(status) {
     const final = status === "closed" && !this.b.stopped && finalClose(this.client.lastClose?.code, this.b.workspace);
-    if (final) { this.fail(final); return; }
+    if (final) { this.b.deleted = true; this.fail(final); return; } // only unbind or bind anew (welcome.js bindingOffers)
     if (status === "connected" && (this.phase === "new" || this.phase === "claimed") && !this.b.closed) {
       this.phase = "attaching";
       this.attach()

@@ -53,7 +53,20 @@ export function afterWelcome(table, welcome, confirmed, ours) {
 export function finalClose(code, workspace) {
   if (code === 4410) {
     return `an operator deleted the workspace "${workspace}" on the server (close 4410): it is not made again from this window. `
-      + "Bind the window again to start a new workspace.";
+      + "Unbind the window (its tabs stay), or bind it to another workspace.";
   }
   return "";
+}
+
+/**
+ * Rule "a deleted workspace stays deleted", in the popup and its requests: what a binding offers.
+ * A binding whose workspace an operator deleted (`b.deleted`, set with the 4410's reason) offers
+ * only to unbind (the tabs stay) or to bind the window to another workspace: never Try again or
+ * Reopen, which would connect and make the workspace again. Otherwise a stopped binding offers
+ * Try again, a closed one Reopen.
+ * @returns {{ retry: boolean, reopen: boolean, unbind: boolean, bindNew: boolean }}
+ */
+export function bindingOffers(b) {
+  if (b?.deleted) return { retry: false, reopen: false, unbind: true, bindNew: true };
+  return { retry: Boolean(b?.stopped), reopen: Boolean(b?.closed) && !b?.stopped, unbind: true, bindNew: false };
 }

@@ -76,6 +76,7 @@ node_cases = [
   ("backup_is_a_new_history", [("extension/welcome.js", "  return Boolean(previousEpoch) && epoch === previousEpoch && version < seenVersion;", "  return false;")]),
   ("new_history_closes_nothing", [("extension/welcome.js", "  if (welcome.newHistory) {", "  if (false) {")]),
   ("deleted_workspace_is_final", [("extension/welcome.js", "  if (code === 4410) {", "  if (false) {")]),
+  ("deleted_binding_offers_no_way_back", [("extension/welcome.js", "  if (b?.deleted) return", "  if (false) return")]),
   ("restored_window_matched_against_its_table", [(MI, "    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();",
                                                   "    return [...restored.tabs, ...stateTabs.filter((t) => !restored.tabs.some((r) => r.id === t.id))];")]),
 ]

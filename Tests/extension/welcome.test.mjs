@@ -2,7 +2,7 @@
 // mirror.js attachRecords), and what the planner then does (extension/plan.js).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { afterWelcome, finalClose, isNewHistory } from "../../extension/welcome.js";
+import { afterWelcome, bindingOffers, finalClose, isNewHistory } from "../../extension/welcome.js";
 import { attachRecords, matchTabs, windowMatches } from "../../extension/mirror.js";
 import { planChanges } from "../../extension/plan.js";
 import { context, realTab, tableOf, workspace } from "./plan-world.mjs";
@@ -66,4 +66,15 @@ test("defect: a restored window is matched against what this browser had in it, 
   assert.ok(windowMatches(records, matchTabs(records, tabs, restored.map)), "the restored window is not re-attached");
   // Without a saved table (a window this worker never knew), the workspace's tabs.
   assert.deepEqual(attachRecords(null, now).map((r) => r.id), ["a", "b", "c", "d", "e", "f"]);
+});
+
+test("defect: a deleted workspace's binding offers only to unbind or bind anew, never Try again or Reopen", () => {
+  const deleted = { stopped: finalClose(4410, "team"), deleted: true };
+  assert.deepEqual(bindingOffers(deleted), { retry: false, reopen: false, unbind: true, bindNew: true });
+  // Its window closed since: still no Reopen (it would connect and make the workspace again).
+  assert.deepEqual(bindingOffers({ ...deleted, closed: true }), { retry: false, reopen: false, unbind: true, bindNew: true });
+  // Other stops and closes offer their way back.
+  assert.deepEqual(bindingOffers({ stopped: "the server refused the token" }), { retry: true, reopen: false, unbind: true, bindNew: false });
+  assert.deepEqual(bindingOffers({ stopped: "", closed: true }), { retry: false, reopen: true, unbind: true, bindNew: false });
+  assert.deepEqual(bindingOffers({ stopped: "", closed: false }), { retry: false, reopen: false, unbind: true, bindNew: false });
 });
