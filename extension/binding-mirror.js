@@ -9,7 +9,7 @@ import { TabTable } from "./tab-table.js";
 import { URL_WAIT_MS, planArrange, planChanges } from "./plan.js";
 import { execute, isPlaceholder, urlNotKnownYet, windowTabs } from "./executor.js";
 import { ExtensionClient, exportClient, importClient } from "./client-state.js";
-import { afterWelcome, finalClose, isNewHistory } from "./welcome.js";
+import { afterWelcome, finalClose, isNewHistory, matchNewHistoryByPage } from "./welcome.js";
 import { updateBadge } from "./badge.js";
 import { switches, attachSerially, updateRetryAlarm } from "./registry.js";
 import { resumeArea, saveBinding } from "./storage.js";
@@ -171,6 +171,7 @@ export class Mirror {
   onWelcome(detail) {
     const c = this.client;
     const newHistory = isNewHistory(detail, this.seenVersion, c.confirmed.version);
+    if (newHistory) matchNewHistoryByPage(this.table, c.confirmed.tabs);
     const ours = new Set([...this.table.mappedIds(), ...(this.restored?.tabs ?? []).map((t) => t.id)]);
     afterWelcome(this.table, { ...detail, newHistory }, new Set(c.confirmed.tabs.map((t) => t.id)), ours);
     this.seenVersion = c.confirmed.version;

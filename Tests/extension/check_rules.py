@@ -79,6 +79,7 @@ node_cases = [
   ("replaced_tab_keeps_its_navigation", [(TT, "    this.records.set(added, r);", "    this.records.set(added, { ...r, navigating: null });")]),
   ("try_again_waits_for_the_pass", [("extension/binding-mirror.js", "    this.stop();\n    await this.passing;", "    this.stop();")]),
   ("retired_mirror_never_passes", [("extension/binding-mirror.js", "    if (this.phase === \"retired\") return;\n    this.dirty = true;", "    this.dirty = true;")]),
+  ("new_history_matches_by_page", [("extension/welcome.js", "    if (ids?.length) table.map(tid, ids.shift());", "")]),
   ("deleted_binding_offers_no_way_back", [("extension/welcome.js", "  if (b?.deleted) return", "  if (false) return")]),
   ("restored_window_matched_against_its_table", [(MI, "    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();",
                                                   "    return [...restored.tabs, ...stateTabs.filter((t) => !restored.tabs.some((r) => r.id === t.id))];")]),
