@@ -9,7 +9,7 @@ import { TabTable } from "./tab-table.js";
 import { URL_WAIT_MS, planArrange, planChanges } from "./plan.js";
 import { execute, isPlaceholder, urlNotKnownYet, windowTabs } from "./executor.js";
 import { ExtensionClient, exportClient, importClient } from "./client-state.js";
-import { afterWelcome, finalClose, isNewHistory } from "./welcome.js";
+import { afterWelcome, finalClose, isNewHistory, matchNewHistoryByPage } from "./welcome.js";
 import { updateBadge } from "./badge.js";
 import { switches, attachSerially, updateRetryAlarm } from "./registry.js";
 import { resumeArea, saveBinding } from "./storage.js";
@@ -139,7 +139,7 @@ export class Mirror {
 
   onStatus(status) {
     const final = status === "closed" && !this.b.stopped && finalClose(this.client.lastClose?.code, this.b.workspace);
-    if (final) { this.fail(final); return; }
+    if (final) { this.b.deleted = true; this.fail(final); return; } // only unbind or bind anew (welcome.js bindingOffers)
     if (status === "connected" && (this.phase === "new" || this.phase === "claimed") && !this.b.closed) {
       this.phase = "attaching";
       this.attach()
@@ -171,6 +171,7 @@ export class Mirror {
   onWelcome(detail) {
     const c = this.client;
     const newHistory = isNewHistory(detail, this.seenVersion, c.confirmed.version);
+    if (newHistory) matchNewHistoryByPage(this.table, c.confirmed.tabs);
     const ours = new Set([...this.table.mappedIds(), ...(this.restored?.tabs ?? []).map((t) => t.id)]);
     afterWelcome(this.table, { ...detail, newHistory }, new Set(c.confirmed.tabs.map((t) => t.id)), ours);
     this.seenVersion = c.confirmed.version;

@@ -138,9 +138,9 @@ export class PopupMethods {
     const status = {
       bindingId: this.b.id, windowId: this.b.windowId, workspace: this.b.workspace, server: this.b.server,
       mode: this.b.mode, name: this.b.name,
-      status: this.b.stopped ? "stopped" : this.b.closed ? "closed" : this.table.paused ? "paused"
+      status: this.b.deleted ? "deleted" : this.b.stopped ? "stopped" : this.b.closed ? "closed" : this.table.paused ? "paused"
         : this.ready ? c.status : (c.status === "connected" ? "attaching" : c.status),
-      stopped: this.b.stopped, version: c.confirmed.version, pending: c.pending.length,
+      stopped: this.b.stopped, deleted: Boolean(this.b.deleted), version: c.confirmed.version, pending: c.pending.length,
       retrying: c.retrying.length, paused: this.table.paused, viewOnly: this.readOnly ? (this.viewer ? "viewer" : "read-only") : "",
       tabs: c.state.tabs.map((t) => ({ id: t.id, title: t.title, badge: t.badge, locked: t.locked })),
       localOnly: this.table.localOnlyEntries().map(([tid, v]) => ({ tabId: tid, code: v.code, title: v.title, reason: REASONS[v.code] ?? v.code })),

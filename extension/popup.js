@@ -3,6 +3,7 @@
 // on the page with textContent, never as HTML.
 
 import { api as chrome } from "./browser-api.js";
+import { bindingOffers } from "./welcome.js";
 
 const params = new URLSearchParams(location.search);
 let windowId = null;
@@ -98,9 +99,12 @@ async function render() {
   $("note").textContent = note;
   $("pause-actions").hidden = !s.paused;
   $("use-server").textContent = s.paused?.kind === "brake" ? "Close them" : "Open the server's version (new window)";
-  $("reopen").hidden = !(binding.closed || s.stopped);
-  $("reopen").textContent = s.stopped ? "Try again" : "Reopen window";
-  $("token-again").hidden = !(s.stopped && /token/.test(s.stopped));
+  const offers = bindingOffers({ ...binding, stopped: s.stopped || binding.stopped, deleted: s.deleted || binding.deleted });
+  $("reopen").hidden = !(offers.retry || offers.reopen);
+  $("reopen").textContent = offers.retry ? "Try again" : "Reopen window";
+  $("bind-new").hidden = !offers.bindNew;
+  $("bound-mode").hidden = offers.bindNew; // nothing to follow in a deleted workspace
+  $("token-again").hidden = !(offers.retry && /token/.test(s.stopped));
   const local = s.localOnly ?? [];
   $("local-only").hidden = local.length === 0;
   $("local-list").replaceChildren(...local.map((t) => {
@@ -216,10 +220,14 @@ async function renderDetached() {
   $("detached").hidden = detached.length === 0;
   $("detached-list").replaceChildren(...detached.map((b) => {
     const li = text("li", `${b.workspace} on ${b.server} `);
-    const reopen = text("button", "Reopen");
-    reopen.addEventListener("click", () => send({ type: "reopen", bindingId: b.id }));
     const forget = text("button", "Forget");
     forget.addEventListener("click", async () => { await send({ type: "unbind", bindingId: b.id }); render(); });
+    if (bindingOffers(b).bindNew) {
+      li.append(text("span", "(deleted on the server) ", "dim"), forget); // never reopened: that would make it again
+      return li;
+    }
+    const reopen = text("button", "Reopen");
+    reopen.addEventListener("click", () => send({ type: "reopen", bindingId: b.id }));
     li.append(reopen, " ", forget);
     return li;
   }));
@@ -253,6 +261,17 @@ async function main() {
   $("unbind").addEventListener("click", async () => {
     if (current) await send({ type: "unbind", bindingId: current.bindingId });
     render();
+  });
+  $("bind-new").addEventListener("click", async () => {
+    // The deleted binding goes (the tabs stay); the form comes back for this window, the server
+    // filled in and the workspace empty, so the user names another one (or the same, on purpose).
+    if (!current) return;
+    const server = current.server;
+    await send({ type: "unbind", bindingId: current.bindingId });
+    $("server").value = server;
+    $("workspace").value = "";
+    await render();
+    $("workspace").focus();
   });
   $("reopen").addEventListener("click", () => current && send({ type: "reopen", bindingId: current.bindingId, token: $("token2").value }));
   $("publish-again").addEventListener("click", () => current && send({ type: "resolve", bindingId: current.bindingId, choice: "publish" }));

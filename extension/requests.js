@@ -6,6 +6,7 @@ import { cleanText, isLoopback } from "./mirror.js";
 import { Mirror } from "./binding-mirror.js";
 import { exportClient, importClient } from "./client-state.js";
 import { mirrorOfWindow, mirrors, updateRetryAlarm } from "./registry.js";
+import { bindingOffers } from "./welcome.js";
 import { deleteBinding, randomTag, saveBinding, sessionNonce } from "./storage.js";
 
 const WORKSPACE_ID = /^[A-Za-z0-9._-]{1,64}$/;
@@ -81,6 +82,11 @@ export async function setMode(bindingId, mode) {
 export async function reopen(request) {
   const m = mirrors.get(request.bindingId);
   if (!m) return { error: "not bound" };
+  // A deleted workspace is not made again: a deleted binding is only unbound or bound anew.
+  const offers = bindingOffers(m.b);
+  if (!offers.retry && !offers.reopen && m.b.deleted) {
+    return { error: `the workspace "${m.b.workspace}" was deleted on the server: unbind this window, or bind it to another workspace` };
+  }
   const keep = m.ready && !m.b.closed && Boolean(await chrome.windows.get(m.b.windowId).catch(() => null));
   // One owner of the tables at a time: the old mirror is retired and its pass (if one is under
   // way) ends before anything moves on; the outbox goes on as a copy, so no op of the old client

@@ -16,6 +16,28 @@ export function isNewHistory({ previousEpoch, epoch, newHistory }, seenVersion, 
 }
 
 /**
+ * Rule "a new history matches by page before it publishes": a real tab whose workspace id the new
+ * history lacks, showing the page (its last synced URL) of a tab the new history holds that no
+ * real tab of this window is mapped to, is that tab: it is mapped to it, one to one, in the
+ * window's order, instead of being published again beside it (the page would then be in the
+ * workspace twice and open twice in every window). So goes a tab a pin and unpin re-added under a
+ * new id after the backup the server was restored from (chaos seed 3902). `tabs`: the new
+ * history's tabs. Run before afterWelcome on a new history only: in the same history an id the
+ * server lacks was removed, and a page twice is the user's own.
+ */
+export function matchNewHistoryByPage(table, tabs) {
+  const held = new Set(tabs.map((t) => t.id));
+  const shown = table.mappedIds();
+  const free = new Map(); // url -> ids of the new history's tabs no real tab is mapped to
+  for (const t of tabs) if (t.url && !shown.has(t.id)) free.set(t.url, [...(free.get(t.url) ?? []), t.id]);
+  for (const [tid, wid] of table.mapped().sort((x, y) => x[0] - y[0])) {
+    const url = table.seen(tid)?.url;
+    const ids = !held.has(wid) && url ? free.get(url) : undefined;
+    if (ids?.length) table.map(tid, ids.shift());
+  }
+}
+
+/**
  * The table after a Welcome. `confirmed`: the workspace ids the server holds now; `ours`: the
  * ids this window shows (mapped, or restored to be matched); `welcome`: the client's event
  * detail, with `newHistory` as isNewHistory decided it. Ids the server holds are nothing to close.
@@ -53,7 +75,20 @@ export function afterWelcome(table, welcome, confirmed, ours) {
 export function finalClose(code, workspace) {
   if (code === 4410) {
     return `an operator deleted the workspace "${workspace}" on the server (close 4410): it is not made again from this window. `
-      + "Bind the window again to start a new workspace.";
+      + "Unbind the window (its tabs stay), or bind it to another workspace.";
   }
   return "";
+}
+
+/**
+ * Rule "a deleted workspace stays deleted", in the popup and its requests: what a binding offers.
+ * A binding whose workspace an operator deleted (`b.deleted`, set with the 4410's reason) offers
+ * only to unbind (the tabs stay) or to bind the window to another workspace: never Try again or
+ * Reopen, which would connect and make the workspace again. Otherwise a stopped binding offers
+ * Try again, a closed one Reopen.
+ * @returns {{ retry: boolean, reopen: boolean, unbind: boolean, bindNew: boolean }}
+ */
+export function bindingOffers(b) {
+  if (b?.deleted) return { retry: false, reopen: false, unbind: true, bindNew: true };
+  return { retry: Boolean(b?.stopped), reopen: Boolean(b?.closed) && !b?.stopped, unbind: true, bindNew: false };
 }

@@ -76,11 +76,16 @@ node_cases = [
   ("backup_is_a_new_history", [("extension/welcome.js", "  return Boolean(previousEpoch) && epoch === previousEpoch && version < seenVersion;", "  return false;")]),
   ("new_history_closes_nothing", [("extension/welcome.js", "  if (welcome.newHistory) {", "  if (false) {")]),
   ("deleted_workspace_is_final", [("extension/welcome.js", "  if (code === 4410) {", "  if (false) {")]),
+  ("replaced_tab_keeps_its_navigation", [(TT, "    this.records.set(added, r);", "    this.records.set(added, { ...r, navigating: null });")]),
+  ("try_again_waits_for_the_pass", [("extension/binding-mirror.js", "    this.stop();\n    await this.passing;", "    this.stop();")]),
+  ("retired_mirror_never_passes", [("extension/binding-mirror.js", "    if (this.phase === \"retired\") return;\n    this.dirty = true;", "    this.dirty = true;")]),
+  ("new_history_matches_by_page", [("extension/welcome.js", "    if (ids?.length) table.map(tid, ids.shift());", "")]),
+  ("deleted_binding_offers_no_way_back", [("extension/welcome.js", "  if (b?.deleted) return", "  if (false) return")]),
   ("restored_window_matched_against_its_table", [(MI, "    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();",
                                                   "    return [...restored.tabs, ...stateTabs.filter((t) => !restored.tabs.some((r) => r.id === t.id))];")]),
 ]
 NODE_TESTS = ["Tests/extension/plan.test.mjs", "Tests/extension/tab-table.test.mjs", "Tests/extension/welcome.test.mjs",
-              "Tests/extension/plan.property.test.mjs"]
+              "Tests/extension/try-again.test.mjs", "Tests/extension/plan.property.test.mjs"]
 
 
 def node_mode(only):
@@ -92,6 +97,8 @@ def node_mode(only):
         with tempfile.TemporaryDirectory() as tmp:
             for d in ("extension", "web", "Tests/extension"):
                 shutil.copytree(os.path.join(ROOT, d), os.path.join(tmp, d), ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+            os.makedirs(os.path.join(tmp, "scripts"))  # try-again.test.mjs loads the packaged extension
+            shutil.copy(os.path.join(ROOT, "scripts", "package-extension"), os.path.join(tmp, "scripts"))
             for path, old, new in edits:
                 p = os.path.join(tmp, path)
                 text = open(p).read()

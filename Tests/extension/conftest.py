@@ -5,6 +5,7 @@ CLI, and screenshots in .build/extension-artifacts/.
 
 Every wait has a deadline; none stands in for synchronisation.
 """
+import hashlib
 import html
 import importlib.util
 import json
@@ -122,10 +123,16 @@ def wait_for(predicate, timeout=WAIT, what="condition"):
 
 @pytest.fixture(scope="session")
 def extension():
-    """(unpacked dir, id) of the extension, assembled by scripts/package-extension."""
-    out = os.path.join(ROOT, ".build", "extension-test")
-    zip_path = os.path.join(ROOT, ".build", "extension-test.zip")
-    result = subprocess.run([os.path.join(ROOT, "scripts", "package-extension"), "--dir", out, "--zip", zip_path],
+    """(unpacked dir, id) of the extension, assembled by scripts/package-extension. With
+    TABSYNC_EXTENSION_TREE=DIR, by DIR's own packager from DIR's extension/ and web/ (another
+    checkout, e.g. a `git worktree` of an older commit): the same tests and server against another
+    extension, as scripts/compare-extension-latency does."""
+    tree = os.environ.get("TABSYNC_EXTENSION_TREE", "")
+    # A directory of each tree's own, so a comparison never repackages under the usual tests' feet.
+    out = os.path.join(ROOT, ".build", "extension-test" + (f"-{hashlib.sha1(tree.encode()).hexdigest()[:8]}" if tree else ""))
+    tree = tree or ROOT
+    zip_path = out + ".zip"
+    result = subprocess.run([os.path.join(tree, "scripts", "package-extension"), "--dir", out, "--zip", zip_path],
                             capture_output=True, text=True, check=True)
     fields = dict(line.split(": ", 1) for line in result.stdout.strip().splitlines())
     return {"dir": out, "id": fields["id"], "origin": fields["origin"], "zip": zip_path}

@@ -80,3 +80,23 @@ test("the shape saved before the table existed is read as it is", () => {
   assert.deepEqual([...table.removed], ["z"]);
   assert.equal(table.lastActive, "b");
 });
+
+test("defect: a tab replaced mid-navigation does not send back the page it was leaving", async () => {
+  // A remote URL change navigates real tab 1; before the load commits, the browser replaces the
+  // tab (prerendering, a discarded tab brought back): tab 11 still shows the page being left.
+  const { planArrange } = await import("../../extension/plan.js");
+  const { context, realTab, tableOf, workspace } = await import("./plan-world.mjs");
+  const state = workspace(["a"]);
+  const moved = { ...state, tabs: [{ ...state.tabs[0], url: "https://example.test/next" }] };
+  const table = tableOf([[1, "a"]], state);
+  table.lastActive = "a";
+  const first = planArrange(context([realTab(1, state.tabs[0], { active: true })], moved, table));
+  assert.deepEqual(first.actions.map((a) => a.navigate?.tabId), [1]);
+  table.replaceTab(1, 11);
+  // The page being left, loaded and quiet long enough for its changes to go out.
+  const replaced = realTab(11, state.tabs[0], { active: true });
+  table.record(11).changedAt = 0;
+  const after = planArrange(context([replaced], moved, table, { now: 1_000_000 + 1_000 }));
+  assert.deepEqual(after.ops, [], "the replaced tab sent back the page it was leaving");
+  assert.deepEqual(after.actions, []);
+});

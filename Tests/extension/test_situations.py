@@ -267,15 +267,41 @@ def test_a_workspace_deleted_by_an_operator_is_not_made_again(extension, profile
         except AssertionError:
             raise AssertionError(f"after the operator deleted the workspace (4410) the extension connected again "
                                  f"and made it again: {server.snapshot(ws)}") from None
-        assert window_urls(a, a.binding()["windowId"]) == [pages.url(n) for n in names], "the window lost tabs"
-        a.target(a.binding()["windowId"])
+        window = a.binding()["windowId"]
+        assert window_urls(a, window) == [pages.url(n) for n in names], "the window lost tabs"
+        a.target(window)
         shown = wait_for(lambda: a.popup(), what="the popup")
         try:
             wait_for(lambda: "deleted" in (a.popup()["why"] + " " + a.popup()["status"]), what="the popup says why")
         except AssertionError:
             raise AssertionError(f"the popup does not tell the user the workspace was deleted: it shows "
                                  f"status {shown['status']!r}, why {shown['why']!r}") from None
+        # It offers only to unbind or to bind the window to another workspace: no Try again (nor
+        # Reopen), which would connect and make the workspace again.
+        def offered():
+            a.driver.switch_to.window(a.control)
+            return a.driver.execute_script("""
+            const seen = (id) => !document.getElementById(id).hidden;
+            return { retry: seen('reopen'), bindNew: seen('bind-new'), unbind: seen('unbind'), status: document.body.dataset.status };""")
+        offers = wait_for(lambda: (lambda o: o if o["status"] == "deleted" else None)(offered()), what="the popup shows the deleted binding")
+        assert not offers["retry"], "after a 4410 the popup still offers Try again, which would make the workspace again"
+        assert offers["bindNew"] and offers["unbind"], offers
         a.screenshot("popup-workspace-deleted")
+        # Asked anyway (an older popup, a script), the worker refuses: the workspace stays deleted.
+        reply = a.run("return await chrome.runtime.sendMessage({ type: 'reopen', bindingId: arguments[0] });", a.binding()["id"])
+        assert "deleted" in (reply.get("error") or ""), reply
+        stays(gone_and_alone, 3, "back after a Try again")
+        # "Bind to another workspace": the binding goes, the tabs stay, the form comes back with the
+        # server filled in and the workspace empty.
+        a.driver.switch_to.window(a.control)
+        a.driver.find_element("id", "bind-new").click()
+        form = wait_for(lambda: a.driver.execute_script("""
+            const f = document.getElementById('bind-form');
+            return f.hidden ? null : { server: document.getElementById('server').value, workspace: document.getElementById('workspace').value };"""),
+            what="the bind form after Bind to another workspace")
+        assert form == {"server": server.ws_url + "/", "workspace": ""}, form
+        assert a.binding() is None, a.binding()
+        assert window_urls(a, window) == [pages.url(n) for n in names], "the window lost tabs"
     finally:
         server.stop()
 

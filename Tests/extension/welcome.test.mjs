@@ -2,7 +2,7 @@
 // mirror.js attachRecords), and what the planner then does (extension/plan.js).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { afterWelcome, finalClose, isNewHistory } from "../../extension/welcome.js";
+import { afterWelcome, bindingOffers, finalClose, isNewHistory, matchNewHistoryByPage } from "../../extension/welcome.js";
 import { attachRecords, matchTabs, windowMatches } from "../../extension/mirror.js";
 import { planChanges } from "../../extension/plan.js";
 import { context, realTab, tableOf, workspace } from "./plan-world.mjs";
@@ -66,4 +66,39 @@ test("defect: a restored window is matched against what this browser had in it, 
   assert.ok(windowMatches(records, matchTabs(records, tabs, restored.map)), "the restored window is not re-attached");
   // Without a saved table (a window this worker never knew), the workspace's tabs.
   assert.deepEqual(attachRecords(null, now).map((r) => r.id), ["a", "b", "c", "d", "e", "f"]);
+});
+
+test("defect: a deleted workspace's binding offers only to unbind or bind anew, never Try again or Reopen", () => {
+  const deleted = { stopped: finalClose(4410, "team"), deleted: true };
+  assert.deepEqual(bindingOffers(deleted), { retry: false, reopen: false, unbind: true, bindNew: true });
+  // Its window closed since: still no Reopen (it would connect and make the workspace again).
+  assert.deepEqual(bindingOffers({ ...deleted, closed: true }), { retry: false, reopen: false, unbind: true, bindNew: true });
+  // Other stops and closes offer their way back.
+  assert.deepEqual(bindingOffers({ stopped: "the server refused the token" }), { retry: true, reopen: false, unbind: true, bindNew: false });
+  assert.deepEqual(bindingOffers({ stopped: "", closed: true }), { retry: false, reopen: true, unbind: true, bindNew: false });
+  assert.deepEqual(bindingOffers({ stopped: "", closed: false }), { retry: false, reopen: false, unbind: true, bindNew: false });
+});
+
+test("defect: a new history holding a page under its old id (a pin and unpin since the backup) maps the tab to it: the page once", () => {
+  // The window's tab of page d was re-added under id "y" (unpinned) after the backup; the server
+  // restored from that backup holds d under its old id "d", and not "y".
+  const { real, table } = window4();
+  const url = table.seen(4).url;
+  table.map(4, "y");
+  const backup = workspace(["a", "b", "c", "d"]);
+  backup.tabs[3].url = url;
+  const welcome = { previousEpoch: "E", epoch: "E", recovered: false, removed: [] };
+  const confirmed = new Set(backup.tabs.map((t) => t.id));
+  matchNewHistoryByPage(table, backup.tabs);
+  afterWelcome(table, { ...welcome, newHistory: true }, confirmed, new Set(table.mappedIds()));
+  assert.equal(table.wsOf(4), "d");
+  const plan = planChanges(context(real, backup, table));
+  assert.deepEqual([plan.ops, plan.actions], [[], []], "the page went to the workspace, or opened, a second time");
+  // One to one: a second real tab of the same page stays its own tab (published again).
+  const two = window4();
+  two.table.map(4, "y");
+  two.table.setSeen(3, { ...two.table.seen(3), url });
+  two.table.map(3, "z");
+  matchNewHistoryByPage(two.table, backup.tabs.filter((t) => t.id !== "c"));
+  assert.deepEqual([two.table.wsOf(3), two.table.wsOf(4)], ["d", "y"]);
 });
