@@ -3,9 +3,9 @@
 // restart, Try again and Reopen: a window is matched against what this browser last had in it.
 
 import { api as chrome } from "./browser-api.js";
-import { attachRecords, matchTabs, tabFields, windowMatches, workspaceTabId } from "./mirror.js";
+import { attachRecords, matchTabs, pageFields, tabFields, windowMatches, workspaceTabId } from "./mirror.js";
 import { mirrorable } from "./plan.js";
-import { urlFor } from "./executor.js";
+import { isPlaceholder, urlFor } from "./executor.js";
 import { attachSerially, claimedWindows } from "./registry.js";
 import { saveBinding } from "./storage.js";
 
@@ -68,7 +68,7 @@ export class AttachMethods {
     if (tabs.length === 0) return;
     const list = tabs.map((t) => {
       const id = workspaceTabId(this.tag, this.nonce, t.id);
-      const f = tabFields(t);
+      const f = pageFields(t, isPlaceholder(t));
       table.map(t.id, id);
       table.setSeen(t.id, f);
       const tab = { id, title: f.title };

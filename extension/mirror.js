@@ -33,6 +33,27 @@ export function tabFields(tab) {
   return { title: cleanText(title, MAX_TITLE), badge: cleanText(badge, MAX_BADGE), url };
 }
 
+/**
+ * What a placeholder tab (placeholder.html, opened lazily or for a tab without a page) gives its
+ * workspace tab: the title and URL of the page it stands for, from its query, never what the
+ * browser shows for it (its own URL as the title). docs/extension.md: a placeholder's title is
+ * never published.
+ */
+export function placeholderPage(tab) {
+  let q;
+  try {
+    q = new URL(tab.url || tab.pendingUrl || "").searchParams;
+  } catch {
+    q = new URLSearchParams();
+  }
+  return tabFields({ title: q.get("title") ?? "", url: q.get("url") ?? "" });
+}
+
+/** What real tab `tab` gives its workspace tab: a placeholder (`placeholder`), the page it stands for. */
+export function pageFields(tab, placeholder) {
+  return placeholder ? placeholderPage(tab) : tabFields(tab);
+}
+
 /** A workspace tab id for a real tab: stable for that tab in this browser session, valid as an id. */
 export function workspaceTabId(tag, nonce, chromeTabId) {
   return `x${tag}-${nonce}-${chromeTabId}`.replace(/[^A-Za-z0-9._:-]/g, "").slice(0, 64);

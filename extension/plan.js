@@ -10,10 +10,9 @@
 // updated as the plan is made, before any browser call, so the events of the extension's own
 // calls find nothing to do.
 
-import { brakes, movedTabs, movesToOrder, tabFields } from "./mirror.js";
+import { brakes, movedTabs, movesToOrder, pageFields, tabFields } from "./mirror.js";
 
-/** Past this many tabs to open at once, the rest open as placeholders. */
-export const LAZY_THRESHOLD = 8;
+export const LAZY_THRESHOLD = 8; // past this many tabs to open at once, the rest open as placeholders
 export const TITLE_DEBOUNCE_MS = 400; // a page's title changes are sent once they rest this long
 export const UPDATE_EVERY_MS = 5_000; // page-driven updates: at most one per tab this often
 export const URL_WAIT_MS = 1_500; // Firefox: an unpublished about:blank tab waits this long for its URL
@@ -156,6 +155,7 @@ export function localMoves(ctx, plan, work) {
  * lost add) is added again under its id. Never published: a local-only or pinned tab (until
  * Share), a tab of a read-only mirror (kept local), a Firefox tab whose URL is not known yet. A
  * tab whose made-up id is in the workspace already is ours from before a restart: mapped only.
+ * A placeholder is added as the page it stands for.
  */
 export function localOpens(ctx, plan, work) {
   const { table } = ctx;
@@ -171,11 +171,11 @@ export function localOpens(ctx, plan, work) {
     if (!mapped && work.has(id)) { table.map(t.id, id); left = id; continue; }
     if (ctx.readOnly) {
       table.unmap(t.id);
-      table.setLocalOnly(t.id, { code: ctx.viewer ? "NOT_PERMITTED" : "NOT_EDITABLE", title: tabFields(t).title });
+      table.setLocalOnly(t.id, { code: ctx.viewer ? "NOT_PERMITTED" : "NOT_EDITABLE", title: pageFields(t, ctx.isPlaceholder(t)).title });
       continue;
     }
     if (!take(plan)) { plan.deferred = true; return; }
-    const f = tabFields(t);
+    const f = pageFields(t, ctx.isPlaceholder(t));
     const tab = { id, title: f.title };
     if (f.url) tab.url = f.url;
     if (f.badge) tab.badge = f.badge;

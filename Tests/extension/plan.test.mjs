@@ -73,6 +73,19 @@ test("rule: a local open is an add under an id made from the real tab, after its
   assert.equal(table.tabOf("xn-9"), 9);
 });
 
+test("defect: an unmapped placeholder (a lazy tab pinned and unpinned) is added as the page it stands for", () => {
+  // Chaos seed 3902, step 140: the tab was published with the placeholder's own URL as its title
+  // and no page URL, and the other browser opened a placeholder of nothing.
+  const { state, real, table } = synced(2);
+  const url = `${BASE}placeholder.html?title=Page+m57&url=https%3A%2F%2Fexample.test%2Fm57&id=gone`;
+  const plan = planChanges(context([...real, realTab(9, { title: url, url })], state, table));
+  assert.deepEqual(kinds(plan), ["add"]);
+  assert.deepEqual(plan.ops[0].add.tab, { id: "xn-9", title: "Page m57", url: "https://example.test/m57" });
+  const blank = `${BASE}placeholder.html?title=&id=gone`;
+  const bare = planChanges(context([...real, realTab(8, { title: blank, url: blank })], state, tableOf([[1, "a"], [2, "b"]], state)));
+  assert.deepEqual(bare.ops[0].add.tab, { id: "xn-8", title: "" });
+});
+
 test("rule: a local-only tab, a pinned tab and a tab of a read-only mirror are never published", () => {
   const { state, real, table } = synced(2);
   table.setLocalOnly(9, { code: "LIMIT_EXCEEDED", title: "x" });
