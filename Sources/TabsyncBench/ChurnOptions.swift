@@ -51,7 +51,10 @@ public struct ChurnOptions: ParsableArguments {
 
     public mutating func validate() throws {
         do {
-            _ = try configuration(base: BenchConfiguration(workspacePrefix: "x", seed: 1))
+            // These flags alone; how they go with the base's (--rate) is checked by configuration(base:).
+            var base = BenchConfiguration(workspacePrefix: "x", seed: 1)
+            base.rate = 0
+            _ = try configuration(base: base)
         } catch {
             throw ValidationError(error.description)
         }
