@@ -147,6 +147,9 @@ final class LoopDriver {
     /// The bytes lws holds for each WebSocket connection's incoming frames (docs/architecture.md,
     /// "An idle connection's memory"): enough for most ops in one piece.
     static let receiveBufferBytes = 1_024
+    /// The most lws writes to a WebSocket connection's socket at once (the rest waits for the next
+    /// writable callback): lws' service buffer, as before the receive buffer shrank.
+    static let sendPieceBytes = 4_096
 
     func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
         let p = strdup(s)!
@@ -168,6 +171,10 @@ final class LoopDriver {
             // life: lws' default (the 4 KiB service buffer) was most of an idle connection's RSS.
             // A frame longer than the buffer arrives in pieces, which the driver joins.
             protocols[i].rx_buffer_size = i == 0 ? 0 : Self.receiveBufferBytes
+            // lws caps each send at tx_packet_size, or at rx_buffer_size when that is 0: named, so
+            // the small receive buffer does not cut sends (a large snapshot would take a writable
+            // round trip per KiB). 4 KiB is what it was before.
+            protocols[i].tx_packet_size = i == 0 ? 0 : Self.sendPieceBytes
             protocols[i].id = UInt32(i)
         }
         // Liveness is the core's (ServerCore+Keepalive.swift): a policy with no hangup turns lws'
