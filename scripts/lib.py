@@ -2,7 +2,7 @@
 Import it; do not run it. The bash scripts' counterpart is scripts/lib.sh.
 
 What is here, once each: messages (`log`, `fatal`), the open-file limit (`raise_nofile`), free ports
-(`free_port`), the machine's load and memory, a tabsync-server process and its "listening on" line
+(`free_port`, `ephemeral_ports_free`), the machine's load and memory, a tabsync-server process and its "listening on" line
 (`Server`), libwebsockets' own test server (`MirrorServer`), a throwaway PostgreSQL cluster
 (`Postgres`, over scripts/postgres), one `tabsync bench` run (`bench`), a `/metrics` scrape
 (`scrape_metrics`), medians with their range (`spread`, `fmt_spread`), and JUnit XML for runners
@@ -75,6 +75,26 @@ def loadavg():
     """The 1-minute load average, as the text /proc/loadavg gives."""
     with open("/proc/loadavg") as f:
         return f.read().split()[0]
+
+
+def ephemeral_ports_free():
+    """Ports of the kernel's ephemeral range no TCP socket of 127.0.0.1 holds (TIME_WAIT included):
+    a load test's clients each need one, and a run right after another's thousands of closes finds many
+    still held (TIME_WAIT lasts 60 s)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low, high = (int(v) for v in f.read().split())
+    held = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    port = int(line.split()[1].rsplit(":", 1)[1], 16)
+                    if low <= port <= high:
+                        held.add(port)
+        except OSError:
+            pass
+    return high - low + 1 - len(held)
 
 
 def available_memory_mib():

@@ -586,8 +586,11 @@ export class TabsyncClient extends EventTarget {
   }
 
   scheduleReconnect() {
+    // Full jitter: anywhere in [0, min(max, first·2^attempts)], so the clients of a server that
+    // went away come back spread over the whole window, not in lock-step (docs/design.md,
+    // "Reconnecting").
     const delay = Math.min(this.backoff.max, this.backoff.first * 2 ** this.attempts);
-    const jittered = delay / 2 + Math.random() * delay / 2;
+    const jittered = Math.random() * delay;
     this.attempts++;
     this.retryAt = Date.now() + jittered;
     this.setStatus("disconnected");

@@ -51,11 +51,13 @@ extension ChurnGenerator {
         backOff(client, now: now)
     }
 
-    /// Reconnect after 0.25 s, doubling up to `--reconnect-max`, with ±50 % jitter.
+    /// Reconnect after a window of 0.25 s, doubling up to `--reconnect-max`, with full jitter: at a
+    /// random moment in the window (as the Swift and JS clients do), so clients dropped together do
+    /// not return together.
     private func backOff(_ client: ChurnClient, now: UInt64) {
         client.backoffSeconds = min(configuration.reconnectMax, max(0.25, client.backoffSeconds * 2))
-        let jitter = 0.5 + Double(random.next() % 1000) / 1000
-        client.reconnectAt = now + UInt64(client.backoffSeconds * jitter * 1e9)
+        let share = Double(random.next() % 1_000_000) / 1_000_000
+        client.reconnectAt = now + UInt64(client.backoffSeconds * share * 1e9)
     }
 
     // MARK: receiving
@@ -92,6 +94,7 @@ extension ChurnGenerator {
     private func welcomed(_ client: ChurnClient, _ welcome: Tabsync_V1_Welcome) {
         guard client.state == .open else { return }
         stats.welcomes += 1
+        welcomeLog?.record(client: client.index)
         client.backoffSeconds = 0
         ledger.sawEpoch(welcome.epoch, workspace: client.workspace, name: workspaceNames[client.workspace])
         client.epoch = welcome.epoch
@@ -121,7 +124,7 @@ extension ChurnGenerator {
             }
         }
         let now = monotonicNanos()
-        if phase == .churn {
+        if phase == .churn && !configuration.storm {
             let life = -log1p(-Double(random.next() % 1_000_000) / 1_000_000) * configuration.lifetime
             client.dropAt = now + UInt64(min(max(life, 0.2), configuration.lifetime * 6) * 1e9)
             if Double(random.next() % 1_000_000) / 1_000_000 < configuration.slowReaders {

@@ -38,6 +38,8 @@ final class ChurnGenerator {
     var lastTick: UInt64 = 0
     var lastReport: UInt64 = 0
     let log: (String) -> Void
+    /// Every Welcome, when `--welcome-log` names a file.
+    let welcomeLog: WelcomeLog?
 
     private var eventLoop: TabsyncLoop.EventLoop!
     private var tickTimer: LoopTimer!
@@ -53,6 +55,7 @@ final class ChurnGenerator {
     init(configuration: ChurnConfiguration, log: @escaping (String) -> Void) throws(BenchError) {
         self.configuration = configuration
         self.log = log
+        welcomeLog = try configuration.welcomeLogPath.map { path throws(BenchError) in try WelcomeLog(path: path) }
         let base = configuration.base
         format = base.mode == .json ? .json : .proto
         workspaceNames = (0..<base.workspaces).map { "\(base.workspacePrefix)-\($0)" }

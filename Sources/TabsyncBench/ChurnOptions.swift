@@ -33,6 +33,16 @@ public struct ChurnOptions: ParsableArguments {
         "Longest back-off between reconnect attempts while the server is away.", valueName: "s"))
     var reconnectMax: Double = 5
 
+    @Flag(help: ArgumentHelp(
+        "Reconnect-storm mode (with --churn): no ops, drops or stalls; the clients connect (at --ramp), hold "
+            + "their connections and, whenever the server goes away, reconnect with full-jitter back-off and "
+            + "resume (scripts/reconnect-storm kills and restarts the server meanwhile)."))
+    var storm = false
+
+    @Option(name: .customLong("welcome-log"), help: ArgumentHelp(
+        "Append a line 'CLIENT UNIX_NANOS' for every Welcome received (written every 5 ms).", valueName: "file"))
+    var welcomeLog: String?
+
     @Option(name: .customLong("ledger"), help: ArgumentHelp(
         "Write every acknowledged op and each workspace's expected state as JSON.", valueName: "file"))
     var ledger: String?
@@ -41,7 +51,10 @@ public struct ChurnOptions: ParsableArguments {
 
     public mutating func validate() throws {
         do {
-            _ = try configuration(base: BenchConfiguration(workspacePrefix: "x", seed: 1))
+            // These flags alone; how they go with the base's (--rate) is checked by configuration(base:).
+            var base = BenchConfiguration(workspacePrefix: "x", seed: 1)
+            base.rate = 0
+            _ = try configuration(base: base)
         } catch {
             throw ValidationError(error.description)
         }
@@ -66,6 +79,9 @@ public struct ChurnOptions: ParsableArguments {
         configuration.settle = try number("--settle", settle, 1...3_600)
         configuration.reconnectMax = try number("--reconnect-max", reconnectMax, 0.1...600)
         configuration.ledgerPath = ledger
+        configuration.storm = storm
+        configuration.welcomeLogPath = welcomeLog
+        if storm && base.rate > 0 { throw .invalidArgument("--storm sends no ops: give --rate 0") }
         return configuration
     }
 }
@@ -84,6 +100,11 @@ public struct ChurnConfiguration: Sendable, Equatable {
     public var settle: Double = 120
     public var reconnectMax: Double = 5
     public var ledgerPath: String?
+    /// No ops, drops or stalls: connect, hold, reconnect whenever the server goes away. ``ChurnOptions``
+    /// `--storm`.
+    public var storm = false
+    /// Where each Welcome is logged as `CLIENT UNIX_NANOS` (nil: nowhere).
+    public var welcomeLogPath: String?
 
     public init(base: BenchConfiguration) {
         self.base = base

@@ -84,13 +84,18 @@ extension ChurnGenerator {
         var opens = max(1, Int(base.ramp * dt))
         for client in clients where client.state == .waiting && now >= client.reconnectAt && phase != .done {
             if client.verifying && client.verified { continue }
-            guard opens > 0 else { break }
-            opens -= 1
+            // A storm's clients pace only their first connect (--ramp): their reconnects go when
+            // their back-off says, as real clients' do.
+            if !configuration.storm || client.epoch.isEmpty {
+                guard opens > 0 else { continue }
+                opens -= 1
+            }
             open(client, now: now)
         }
+        welcomeLog?.flush()
         switch phase {
         case .churn:
-            churnTick(now: now, dt: dt)
+            if !configuration.storm { churnTick(now: now, dt: dt) }
             if elapsed >= base.duration { startSettling(now: now) }
         case .settle:
             let busy = clients.contains { $0.state != .ready || !$0.pending.isEmpty }

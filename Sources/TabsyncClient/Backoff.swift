@@ -3,7 +3,9 @@
 /// Attempt 0 (the first connection, or a deliberate resync) waits nothing. Attempt `n ≥ 1` waits
 /// a nominal `min(maximum, initial · multiplier^(n-1))`, of which a random share up to `jitter`
 /// is taken off, so the delay is always in `nominal · (1 - jitter) ... nominal` and never above
-/// `maximum`. Jitter spreads out the reconnects of many clients dropped at the same moment.
+/// `maximum`. The default jitter is 1, full jitter: a delay uniform in `0 ... nominal`, so the
+/// clients of a server that went away return spread over the whole window instead of in
+/// lock-step at its second half (docs/design.md, "Reconnecting").
 public struct Backoff: Sendable, Equatable {
     public var initial: Duration
     public var maximum: Duration
@@ -15,7 +17,7 @@ public struct Backoff: Sendable, Equatable {
 
     public init(
         initial: Duration = .milliseconds(100), maximum: Duration = .seconds(10),
-        multiplier: Double = 2, jitter: Double = 0.5
+        multiplier: Double = 2, jitter: Double = 1
     ) {
         precondition(initial >= .zero && maximum >= initial, "Backoff needs 0 <= initial <= maximum")
         precondition(multiplier >= 1, "Backoff multiplier must be at least 1")

@@ -144,6 +144,13 @@ final class LoopDriver {
         for s in cStrings { free(s) }
     }
 
+    /// The bytes lws holds for each WebSocket connection's incoming frames (docs/architecture.md,
+    /// "An idle connection's memory"): enough for most ops in one piece.
+    static let receiveBufferBytes = 1_024
+    /// The most lws writes to a WebSocket connection's socket at once (the rest waits for the next
+    /// writable callback): lws' service buffer, as before the receive buffer shrank.
+    static let sendPieceBytes = 4_096
+
     func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
         let p = strdup(s)!
         cStrings.append(p)
@@ -160,7 +167,14 @@ final class LoopDriver {
             protocols[i].name = UnsafePointer(cString(name))
             protocols[i].callback = lwsCallback
             protocols[i].per_session_data_size = MemoryLayout<Int>.stride
-            protocols[i].rx_buffer_size = 0
+            // A WebSocket connection's receive buffer is allocated at its upgrade and held for its
+            // life: lws' default (the 4 KiB service buffer) was most of an idle connection's RSS.
+            // A frame longer than the buffer arrives in pieces, which the driver joins.
+            protocols[i].rx_buffer_size = i == 0 ? 0 : Self.receiveBufferBytes
+            // lws caps each send at tx_packet_size, or at rx_buffer_size when that is 0: named, so
+            // the small receive buffer does not cut sends (a large snapshot would take a writable
+            // round trip per KiB). 4 KiB is what it was before.
+            protocols[i].tx_packet_size = i == 0 ? 0 : Self.sendPieceBytes
             protocols[i].id = UInt32(i)
         }
         // Liveness is the core's (ServerCore+Keepalive.swift): a policy with no hangup turns lws'

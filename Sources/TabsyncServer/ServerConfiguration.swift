@@ -17,7 +17,7 @@ extension Server {
         /// Time a new WebSocket session has to send its `Hello`.
         public var helloTimeout: Duration
         /// A connection heard nothing from (no frame, no pong) for this long is closed (its presence
-        /// goes with it); the core pings it after 0.4 to 0.6 of it (ServerCore+Keepalive.swift).
+        /// goes with it); the core pings it after 0.75 to 0.9 of it (ServerCore+Keepalive.swift).
         public var idleTimeout: Duration
         /// Presence broadcasts per workspace are at least this far apart.
         public var presenceInterval: Duration

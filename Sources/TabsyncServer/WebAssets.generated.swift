@@ -1258,7 +1258,7 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 """#),
         "tabsync-client.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""524391c7a6afbfc0dcfec92d4fcbb0b9""#,
+            etag: #""bfde607ed53f08fa1288d45a4c302992""#,
             text: #"""
 // A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
@@ -1848,8 +1848,11 @@ export class TabsyncClient extends EventTarget {
   }
 
   scheduleReconnect() {
+    // Full jitter: anywhere in [0, min(max, first·2^attempts)], so the clients of a server that
+    // went away come back spread over the whole window, not in lock-step (docs/design.md,
+    // "Reconnecting").
     const delay = Math.min(this.backoff.max, this.backoff.first * 2 ** this.attempts);
-    const jittered = delay / 2 + Math.random() * delay / 2;
+    const jittered = Math.random() * delay;
     this.attempts++;
     this.retryAt = Date.now() + jittered;
     this.setStatus("disconnected");

@@ -9,9 +9,10 @@
 /// - A session heard nothing from (no frame, no pong) for the idle timeout is closed
 ///   ``CloseReason/idleTimeout`` (no close frame: a silent peer is most likely gone) at most one
 ///   ``keepaliveGrain(_:)`` after it.
-/// - After ``SessionMachine/pingAfter`` of silence (0.4 to 0.6 of the idle timeout, fixed per
-///   session from ``Settings/jitterSeed`` and its id, so sessions opened together ping apart) the
-///   session is pinged (``Action/ping(_:)``), once per silence.
+/// - After ``SessionMachine/pingAfter`` of silence (``pingWindow``, 0.75 to 0.9 of the idle timeout,
+///   fixed per session from ``Settings/jitterSeed`` and its id, so sessions opened together ping
+///   apart) the session is pinged (``Action/ping(_:)``), once per silence; it has the rest of the
+///   idle timeout (at least a tenth, 6 s by default) to answer.
 /// - Hearing from a session costs one store of the instant; only the first answer after a ping
 ///   moves its deadline (to its next ping, O(1) in the ``DeadlineTable``). A keepalive deadline
 ///   comes at most twice per silence (its ping, its hangup), and once per ping while the session
@@ -23,11 +24,18 @@ extension ServerCore {
         max(.milliseconds(1), min(.milliseconds(100), idleTimeout / 100))
     }
 
-    /// How long a session may be silent before its ping: between 0.4 and 0.6 of the idle timeout,
+    /// Where in the idle timeout a silent session is pinged. Late, so a session answering pings
+    /// costs one ping per 0.8 of the idle timeout rather than one per half of it (an idle server's
+    /// CPU is mostly pings: BENCHMARKS.md section 7), yet early enough that a ping's answer has a
+    /// tenth of the timeout to come back.
+    static let pingWindow = 0.75...0.9
+
+    /// How long a session may be silent before its ping: in ``pingWindow`` of the idle timeout,
     /// the same for the same seed and session.
     static func pingAfter(_ idleTimeout: Duration, seed: UInt64, id: ConnectionID) -> Duration {
         var jitter = Jitter(seed: seed ^ UInt64(truncatingIfNeeded: id) &* 0x2545_F491_4F6C_DD1D)
-        let fraction = 0.4 + 0.2 * Double(jitter.next() % 1_000_000) / 1_000_000
+        let width = pingWindow.upperBound - pingWindow.lowerBound
+        let fraction = pingWindow.lowerBound + width * Double(jitter.next() % 1_000_000) / 1_000_000
         return idleTimeout * fraction
     }
 

@@ -85,7 +85,7 @@ public enum SettingTable {
 
     public static let idleTimeout = Setting<Duration>(
         "idle-timeout", default: server.idleTimeout, show: SettingValue.secondsText,
-        doc: "Seconds without a frame or a pong before a connection is closed (pings after 0.4 to 0.6 of it).", expected: "seconds, 2 or more"
+        doc: "Seconds without a frame or a pong before a connection is closed (pings after 0.75 to 0.9 of it).", expected: "seconds, 2 or more"
     ) { SettingValue.seconds($0) { $0 >= 2 } }
 
     public static let eventLoop = Setting<Server.Configuration.LoopBackend>(

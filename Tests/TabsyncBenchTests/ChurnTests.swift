@@ -76,3 +76,53 @@ struct ChurnSmokeTests {
         #expect(result.passed)
     }
 }
+
+@Suite("tabsync bench --churn --storm against a server that restarts")
+struct StormSmokeTests {
+    /// Each client's latest Welcome in the bench's `--welcome-log` (wall-clock nanoseconds).
+    static func welcomes(_ path: String) -> [Int: UInt64] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [:] }
+        var latest: [Int: UInt64] = [:]
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            if fields.count == 2, let client = Int(fields[0]), let at = UInt64(fields[1]) { latest[client] = at }
+        }
+        return latest
+    }
+
+    @Test("every client, welcomed, sends no op; after the server restarts every one is welcomed again")
+    func everyClientComesBack() async throws {
+        let server = try TestServer(.sqlite)
+        defer { server.stop() }
+        let directory = TemporaryDirectory(prefix: "tabsync-storm-test")
+        let log = directory.path + "/welcomes"
+        let base = try BenchConfiguration.parse([
+            "--server", "127.0.0.1:\(server.port)", "--seed", "5", "--workspaces", "5", "--clients", "8",
+            "--rate", "0", "--duration", "\(20 * testTimeScale)",
+        ])
+        var options = try ChurnOptions.parse([
+            "--churn", "--storm", "--welcome-log", log, "--settle", "\(30 * testTimeScale)", "--reconnect-max", "0.5",
+        ])
+        try options.validate()
+        let configuration = try options.configuration(base: base)
+        let run = Task { try await ChurnRunner.runDetached(configuration) }
+        #expect(await waitUntil(deadline: .seconds(60)) { Self.welcomes(log).count == 40 })
+        let restartedAt = UInt64(Date().timeIntervalSince1970 * 1e9)
+        try server.restart()
+        #expect(await waitUntil(deadline: .seconds(60)) { Self.welcomes(log).values.filter { $0 > restartedAt }.count == 40 })
+        let result = try await withTimeout(scaled(.seconds(180))) { try await run.value }
+        #expect(result.problems.isEmpty, "\(result.problems)")
+        #expect(result.sent == 0 && result.drops == 0 && result.stalls == 0)
+        #expect(result.welcomes >= 80)
+        #expect(result.workspacesVerified == 5)
+    }
+
+    @Test("--storm sends no ops: a rate is refused, naming the flag")
+    func stormRefusesARate() throws {
+        let base = try BenchConfiguration.parse(["--rate", "10"])
+        let options = try ChurnOptions.parse(["--churn", "--storm"])
+        #expect(throws: BenchError.invalidArgument("--storm sends no ops: give --rate 0")) {
+            try options.configuration(base: base)
+        }
+    }
+}

@@ -35,6 +35,20 @@ import Testing
         }
     }
 
+    /// Full jitter (the default): a delay anywhere in 0...nominal, so clients dropped together do
+    /// not come back together in the window's upper half. With the old half jitter no delay fell
+    /// below nominal / 2 and this fails.
+    @Test func theDefaultIsFullJitterOverTheWholeWindow() {
+        var generator = SplitMix64(seed: 7)
+        let nominal = Backoff.default.nominalDelay(attempt: 5)
+        let delays = (0..<1_000).map { _ in Backoff.default.delay(attempt: 5, using: &generator) }
+        #expect(delays.allSatisfy { $0 >= .zero && $0 <= nominal })
+        var quarters = [0, 0, 0, 0]
+        for delay in delays { quarters[min(3, Int(delay / nominal * 4))] += 1 }
+        // Uniform: about 250 in each quarter of the window; 150 is far outside chance.
+        #expect(quarters.allSatisfy { $0 > 150 }, "delays per quarter of the window: \(quarters)")
+    }
+
     @Test func microsecondsRoundUp() {
         #expect(Duration.nanoseconds(1).microseconds == 1)
         #expect(Duration.milliseconds(3).microseconds == 3_000)

@@ -469,3 +469,26 @@ test("RATE_LIMITED backs off with jitter, doubling, and the ops behind a held op
   assert.ok(spread.size > 1);
   client.close();
 });
+
+test("reconnects back off with full jitter: 1,000 delays cover the whole window", () => {
+  // A server that went away and came back: its clients' next tries must spread over
+  // [0, min(max, first·2^attempts)], not bunch in its upper half (docs/design.md, "Reconnecting").
+  const client = offlineClient();
+  client.backoff = { first: 250, max: 5000 };
+  const window = 2000; // 250 · 2^3
+  const quarters = [0, 0, 0, 0];
+  for (let i = 0; i < 1000; i++) {
+    client.attempts = 3;
+    const before = Date.now();
+    client.scheduleReconnect();
+    clearTimeout(client.timer);
+    const delay = client.retryAt - before;
+    assert.ok(delay >= 0 && delay <= window + 5, `delay ${delay}`);
+    quarters[Math.min(3, Math.floor((delay / window) * 4))]++;
+  }
+  assert.equal(client.attempts, 4);
+  // Uniform: about 250 in each quarter; 150 is far outside chance. Half jitter puts none in the
+  // first two.
+  assert.ok(quarters.every((n) => n > 150), `delays per quarter of the window: ${quarters}`);
+  client.close();
+});
