@@ -44,6 +44,8 @@ final class ChurnGenerator {
     private var eventLoop: TabsyncLoop.EventLoop!
     private var tickTimer: LoopTimer!
     private let protocols: UnsafeMutablePointer<lws_protocols>
+    /// The context's retry and idle policy (lws keeps a pointer to it for the context's life).
+    private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
     private let scratch = ScratchWriter(capacity: 64 << 10)
     private var cStrings: [UnsafeMutablePointer<CChar>] = []
     private var cAddress: UnsafeMutablePointer<CChar>?
@@ -63,6 +65,8 @@ final class ChurnGenerator {
         random = SplitMix64(seed: base.seed)
         protocols = .allocate(capacity: 2)
         protocols.initialize(repeating: lws_protocols(), count: 2)
+        retryPolicy = .allocate(capacity: 1)
+        retryPolicy.initialize(to: lws_retry_bo_t())
         protocols[0].name = UnsafePointer(strdup("tabsync-churn"))
         protocols[0].callback = churnCallback
         // Room for the receive buffer of a snapshot with many tabs (reassembled anyway).
@@ -77,12 +81,20 @@ final class ChurnGenerator {
         info.uid = -1
         info.timeout_secs = 20
         info.connect_timeout_secs = 10
+        // No validity timers (lws' default policy pings after 300 s): each sat in lws' sorted
+        // per-thread timer list and was moved on every frame received, so a bench holding 19,000
+        // clients spent its loop walking that list and, in a reconnect storm, sent no Hello within
+        // the server's 10 s (docs/architecture.md, "Keepalive is the core's"). The server pings.
+        retryPolicy.pointee.secs_since_valid_ping = 0
+        retryPolicy.pointee.secs_since_valid_hangup = 0
+        info.retry_and_idle_policy = UnsafePointer(retryPolicy)
         do throws(TabsyncLoop.EventLoop.Error) {
             eventLoop = try TabsyncLoop.EventLoop(
                 info, backend: base.eventLoop == .epoll ? .epoll : .poll, fallbackToPoll: false)
         } catch {
             free(UnsafeMutableRawPointer(mutating: protocols[0].name))
             protocols.deallocate()
+            retryPolicy.deallocate()
             throw .cannotStart("\(error)")
         }
         cAddress = keep(base.host)
@@ -105,6 +117,7 @@ final class ChurnGenerator {
         cStrings.forEach { free($0) }
         free(UnsafeMutableRawPointer(mutating: protocols[0].name))
         protocols.deallocate()
+        retryPolicy.deallocate()
     }
 
     private func keep(_ text: String) -> UnsafeMutablePointer<CChar>? {
