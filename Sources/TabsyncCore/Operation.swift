@@ -51,12 +51,15 @@ public struct TabUpdate: Sendable, Hashable {
 public enum Operation: Sendable, Hashable {
     case add(tab: Tab, place: Place, activate: Bool)
     case open(tab: Tab, place: Place)
-    case move(tabId: String, place: Place)
+    /// `group` is nil in a submitted move (ignored if sent); a canonical move carries the tab's final
+    /// group ("" for none), decided by the placement rule (docs/design.md, "Tab groups").
+    case move(tabId: String, place: Place, group: String? = nil)
     case remove(tabId: String)
     case activate(ActivateTarget)
     case update(TabUpdate)
     case setEditable(Bool)
-    case replace(tabs: [Tab])
+    /// The whole list, and the groups its tabs name (in a canonical replace: those named, in display order).
+    case replace(tabs: [Tab], groups: [TabGroup] = [])
     /// Server-made only: new keys for all tabs, same order.
     case rekey(keys: [TabKey])
     /// Puts the workspace back as it was at `version` (docs/design.md, "History"). A client sends
@@ -66,6 +69,12 @@ public enum Operation: Sendable, Hashable {
     /// Brings back a closed tab. Only ever submitted: the server resolves it from history into the
     /// `add` it becomes (the canonical form), so it never appears in `Applied`.
     case reopen(tabId: String)
+    /// Puts tabs into a group, making it when it does not exist (docs/design.md, "Tab groups").
+    case group(GroupTabs)
+    /// Takes tabs out of their groups.
+    case ungroup(UngroupTabs)
+    /// Sets a group's title or colour.
+    case updateGroup(GroupUpdate)
 
     /// The op's kind, for metrics, logs and the load generator's mix.
     public var kind: Kind {
@@ -81,6 +90,9 @@ public enum Operation: Sendable, Hashable {
         case .rekey: .rekey
         case .restore: .restore
         case .reopen: .reopen
+        case .group: .group
+        case .ungroup: .ungroup
+        case .updateGroup: .updateGroup
         }
     }
 
@@ -94,25 +106,31 @@ public enum Operation: Sendable, Hashable {
     }
 
     public enum Kind: String, Sendable, CaseIterable {
-        case add, open, move, remove, activate, update, setEditable, replace, rekey, restore, reopen
+        case add, open, move, remove, activate, update, setEditable, replace, rekey, restore, reopen, group, ungroup
+        case updateGroup
     }
 }
 
-/// The state a canonical `restore` puts back: the tabs with the keys they had, the active tab and
-/// whether the workspace was editable, at the restored version.
+/// The state a canonical `restore` puts back: the tabs with the keys and groups they had, the
+/// groups (display order), the active tab and whether the workspace was editable, at the restored
+/// version.
 public struct RestoredState: Sendable, Hashable {
     public var tabs: [Tab]
     public var activeTabId: String
     public var editable: Bool
+    public var groups: [TabGroup]
 
-    public init(tabs: [Tab], activeTabId: String, editable: Bool) {
+    public init(tabs: [Tab], activeTabId: String, editable: Bool, groups: [TabGroup] = []) {
         self.tabs = tabs
         self.activeTabId = activeTabId
         self.editable = editable
+        self.groups = groups
     }
 
     /// The state of a workspace, to restore.
     public init(_ workspace: Workspace) {
-        self.init(tabs: workspace.tabs, activeTabId: workspace.activeTabId, editable: workspace.editable)
+        self.init(
+            tabs: workspace.tabs, activeTabId: workspace.activeTabId, editable: workspace.editable,
+            groups: workspace.groups)
     }
 }

@@ -270,7 +270,7 @@ public struct Sequencer: Sendable {
     /// The position key an op's place carries, if it is a non-empty key place.
     static func submittedKey(of op: Operation) -> String? {
         switch op {
-        case .add(_, .key(let k), _), .open(_, .key(let k)), .move(_, .key(let k)):
+        case .add(_, .key(let k), _), .open(_, .key(let k)), .move(_, .key(let k), _):
             k.isEmpty ? nil : k
         default:
             nil
@@ -281,7 +281,7 @@ public struct Sequencer: Sendable {
         switch op {
         case .add(let tab, .key, let activate): .add(tab: tab, place: .key(key), activate: activate)
         case .open(let tab, .key): .open(tab: tab, place: .key(key))
-        case .move(let id, .key): .move(tabId: id, place: .key(key))
+        case .move(let id, .key, let group): .move(tabId: id, place: .key(key), group: group)
         default: op
         }
     }
@@ -290,8 +290,10 @@ public struct Sequencer: Sendable {
     static func storedKeys(of op: Operation) -> [String] {
         switch op {
         case .add(let tab, _, _): [tab.key]
-        case .move(_, .key(let k)): [k]
-        case .replace(let tabs): tabs.map(\.key)
+        case .move(_, .key(let k), _): [k]
+        case .replace(let tabs, _): tabs.map(\.key)
+        case .group(let change): change.keys
+        case .ungroup(let change): change.keys
         case .restore(_, let state?): state.tabs.map(\.key)
         default: []
         }

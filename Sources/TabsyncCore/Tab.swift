@@ -3,7 +3,9 @@
 /// A `Tab` value is just data; ``Validation`` checks its fields against docs/design.md, 'The model'
 /// (id 1–64 chars of `[A-Za-z0-9._:-]`, title ≤ 256 chars, url ≤ 4096 UTF-8 bytes, icon ≤ 32,
 /// badge ≤ 16, no control characters). Empty optional text means absent.
-/// `key` is the tab's position key; in a workspace it is always valid and unique.
+/// `key` is the tab's position key; in a workspace it is always valid and unique. `group` is the id
+/// of the tab group it belongs to, or empty (docs/design.md, "Tab groups"); in a workspace it always
+/// names an existing group.
 public struct Tab: Sendable, Hashable {
     public var id: String
     public var title: String
@@ -12,10 +14,11 @@ public struct Tab: Sendable, Hashable {
     public var badge: String
     public var locked: Bool
     public var key: String
+    public var group: String
 
     public init(
         id: String, title: String = "", url: String = "", icon: String = "", badge: String = "",
-        locked: Bool = false, key: String = ""
+        locked: Bool = false, key: String = "", group: String = ""
     ) {
         self.id = id
         self.title = title
@@ -24,6 +27,7 @@ public struct Tab: Sendable, Hashable {
         self.badge = badge
         self.locked = locked
         self.key = key
+        self.group = group
     }
 }
 

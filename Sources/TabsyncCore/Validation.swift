@@ -78,6 +78,22 @@ public enum Validation {
         try checkText(tab.url, field: "url", maxBytes: maxURLBytes)
         try checkText(tab.icon, field: "icon", maxScalars: maxIconLength)
         try checkText(tab.badge, field: "badge", maxScalars: maxBadgeLength)
+        if !tab.group.isEmpty { try checkTabId(tab.group, field: "group id") }
+    }
+
+    /// Checks a group's fields: id as a tab id, title ≤ 256 chars, colour one of the nine.
+    public static func checkGroup(_ group: TabGroup) throws(OpError) {
+        try checkTabId(group.id, field: "group id")
+        try checkGroupFields(title: group.title, color: group.color)
+    }
+
+    /// Checks a group's title and colour where present.
+    public static func checkGroupFields(title: String?, color: String?) throws(OpError) {
+        if let title { try checkText(title, field: "group title", maxScalars: maxTitleLength) }
+        if let color, !TabGroup.colors.contains(color) {
+            throw .invalidArgument(
+                "group color \(color.debugDescription) is not one of \(TabGroup.colors.joined(separator: " "))")
+        }
     }
 
     /// Checks a submitted position key: well-formed and at most 128 bytes.

@@ -43,6 +43,7 @@ extension Workspace {
             }
             var placed = tab
             placed.key = key(for: place, moving: nil)
+            placed.group = placedGroup(key: placed.key, asked: tab.group, moving: nil)
             let active = (activate || tabs.isEmpty) ? tab.id : activeTabId
             return Resolution(op: .add(tab: placed, place: .end, activate: activate), activeTabId: active)
 
@@ -57,13 +58,15 @@ extension Workspace {
             }
             return try resolve(.add(tab: tab, place: place, activate: true), limits: limits)
 
-        case .move(let tabId, let place):
+        case .move(let tabId, let place, _):
             try Validation.checkTabId(tabId)
             try Validation.checkPlace(place)
             guard let i = index(of: tabId) else { throw .tabGone(tabId) }
             guard editable else { throw .notEditable }
             guard !tabs[i].locked else { throw .locked(tabId) }
-            return Resolution(op: .move(tabId: tabId, place: .key(key(for: place, moving: i))), activeTabId: activeTabId)
+            let key = key(for: place, moving: i)
+            let group = placedGroup(key: key, asked: tabs[i].group, moving: i)
+            return Resolution(op: .move(tabId: tabId, place: .key(key), group: group), activeTabId: activeTabId)
 
         case .remove(let tabId):
             try Validation.checkTabId(tabId)
@@ -101,18 +104,22 @@ extension Workspace {
         case .setEditable:
             return Resolution(op: op, activeTabId: activeTabId)
 
-        case .replace(let newTabs):
+        case .replace(let newTabs, let newGroups):
             var seen = Set<String>()
             for tab in newTabs {
                 try Validation.checkTab(tab)
                 guard seen.insert(tab.id).inserted else { throw .invalidArgument("tab \(tab.id) appears twice") }
             }
+            let usedGroups = try checkGroupedList(newTabs, groups: newGroups)
             guard editable else { throw .notEditable }
             for (i, tab) in tabs.enumerated() where tab.locked {
                 guard i < newTabs.count, newTabs[i].id == tab.id else { throw .locked(tab.id) }
             }
             guard newTabs.count <= limits.maxTabs else {
                 throw .limitExceeded("\(newTabs.count) tabs is over the limit of \(limits.maxTabs)")
+            }
+            guard usedGroups.count <= limits.maxGroups else {
+                throw .limitExceeded("\(usedGroups.count) groups is over the limit of \(limits.maxGroups)")
             }
             let keys = PositionKey.keys(count: newTabs.count)
             var keyed = newTabs
@@ -125,7 +132,7 @@ extension Workspace {
             } else {
                 active = keyed.first?.id ?? ""
             }
-            return Resolution(op: .replace(tabs: keyed), activeTabId: active)
+            return Resolution(op: .replace(tabs: keyed, groups: usedGroups), activeTabId: active)
 
         case .rekey(let keys):
             try checkRekey(keys)
@@ -149,6 +156,10 @@ extension Workspace {
                 guard seen.insert(tab.id).inserted else { throw .invalidArgument("tab \(tab.id) appears twice") }
             }
             try checkOrderedKeys(state.tabs)
+            let usedGroups = try checkGroupedList(state.tabs, groups: state.groups)
+            guard usedGroups == state.groups else {
+                throw .invalidArgument("restored groups are not exactly those its tabs name, in display order")
+            }
             guard state.tabs.isEmpty == state.activeTabId.isEmpty, state.activeTabId.isEmpty || seen.contains(state.activeTabId)
             else { throw .invalidArgument("restored active tab \(state.activeTabId) is not one of its tabs") }
             guard editable else { throw .notEditable }
@@ -156,7 +167,17 @@ extension Workspace {
             guard state.tabs.count <= limits.maxTabs else {
                 throw .limitExceeded("\(state.tabs.count) tabs is over the limit of \(limits.maxTabs)")
             }
+            guard state.groups.count <= limits.maxGroups else {
+                throw .limitExceeded("\(state.groups.count) groups is over the limit of \(limits.maxGroups)")
+            }
             return Resolution(op: op, activeTabId: state.activeTabId)
+
+        case .group(let change):
+            return try resolveGroup(change, limits: limits)
+        case .ungroup(let change):
+            return try resolveUngroup(change)
+        case .updateGroup(let update):
+            return try resolveUpdateGroup(update)
         }
     }
 
@@ -232,11 +253,15 @@ extension Workspace {
         switch op {
         case .add(let tab, _, _):
             tabs.insert(tab, at: insertionIndex(of: tab.key))
-        case .move(let tabId, .key(let key)):
-            if let i = index(of: tabId), tabs[i].key != key {
-                var tab = tabs.remove(at: i)
-                tab.key = key
-                tabs.insert(tab, at: insertionIndex(of: key))
+        case .move(let tabId, .key(let key), let group):
+            if var i = index(of: tabId) {
+                if tabs[i].key != key {
+                    var tab = tabs.remove(at: i)
+                    tab.key = key
+                    i = insertionIndex(of: key)
+                    tabs.insert(tab, at: i)
+                }
+                if let group { tabs[i].group = group }
             }
         case .move:
             preconditionFailure("a canonical move carries a key place")
@@ -254,11 +279,27 @@ extension Workspace {
             }
         case .setEditable(let value):
             editable = value
-        case .replace(let newTabs):
+        case .replace(let newTabs, let newGroups):
             tabs = newTabs
+            groups = newGroups
         case .restore(_, let state?):
             tabs = state.tabs
             editable = state.editable
+            groups = state.groups
+        case .group(let change):
+            place(change.tabIds, keys: change.keys, group: change.groupId)
+            let old = group(change.groupId)
+            let made = TabGroup(
+                id: change.groupId, title: change.title ?? old?.title ?? "",
+                color: change.color ?? old?.color ?? TabGroup.defaultColor)
+            if let i = groups.firstIndex(where: { $0.id == made.id }) { groups[i] = made } else { groups.append(made) }
+        case .ungroup(let change):
+            place(change.tabIds, keys: change.keys, group: "")
+        case .updateGroup(let update):
+            if let i = groups.firstIndex(where: { $0.id == update.groupId }) {
+                if let title = update.title { groups[i].title = title }
+                if let color = update.color { groups[i].color = color }
+            }
         case .restore(_, nil), .reopen:
             preconditionFailure("restore and reopen are resolved before they are committed")
         case .rekey(let keys):
@@ -266,6 +307,7 @@ extension Workspace {
             for k in keys { byId[k.tabId] = k.key }
             for i in tabs.indices { tabs[i].key = byId[tabs[i].id] ?? tabs[i].key }
         }
+        settleGroups()
         activeTabId = active
         version += 1
     }
@@ -279,34 +321,44 @@ extension Workspace {
             guard PositionKey.isValid(tab.key), !tabs.contains(where: { $0.key == tab.key }) else {
                 throw .invalidArgument("add carries no free valid key")
             }
-        case .move(let tabId, let place):
+            try needGroup(tab.group)
+        case .move(let tabId, let place, let group):
             try need(tabId)
             guard case .key(let key) = place, PositionKey.isValid(key),
                 !tabs.contains(where: { $0.key == key && $0.id != tabId })
             else { throw .invalidArgument("move carries no free valid key") }
+            if let group, group != tab(tabId)?.group { try needGroup(group) }
         case .remove(let tabId): try need(tabId)
         case .activate(.tabId(let tabId)): try need(tabId)
         case .activate(.index), .open:
             throw .invalidArgument("not a canonical op")
         case .update(let update): try need(update.tabId)
         case .setEditable: break
-        case .replace(let newTabs):
+        case .replace(let newTabs, let newGroups):
             guard newTabs.allSatisfy({ PositionKey.isValid($0.key) }),
                 zip(newTabs, newTabs.dropFirst()).allSatisfy({ PositionKey.less($0.key, $1.key) })
             else { throw .invalidArgument("replace carries keys out of order") }
+            _ = try checkGroupedList(newTabs, groups: newGroups)
         case .rekey(let keys):
             try checkRekey(keys)
         case .restore(_, let state?):
             try checkOrderedKeys(state.tabs)
+            _ = try checkGroupedList(state.tabs, groups: state.groups)
             guard state.activeTabId == active else { throw .invalidArgument("restore's active tab differs from Applied's") }
         case .restore(_, nil), .reopen:
             throw .invalidArgument("not a canonical op")
+        case .group(let change):
+            try checkPlacements(change.tabIds, keys: change.keys)
+        case .ungroup(let change):
+            try checkPlacements(change.tabIds, keys: change.keys)
+        case .updateGroup(let update):
+            try needGroup(update.groupId)
         }
         // The active tab after the op must exist afterwards; checked cheaply by id sets.
         if active.isEmpty { return }
         switch op {
         case .add(let tab, _, _) where tab.id == active: return
-        case .replace(let newTabs):
+        case .replace(let newTabs, _):
             guard newTabs.contains(where: { $0.id == active }) else { throw .tabGone(active) }
         case .restore(_, let state?):
             guard state.tabs.contains(where: { $0.id == active }) else { throw .tabGone(active) }
@@ -315,6 +367,25 @@ extension Workspace {
             try need(active)
         default:
             try need(active)
+        }
+    }
+
+    /// A group named by a canonical op must exist ("" names none).
+    func needGroup(_ id: String) throws(OpError) {
+        if !id.isEmpty && group(id) == nil { throw .tabGone("group \(id)") }
+    }
+
+    /// A canonical group or ungroup names tabs that are there, once each, with one valid key each,
+    /// none taken by a tab it does not name.
+    func checkPlacements(_ ids: [String], keys: [String]) throws(OpError) {
+        guard ids.count == keys.count, Set(ids).count == ids.count else {
+            throw .invalidArgument("a group op must carry one key per listed tab")
+        }
+        for id in ids where index(of: id) == nil { throw .tabGone(id) }
+        let named = Set(ids)
+        let taken = Set(tabs.lazy.filter { !named.contains($0.id) }.map(\.key))
+        guard keys.allSatisfy({ PositionKey.isValid($0) && !taken.contains($0) }), Set(keys).count == keys.count else {
+            throw .invalidArgument("a group op carries no free valid keys")
         }
     }
 
@@ -342,6 +413,6 @@ extension Workspace {
         if tabs.isEmpty != activeTabId.isEmpty { problems.append("active tab \"\(activeTabId)\" with \(tabs.count) tabs") }
         if !activeTabId.isEmpty && index(of: activeTabId) == nil { problems.append("active tab \(activeTabId) missing") }
         if tabs.count > limits.maxTabs { problems.append("\(tabs.count) tabs over the limit") }
-        return problems
+        return problems + groupInvariantViolations(limits: limits)
     }
 }

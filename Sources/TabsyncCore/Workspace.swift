@@ -2,7 +2,9 @@
 ///
 /// Invariants, after every successful `apply` (checked by ``invariantViolations(limits:)``):
 /// ids unique; keys valid and unique; `tabs` sorted by key, bytewise; `activeTabId` is empty
-/// exactly when there are no tabs, else names an existing tab; tab count ≤ `Limits.maxTabs`.
+/// exactly when there are no tabs, else names an existing tab; tab count ≤ `Limits.maxTabs`; every
+/// tab's group exists, no group is empty, each group's tabs are contiguous, `groups` is in display
+/// order and holds at most `Limits.maxGroups` (docs/design.md, "Tab groups").
 /// `apply` either changes the workspace and returns the canonical op, or throws and changes nothing.
 public struct Workspace: Sendable, Equatable {
     /// 1–64 chars of `[A-Za-z0-9._-]`.
@@ -15,8 +17,11 @@ public struct Workspace: Sendable, Equatable {
     public internal(set) var tabs: [Tab]
     /// "" exactly when `tabs` is empty.
     public internal(set) var activeTabId: String
-    /// When false, add, move, remove, replace and open-that-adds are refused `NOT_EDITABLE`.
+    /// When false, add, move, remove, replace, group, ungroup and open-that-adds are refused `NOT_EDITABLE`.
     public internal(set) var editable: Bool
+    /// The tab groups, in the display order of their tabs (docs/design.md, "Tab groups"): exactly
+    /// the groups some tab names, each contiguous.
+    public internal(set) var groups: [TabGroup]
 
     /// A new, empty workspace at version 0.
     public init(id: String, epoch: String = "") {
@@ -26,12 +31,14 @@ public struct Workspace: Sendable, Equatable {
         self.tabs = []
         self.activeTabId = ""
         self.editable = true
+        self.groups = []
     }
 
     /// A workspace restored from a snapshot (store, `Welcome`). The caller vouches for the
     /// invariants; ``invariantViolations(limits:)`` checks them.
     public init(
-        id: String, version: UInt64, epoch: String, tabs: [Tab], activeTabId: String, editable: Bool
+        id: String, version: UInt64, epoch: String, tabs: [Tab], activeTabId: String, editable: Bool,
+        groups: [TabGroup] = []
     ) {
         self.id = id
         self.version = version
@@ -39,5 +46,6 @@ public struct Workspace: Sendable, Equatable {
         self.tabs = tabs
         self.activeTabId = activeTabId
         self.editable = editable
+        self.groups = groups
     }
 }

@@ -20,7 +20,7 @@ extension Tabsync_V1_Op {
             open.tab = Tabsync_V1_Tab(tab)
             if let place = Tabsync_V1_Place(place) { open.place = place }
             kind = .open(open)
-        case let .move(tabId, place):
+        case let .move(tabId, place, _):
             var move = Tabsync_V1_Move()
             move.tabID = tabId
             if let place = Tabsync_V1_Place(place) { move.place = place }
@@ -37,7 +37,7 @@ extension Tabsync_V1_Op {
             var setEditable = Tabsync_V1_SetEditable()
             setEditable.editable = editable
             kind = .setEditable(setEditable)
-        case let .replace(tabs):
+        case let .replace(tabs, _):
             var replace = Tabsync_V1_Replace()
             replace.tabs = tabs.map(Tabsync_V1_Tab.init)
             kind = .replace(replace)
@@ -60,6 +60,8 @@ extension Tabsync_V1_Op {
             var reopen = Tabsync_V1_Reopen()
             reopen.tabID = tabId
             kind = .reopen(reopen)
+        case .group, .ungroup, .updateGroup:
+            preconditionFailure("group ops reach the wire with the protocol's group messages")
         }
     }
 }

@@ -263,7 +263,7 @@ public struct BarModel: Sendable {
             return "added “\(tab.title)”" + (activate ? " (active)" : "")
         case .open(let tab, _):
             return "opened “\(tab.title.isEmpty ? tab.url : tab.title)”"
-        case .move(let tabId, _):
+        case .move(let tabId, _, _):
             return "moved \(name(of: tabId))"
         case .remove(let tabId):
             return "closed \(name(of: tabId))"
@@ -284,7 +284,7 @@ public struct BarModel: Sendable {
             return parts.joined(separator: ", ")
         case .setEditable(let editable):
             return editable ? "made the workspace editable" : "made the workspace read-only"
-        case .replace(let tabs):
+        case .replace(let tabs, _):
             return "replaced all tabs (\(tabs.count))"
         case .rekey:
             return "rekeyed positions"
@@ -292,6 +292,8 @@ public struct BarModel: Sendable {
             return "restored version \(version)"
         case .reopen(let tabId):
             return "reopened \(tabId)"
+        case .group, .ungroup, .updateGroup:
+            return op.summary
         }
     }
 

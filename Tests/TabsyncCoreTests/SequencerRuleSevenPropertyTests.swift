@@ -58,7 +58,7 @@ import TabsyncTestSupport
                 let finalKey: String
                 switch applied.op {
                 case .add(let tab, _, _): finalKey = tab.key
-                case .move(_, .key(let k)): finalKey = k
+                case .move(_, .key(let k), _): finalKey = k
                 default:
                     problems.append("\(what) became \(applied.op)")
                     return

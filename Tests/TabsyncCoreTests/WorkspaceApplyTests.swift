@@ -154,7 +154,7 @@ func expectRefused(_ code: ErrorCode, _ ws: Workspace, _ op: Operation, limits: 
         // Rule 1: C asks for A's key; it goes between A and B.
         let op = try ws.apply(.move(tabId: "c", place: .key("a0")), limits: .default)
         #expect(order(ws) == ["a", "c", "b"])
-        guard case .move(_, .key(let key)) = op else { Issue.record("\(op)"); return }
+        guard case .move(_, .key(let key), _) = op else { Issue.record("\(op)"); return }
         #expect(PositionKey.less("a0", key) && PositionKey.less(key, "a1"))
     }
 
@@ -222,7 +222,7 @@ func expectRefused(_ code: ErrorCode, _ ws: Workspace, _ op: Operation, limits: 
         #expect(order(ws) == ["c", "b", "x"])
         #expect(ws.tabs.map(\.key) == ["a0", "a1", "a2"])
         #expect(ws.activeTabId == "b")
-        guard case .replace(let tabs) = op else { Issue.record("\(op)"); return }
+        guard case .replace(let tabs, _) = op else { Issue.record("\(op)"); return }
         #expect(tabs.map(\.key) == ["a0", "a1", "a2"])
         try ws.apply(.replace(tabs: [Tab(id: "p"), Tab(id: "q"), Tab(id: "r")]), limits: .default)
         #expect(ws.activeTabId == "q")

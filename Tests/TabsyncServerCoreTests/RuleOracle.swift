@@ -207,7 +207,7 @@ struct RuleOracle {
         // Remove wins: the tab an op names must be there.
         let named: String?
         switch op {
-        case .move(let id, _), .remove(let id): named = id
+        case .move(let id, _, _), .remove(let id): named = id
         case .update(let u): named = u.tabId
         case .activate(.tabId(let id)): named = id
         default: named = nil
@@ -362,7 +362,7 @@ struct RuleOracle {
         let finalKey: String
         switch applied.op {
         case .add(let t, _, _): finalKey = t.key
-        case .move(_, .key(let k)): finalKey = k
+        case .move(_, .key(let k), _): finalKey = k
         default: return fail("\(what) became \(applied.op)")
         }
         if !since.isEmpty { stats.translatedKeyPlaces += 1 }

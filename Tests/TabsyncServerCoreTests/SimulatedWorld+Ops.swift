@@ -72,6 +72,8 @@ extension SimulatedWorld {
             return .restore(version: UInt64(rng.int(0...Int(view.version) + 1)), state: nil)
         case .reopen:
             return .reopen(tabId: rng.chance(0.9) && !knownTabIds.isEmpty ? rng.pick(knownTabIds) : "nobody")
+        case .group, .ungroup, .updateGroup:
+            preconditionFailure("group ops are not in the simulation's mix yet")
         }
     }
 

@@ -104,7 +104,7 @@ struct Harness {
         #expect(h.submitted.count == 2)
         h.type(.shiftLeft, .char("H"), .char("H"))
         #expect(h.titles == ["B", "A", "C", "D"])
-        if case .move(_, .key(let key)) = h.submitted.last! { #expect(PositionKey.isValid(key)) } else {
+        if case .move(_, .key(let key), _) = h.submitted.last! { #expect(PositionKey.isValid(key)) } else {
             Issue.record("not a keyed move")
         }
         #expect(h.activeTitle == "B")

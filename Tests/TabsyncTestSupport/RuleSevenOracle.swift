@@ -65,7 +65,7 @@ package enum RuleSevenOracle {
     package static func keyPlace(of op: Operation) -> (key: String, moving: String?)? {
         switch op {
         case .add(_, .key(let k), _) where !k.isEmpty, .open(_, .key(let k)) where !k.isEmpty: (k, nil)
-        case .move(let id, .key(let k)) where !k.isEmpty: (k, id)
+        case .move(let id, .key(let k), _) where !k.isEmpty: (k, id)
         default: nil
         }
     }
