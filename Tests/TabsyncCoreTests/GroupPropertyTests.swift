@@ -47,8 +47,10 @@ import TabsyncTestSupport
                     history.append(client)
                     result.applied[applied.op.kind, default: 0] += 1
                 }
-                result.problems += checkPlacement(of: ops.last!.op, before: ops.count > 1 ? history[history.count - 2] : before,
-                                                  after: server.workspace).map { "\(what): \($0)" }
+                let placedFrom = ops.count > 1 ? history[history.count - 2] : before
+                result.problems += checkPlacement(of: ops.last!.op, before: placedFrom, after: server.workspace).map {
+                    "\(what): \($0)\n  before \(GroupNotation.text(placedFrom))\n  after  \(GroupNotation.text(server.workspace))"
+                }
             case .rejected(let error):
                 result.refused[error.code, default: 0] += 1
                 if server.workspace != before { result.problems.append("\(what): refused \(error) but changed the workspace") }
@@ -75,7 +77,10 @@ import TabsyncTestSupport
             let right = i + 1 < after.tabs.count ? after.tabs[i + 1].group : nil
             if let left, !left.isEmpty, left == right { return left }
             guard !asked.isEmpty, before.group(asked) != nil else { return "" }
-            if left == asked || right == asked || after.tabs.filter({ $0.group == asked }).count == 1 { return asked }
+            // "Its group's only tab": no other tab was in that group before the op (a move only; an added
+            // tab was in no group).
+            let alone = before.tab(id)?.group == asked && !before.tabs.contains { $0.group == asked && $0.id != id }
+            if left == asked || right == asked || alone { return asked }
             return ""
         }
         switch op {
@@ -197,7 +202,8 @@ import TabsyncTestSupport
             if run.maxGroupsSeen == Self.limits.maxGroups { atLimit += 1 }
         }
         // The sequences reach what they are meant to test.
-        for kind in [TabsyncCore.Operation.Kind.add, .move, .group, .ungroup, .updateGroup, .replace, .restore, .rekey] {
+        // (A rekey needs hundreds of inserts into one gap: GroupWorkedExampleTests has its own test.)
+        for kind in [TabsyncCore.Operation.Kind.add, .move, .group, .ungroup, .updateGroup, .replace, .restore] {
             #expect(applied[kind, default: 0] > 100, "\(kind) applied \(applied[kind, default: 0]) times")
         }
         for code in [ErrorCode.tabGone, .locked, .notEditable, .limitExceeded] {
