@@ -1,5 +1,6 @@
 import Testing
 import TabsyncCore
+import TabsyncTestSupport
 
 /// docs/design.md, "Tab groups": each worked example through the server's apply path (``Sequencer``),
 /// and each result applied by a client from the `Applied` alone (``Workspace/apply(applied:)``), which
