@@ -24,7 +24,7 @@ extension Tabsync_V1_Op {
             var move = Tabsync_V1_Move()
             move.tabID = tabId
             if let place = Tabsync_V1_Place(place) { move.place = place }
-            if let group { move.group = group }
+            move.group = group
             kind = .move(move)
         case let .remove(tabId):
             var remove = Tabsync_V1_Remove()
@@ -90,7 +90,7 @@ extension Operation {
         case let .open(open)?:
             self = .open(tab: Tab(open.tab), place: Place(open.place))
         case let .move(move)?:
-            self = .move(tabId: move.tabID, place: Place(move.place), group: move.hasGroup ? move.group : nil)
+            self = .move(tabId: move.tabID, place: Place(move.place), group: move.group)
         case let .remove(remove)?:
             self = .remove(tabId: remove.tabID)
         case let .activate(activate)?:

@@ -167,7 +167,7 @@ struct RuleOracle {
             switch last.op {
             case .group, .ungroup, .updateGroup: stats.groupOps[last.op.kind.rawValue, default: 0] += 1
             case .add(let tab, _, _) where !tab.group.isEmpty: stats.placedInGroup += 1
-            case .move(_, _, let group?) where !group.isEmpty: stats.placedInGroup += 1
+            case .move(_, _, let group) where !group.isEmpty: stats.placedInGroup += 1
             default: break
             }
             stats.mostGroups = max(stats.mostGroups, current.groups.count)

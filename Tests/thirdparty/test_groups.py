@@ -44,9 +44,9 @@ def test_group_ops_reach_every_session_with_their_results_and_the_http_snapshot(
         # A move between two tabs of G joins G, and its Applied says so.
         moved = await submit(ann, 6, {"move": {"tabId": "a", "place": {"index": 1}}})
         assert moved["applied"]["op"]["move"]["group"] == "G"
-        # A move away from a group leaves it: the Applied carries "" (sent as an explicitly set field).
+        # A move away from a group leaves it: the Applied carries no group (absent: none).
         out = await submit(ann, 7, {"move": {"tabId": "c", "place": {"index": 3}}})
-        assert out["applied"]["op"]["move"]["group"] == ""
+        assert "group" not in out["applied"]["op"]["move"]
         # A group's title and colour; a colour not in the nine is refused and changes nothing.
         renamed = await submit(ann, 8, {"updateGroup": {"groupId": "G", "title": "Deep work"}})
         assert renamed["applied"]["op"]["updateGroup"] == {"groupId": "G", "title": "Deep work"}

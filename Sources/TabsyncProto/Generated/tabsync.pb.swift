@@ -911,23 +911,15 @@ public nonisolated struct Tabsync_V1_Move: Sendable {
   /// Clears the value of `place`. Subsequent reads from it will return its default value.
   public mutating func clearPlace() {self._place = nil}
 
-  /// Set by the server in an Applied only: the tab's group after the move ("" for none), decided by
-  /// the placement rule (proto/README.md#tab-groups). Ignored when a client sends it.
-  public var group: String {
-    get {_group ?? String()}
-    set {_group = newValue}
-  }
-  /// Returns true if `group` has been explicitly set.
-  public var hasGroup: Bool {self._group != nil}
-  /// Clears the value of `group`. Subsequent reads from it will return its default value.
-  public mutating func clearGroup() {self._group = nil}
+  /// In an Applied: the tab's group after the move (absent or "" for none), decided by the placement
+  /// rule (proto/README.md#tab-groups). Ignored when a client sends it.
+  public var group: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _place: Tabsync_V1_Place? = nil
-  fileprivate var _group: String? = nil
 }
 
 public nonisolated struct Tabsync_V1_Remove: Sendable {
@@ -2824,7 +2816,7 @@ nonisolated extension Tabsync_V1_Move: SwiftProtobuf.Message, SwiftProtobuf._Mes
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.tabID) }()
       case 2: try { try decoder.decodeSingularMessageField(value: &self._place) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self._group) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.group) }()
       default: break
       }
     }
@@ -2841,16 +2833,16 @@ nonisolated extension Tabsync_V1_Move: SwiftProtobuf.Message, SwiftProtobuf._Mes
     try { if let v = self._place {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
     } }()
-    try { if let v = self._group {
-      try visitor.visitSingularStringField(value: v, fieldNumber: 3)
-    } }()
+    if !self.group.isEmpty {
+      try visitor.visitSingularStringField(value: self.group, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Tabsync_V1_Move, rhs: Tabsync_V1_Move) -> Bool {
     if lhs.tabID != rhs.tabID {return false}
     if lhs._place != rhs._place {return false}
-    if lhs._group != rhs._group {return false}
+    if lhs.group != rhs.group {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
