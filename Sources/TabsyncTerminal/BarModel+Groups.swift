@@ -96,7 +96,12 @@ extension BarModel {
             return "ungrouped \(tabs(change.tabIds))"
         case .updateGroup(let update):
             var parts: [String] = []
-            if let title = update.title { parts.append("renamed group \(groupName(update.groupId, nil)) to “\(title)”") }
+            if let title = update.title {
+                // This terminal's own rename already shows in its workspace: then the old title is gone.
+                let old = workspace.group(update.groupId)?.title
+                parts.append(old != nil && old != title ? "renamed group \(groupName(update.groupId, nil)) to “\(title)”"
+                                                        : "renamed a group to “\(title)”")
+            }
             if let color = update.color { parts.append("coloured group \(groupName(update.groupId, update.title)) \(color)") }
             return parts.joined(separator: ", ")
         default:
