@@ -8,6 +8,12 @@ import TabsyncCore
 /// drawn reversed). The tab this terminal views is drawn in brackets, `[N:title]`, and underlined,
 /// when it is not the active tab. A non-editable workspace starts the bar with ``readOnlyMark``.
 ///
+/// Groups (docs/design.md, "Tab groups"): the first tab of a group's run is preceded by the group's
+/// chip, its title (or "(untitled)", cut at ``groupTitleCap``). With colour the chip is drawn
+/// reversed in the group's colour (``TermColor``) and each of its tabs' `N:` in that colour; without
+/// colour the chip reads `{title` and a `}` follows the group's last tab, so membership shows in
+/// plain text. Chip and close mark belong to the cell of the tab they touch.
+///
 /// Guarantees: the line is exactly `width` cells; the focused tab is always shown (cut if it alone
 /// is wider than the bar); the shown tabs are contiguous; the hidden counts are exact; with a valid
 /// scroll hint the window only moves as far as needed to show the focus.
@@ -18,6 +24,8 @@ struct BarLayout: Sendable, Equatable {
     static let lockMark = "🔒"
     static let activeMark = "*"
     static let readOnlyMark = "[RO]"
+    static let groupTitleCap = 16
+    static let untitledGroup = "(untitled)"
 
     /// The bar line, exactly `width` cells.
     var line: Line
@@ -40,7 +48,7 @@ struct BarLayout: Sendable, Equatable {
     ///   - firstHint: the first shown index of the previous layout (keeps scrolling steady).
     init(
         tabs: [Tab], activeTabId: String, viewedTabId: String, editable: Bool, focus: Int?, width: Int,
-        firstHint: Int = 0
+        firstHint: Int = 0, groups: [TabGroup] = [], color: Bool = true
     ) {
         let width = max(0, width)
         var line = Line()
@@ -49,9 +57,14 @@ struct BarLayout: Sendable, Equatable {
             line.append(Self.readOnlyMark + " ", .bold)
             room -= TerminalText.width(Self.readOnlyMark) + 1
         }
+        let groupById = Dictionary(groups.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         let labels = tabs.enumerated().map { i, tab in
-            Self.cell(for: tab, index: i, active: tab.id == activeTabId,
-                      viewed: tab.id == viewedTabId && tab.id != activeTabId)
+            let group = tab.group.isEmpty ? nil : groupById[tab.group] ?? TabGroup(id: tab.group)
+            let first = i == 0 || tabs[i - 1].group != tab.group
+            let last = i == tabs.count - 1 || tabs[i + 1].group != tab.group
+            return Self.cell(for: tab, index: i, active: tab.id == activeTabId,
+                             viewed: tab.id == viewedTabId && tab.id != activeTabId,
+                             group: group.map { ($0, first, last) }, color: color)
         }
         let widths = labels.map { $0.width }
         let window = Self.window(widths: widths, focus: focus, width: max(0, room), firstHint: firstHint)
@@ -89,9 +102,22 @@ struct BarLayout: Sendable, Equatable {
     static func leftMarker(_ count: Int) -> String { "‹\(count)" }
     static func rightMarker(_ count: Int) -> String { "\(count)›" }
 
-    /// One tab's cell, with its styles.
-    static func cell(for tab: Tab, index: Int, active: Bool, viewed: Bool) -> Line {
-        var text = "\(index + 1):" + TerminalText.truncate(TerminalText.clean(tab.title), toWidth: titleCap)
+    /// A group's chip: its title in its colour, or `{title` without colour.
+    static func chip(_ group: TabGroup, color: Bool) -> Span {
+        let title = group.title.isEmpty ? untitledGroup
+            : TerminalText.truncate(TerminalText.clean(group.title), toWidth: groupTitleCap)
+        return color ? Span(" \(title) ", [.reverse, .bold], color: TermColor.group(group.color))
+                     : Span("{" + title, .bold)
+    }
+
+    /// One tab's cell, with its styles; `group` is the tab's group and whether the tab is the first
+    /// and the last of its run.
+    static func cell(
+        for tab: Tab, index: Int, active: Bool, viewed: Bool,
+        group: (group: TabGroup, first: Bool, last: Bool)? = nil, color: Bool = true
+    ) -> Line {
+        let number = "\(index + 1):"
+        var text = TerminalText.truncate(TerminalText.clean(tab.title), toWidth: titleCap)
         if !tab.badge.isEmpty {
             text += "(" + TerminalText.truncate(TerminalText.clean(tab.badge), toWidth: badgeCap) + ")"
         }
@@ -100,7 +126,19 @@ struct BarLayout: Sendable, Equatable {
         var style: Style = []
         if active { style.insert(.reverse) }
         if viewed { style.insert(.underline) }
-        return Line([Span(viewed ? "[" : " "), Span(text, style), Span(viewed ? "]" : " ")])
+        var spans: [Span] = []
+        if let group, group.first { spans.append(chip(group.group, color: color)) }
+        spans.append(Span(viewed ? "[" : " "))
+        let numberColor = color ? group.map { TermColor.group($0.group.color) } : nil
+        if let numberColor {
+            spans.append(Span(number, style, color: numberColor))
+            spans.append(Span(text, style))
+        } else {
+            spans.append(Span(number + text, style))
+        }
+        spans.append(Span(viewed ? "]" : " "))
+        if let group, group.last, !color { spans.append(Span("}", .bold)) }
+        return Line(spans)
     }
 
     /// The contiguous window of cells to show: contains `focus`, starts at `firstHint` when that

@@ -8,7 +8,7 @@ import TabsyncCore
 /// the help screen, or the overflow list.
 extension BarModel {
     static let helpLine =
-        "←→/hl tab  HL move  1-9 go  n new  x close  r rename  b badge  k lock  e edit  o list  f follow  ? help  q quit"
+        "←→/hl tab  HL move  1-9 go  n new  x close  r rename  b badge  k lock  e edit  g/G group  d ungroup  o list  f follow  ? help  q quit"
 
     static let helpScreen: [String] = [
         "Keys",
@@ -25,11 +25,14 @@ extension BarModel {
         "  o                 list of every tab (↑ ↓, Enter picks, Esc closes)",
         "  u                 reopen the tab closed last here (else the workspace's last closed)",
         "  U                 recently closed tabs (↑ ↓, Enter reopens, Esc closes)",
+        "  g / G             group the tab with the next one / into a group by title",
+        "  d t / c C         ungroup / rename its group; next / previous group colour",
         "  f                 follow mode (moving activates for everyone) / browse mode (only this view)",
         "  ?                 this help",
         "  q                 quit",
         "",
         "Bar: N:title(badge)🔒*  * = active tab, [ ] = the tab viewed here, ‹N N› = tabs hidden",
+        "Groups: the group's title in its colour before its tabs ({title … } without colour)",
         "Any key closes this help.",
     ]
 
@@ -163,6 +166,13 @@ extension BarModel {
             if !tab.url.isEmpty { lines.append(Line("  url    " + tab.url)) }
             if !tab.badge.isEmpty { lines.append(Line("  badge  " + tab.badge)) }
             if tab.locked { lines.append(Line("  locked")) }
+            if let group = workspace.group(tab.group) {
+                var line = Line("  group  ")
+                line.append(group.title.isEmpty ? BarLayout.untitledGroup : group.title, .bold,
+                            color: color ? TermColor.group(group.color) : nil)
+                line.append(" (\(group.color), \(group.id))")
+                lines.append(line)
+            }
         } else {
             lines.append(Line("No tabs. Press n to add one.", .bold))
         }

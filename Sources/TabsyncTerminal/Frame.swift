@@ -9,15 +9,18 @@ struct Style: OptionSet, Sendable, Hashable {
     static let reverse = Style(rawValue: 1 << 3)
 }
 
-/// A run of text with one style. Its text has always passed through ``TerminalText/clean(_:)``:
+/// A run of text with one style and an optional foreground colour. Its text has always passed through ``TerminalText/clean(_:)``:
 /// the initializer cleans, so nothing reaches a ``Line`` (and so the terminal) without the cleaner.
 struct Span: Sendable, Hashable {
     let text: String
     let style: Style
+    /// nil = the terminal's default colour.
+    let color: TermColor?
 
-    init(_ text: String, _ style: Style = []) {
+    init(_ text: String, _ style: Style = [], color: TermColor? = nil) {
         self.text = TerminalText.clean(text)
         self.style = style
+        self.color = color
     }
 
     var width: Int { TerminalText.width(text) }
@@ -34,7 +37,9 @@ struct Line: Sendable, Hashable {
     /// The text without attributes, as `tmux capture-pane` shows it (before trailing spaces are cut).
     var plain: String { spans.map(\.text).joined() }
 
-    mutating func append(_ text: String, _ style: Style = []) { spans.append(Span(text, style)) }
+    mutating func append(_ text: String, _ style: Style = [], color: TermColor? = nil) {
+        spans.append(Span(text, style, color: color))
+    }
 
     /// The line cut (with an ellipsis) or padded with spaces to exactly `width` cells.
     func fitted(to width: Int) -> Line {
@@ -50,7 +55,7 @@ struct Line: Sendable, Hashable {
             let room = width - used
             if room > 0 {
                 let cut = TerminalText.truncate(span.text, toWidth: room)
-                out.append(Span(cut, span.style))
+                out.append(Span(cut, span.style, color: span.color))
                 used += TerminalText.width(cut)
             }
             break

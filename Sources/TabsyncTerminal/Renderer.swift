@@ -35,23 +35,26 @@ struct Renderer: Sendable {
         return out
     }
 
-    /// One line's spans with their SGR codes, attributes reset at the end.
+    /// One line's spans with their SGR codes (attributes and colour), attributes reset at the end.
     static func encode(_ line: Line) -> String {
         var out = ""
         var current: Style = []
+        var currentColor: TermColor?
         for span in line.spans {
-            if span.style != current {
-                out += sgr(span.style)
+            if span.style != current || span.color != currentColor {
+                out += sgr(span.style, color: span.color)
                 current = span.style
+                currentColor = span.color
             }
             out += span.text
         }
-        if current != [] { out += "\u{1B}[0m" }
+        if current != [] || currentColor != nil { out += "\u{1B}[0m" }
         return out
     }
 
-    static func sgr(_ style: Style) -> String {
+    static func sgr(_ style: Style, color: TermColor? = nil) -> String {
         var codes = ["0"]
+        if let color { codes.append(color.sgr) }
         if style.contains(.bold) { codes.append("1") }
         if style.contains(.dim) { codes.append("2") }
         if style.contains(.underline) { codes.append("4") }

@@ -37,13 +37,23 @@ public enum TabReference {
 }
 
 /// `tabsync ls` as a table: one row per tab in display order, every cell cleaned and cut by display
-/// width so columns line up whatever the titles hold.
+/// width so columns line up whatever the titles hold. When the workspace has groups, a GROUP column
+/// names each tab's group as `title (colour) id` ("(untitled)" for an empty title; empty when none).
 public enum TabTable {
     static let titleWidth = 32
     static let urlWidth = 48
+    static let groupTitleWidth = 24
+
+    /// A group as the GROUP column shows it.
+    static func groupCell(_ group: TabGroup) -> String {
+        let title = group.title.isEmpty ? "(untitled)"
+            : TerminalText.truncate(TerminalText.clean(group.title), toWidth: groupTitleWidth)
+        return "\(title) (\(group.color)) " + TerminalText.truncate(TerminalText.clean(group.id), toWidth: 64)
+    }
 
     public static func render(_ workspace: Workspace) -> String {
-        var rows: [[String]] = [["#", "ID", "TITLE", "URL", "FLAGS"]]
+        let grouped = !workspace.groups.isEmpty
+        var rows: [[String]] = [["#", "ID", "TITLE", "URL"] + (grouped ? ["GROUP"] : []) + ["FLAGS"]]
         for (i, tab) in workspace.tabs.enumerated() {
             var flags: [String] = []
             if tab.id == workspace.activeTabId { flags.append("active") }
@@ -54,14 +64,16 @@ public enum TabTable {
                 TerminalText.truncate(TerminalText.clean(tab.id), toWidth: 64),
                 TerminalText.truncate(TerminalText.clean(tab.title), toWidth: titleWidth),
                 TerminalText.truncate(TerminalText.clean(tab.url), toWidth: urlWidth),
+            ] + (grouped ? [workspace.group(tab.group).map(groupCell) ?? ""] : []) + [
                 flags.joined(separator: ","),
             ])
         }
-        var widths = [Int](repeating: 0, count: 5)
+        var widths = [Int](repeating: 0, count: rows[0].count)
         for row in rows { for (c, cell) in row.enumerated() { widths[c] = max(widths[c], TerminalText.width(cell)) } }
         var out = "workspace \(TerminalText.clean(workspace.id)) v\(workspace.version)"
             + (workspace.editable ? "" : " (read-only)") + ", \(workspace.tabs.count) tab"
-            + (workspace.tabs.count == 1 ? "" : "s") + "\n"
+            + (workspace.tabs.count == 1 ? "" : "s")
+            + (grouped ? ", \(workspace.groups.count) group" + (workspace.groups.count == 1 ? "" : "s") : "") + "\n"
         for row in rows {
             var line = ""
             for (c, cell) in row.enumerated() {
