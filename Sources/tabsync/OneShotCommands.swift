@@ -204,7 +204,7 @@ struct ExportCommand: AsyncParsableCommand {
 struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Replace every tab with those of a snapshot JSON file (as export prints; - reads stdin).")
+        abstract: "Replace every tab and group with those of a snapshot JSON file (as export prints; - reads stdin).")
 
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "The snapshot file, or - for standard input.") var file: String
@@ -222,9 +222,10 @@ struct ImportCommand: AsyncParsableCommand {
         } catch {
             throw CommandError.badArgument("\(file) is not a snapshot as export prints it: \(error)")
         }
-        let tabs = Workspace(snapshot).tabs
+        let imported = Workspace(snapshot)
+        let tabs = imported.tabs
         try await Connection.with(connection) { c in
-            try await c.submit(.replace(tabs: tabs))
+            try await c.submit(.replace(tabs: tabs, groups: imported.groups))
             if !snapshot.activeTabID.isEmpty, tabs.contains(where: { $0.id == snapshot.activeTabID }),
                c.client.state.confirmed.activeTabId != snapshot.activeTabID
             {
