@@ -8,7 +8,7 @@ import TabsyncCore
 /// the help screen, or the overflow list.
 extension BarModel {
     static let helpLine =
-        "←→/hl tab  HL move  1-9 go  n new  x close  r rename  b badge  k lock  e edit  g/G group  d ungroup  o list  f follow  ? help  q quit"
+        "←→/hl tab  HL move  1-9 go  n new  x close  r rename  b badge  k lock  e edit  o list  f follow  ? help  q quit"
 
     static let helpScreen: [String] = [
         "Keys",

@@ -312,7 +312,11 @@ public struct BarModel: Sendable {
         case .updateGroup(let update):
             let group = groupName(update.groupId)
             var parts: [String] = []
-            if let title = update.title { parts.append("renamed group \(group) to " + (title.isEmpty ? "(untitled)" : "“\(title)”")) }
+            if let title = update.title {
+                let new = title.isEmpty ? "(untitled)" : "“\(title)”"
+                // This terminal's own rename is in its workspace already: the old title is gone.
+                parts.append(group == new ? "renamed group to \(new)" : "renamed group \(group) to \(new)")
+            }
             if let color = update.color { parts.append("coloured group \(group) \(color)") }
             return parts.joined(separator: ", ")
         }
