@@ -63,6 +63,12 @@ struct CommandGroupTests {
         #expect(json.out.contains("\"groups\"") && json.out.contains("\"Job\"") && json.out.contains("\"group\":\"\(id)\""),
                 "\(json.out)")
 
+        // A colour given with an existing group updates it (the tabs already in it stay).
+        let recoloured = try run(server, ["group", "t1", "--into", id, "--color", "green"])
+        #expect(recoloured.status == 0, "\(recoloured.err)")
+        ws = try #require(try server.snapshot("grp"))
+        #expect(ws.groups == [TabGroup(id: id, title: "Job", color: "green")] && ws.tabs.map(\.group) == [id, id, id])
+
         let ungrouped = try run(server, ["ungroup", "t2"])
         #expect(ungrouped.status == 0, "\(ungrouped.err)")
         ws = try #require(try server.snapshot("grp"))
