@@ -375,7 +375,7 @@ tmux -L "$SOCKET" kill-session -t bar
 # Groups (docs/design.md, "Tab groups"): g groups the tab with the next one, t renames the group,
 # c recolours it, G puts a tab into a group by title, d ungroups; another client's group change
 # shows; without colour braces mark the group. The chip is the group's title in its colour.
-WS=bar-groups
+WS=grp  # short: the status line must fit 80 columns whatever the port and rtt
 ts add --title One >/dev/null
 ts add --title Two >/dev/null
 ts add --title Three >/dev/null
@@ -419,6 +419,12 @@ keys d
 wait_for " Shared  1:One  2:Three  3:Two*"
 ts ls | grep -q "^3 .*Two  *active" || fail "d did not ungroup Two: $(ts ls)"
 golden 10-groups
+# The restore dry run names group changes: back at v4 the group was untitled, grey, and held Two.
+expect_exit 0 ts restore --version 4 --dry-run
+grep -q "^  \* change group “Shared” \[t-[A-Za-z0-9]*-g1\]: title “Shared” → “”, colour blue → grey$" "$WORK/out" \
+    || fail "dry run misses the group's rename and colour: $(cat "$WORK/out")"
+grep -q "^  \* change t-[A-Za-z0-9]* “Two”: group (none) → (untitled) \[" "$WORK/out" \
+    || fail "dry run misses Two's group: $(cat "$WORK/out")"
 keys "?"
 wait_for "  d t / c C         ungroup / rename its group; next / previous group colour"
 keys Escape
