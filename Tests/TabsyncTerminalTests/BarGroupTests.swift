@@ -134,11 +134,13 @@ import Testing
         #expect(m.describe(.updateGroup(GroupUpdate(groupId: "G", title: "Work"))) == "renamed group to “Work”")
     }
 
+    /// At 20 rows (16 for the help) every key line shows, the group keys among them.
     @Test func theHelpNamesTheGroupKeys() throws {
-        var h = Harness(workspace(["A"]), rows: 40)
+        var h = Harness(workspace(["A"]), rows: 20)
         h.type(.char("?"))
         let text = h.model.frame().plainText
         #expect(text.contains("  g / G             group the tab with the next one / into a group by title"))
         #expect(text.contains("  d t / c C         ungroup / rename its group; next / previous group colour"))
+        #expect(text.contains("  ? / q             this help / quit"))
     }
 }

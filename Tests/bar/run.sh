@@ -76,7 +76,10 @@ printf '\n'
 exec sleep 600
 SH
     chmod +x "$WORK/bar.sh"
-    tmux -L "$SOCKET" -f /dev/null new-session -d -s bar -x "$cols" -y "$rows" "$WORK/bar.sh"
+    # After kill-session of the last session the tmux server exits; a new-session that reaches it
+    # while it does fails ("server exited unexpectedly"): try again until one starts a new server.
+    wait_until 10 tmux -L "$SOCKET" -f /dev/null new-session -d -s bar -x "$cols" -y "$rows" "$WORK/bar.sh" \
+        || fatal "tmux did not start the bar's session"
     tmux -L "$SOCKET" set-option -g status off >/dev/null
 }
 
