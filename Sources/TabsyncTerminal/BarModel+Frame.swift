@@ -120,9 +120,18 @@ extension BarModel {
                 if !tab.badge.isEmpty { text += "(\(TerminalText.clean(tab.badge)))" }
                 if tab.locked { text += BarLayout.lockMark }
                 if tab.id == workspace.activeTabId { text += BarLayout.activeMark }
-                if !tab.url.isEmpty { text += "  " + TerminalText.clean(tab.url) }
                 let marker = i == selection ? "> " : "  "
-                lines.append(Line(marker + text, i == selection ? .reverse : []))
+                let style: Style = i == selection ? .reverse : []
+                var line = Line(marker + text, style)
+                if let group = workspace.group(tab.group) {
+                    // The group as the bar's chip names it, in its colour, or in braces without colour.
+                    let title = group.title.isEmpty ? BarLayout.untitledGroup : group.title
+                    line.append("  ", style)
+                    line.append(color ? title : "{\(title)}", style.union(.bold),
+                                color: color ? TermColor.group(group.color) : nil)
+                }
+                if !tab.url.isEmpty { line.append("  " + TerminalText.clean(tab.url), style) }
+                lines.append(line)
             }
         }
         return lines

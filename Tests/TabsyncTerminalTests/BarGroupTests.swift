@@ -41,6 +41,19 @@ import Testing
         #expect(TermColor.group("mauve") == TermColor.group("grey"))
     }
 
+    @Test func theListNamesEachTabsGroup() throws {
+        var h = Harness(try Self.grouped())
+        h.type(.char("o"))
+        var text = h.model.frame().plainText
+        #expect(text.contains("> 1:A*  Work\n") && text.contains("  2:B  Work\n") && text.contains("  3:C\n"))
+        let plain = BarModel(server: "s", clientId: "me", workspace: try Self.grouped(), rows: 20, cols: 80,
+                             idPrefix: "zz", color: false)
+        var m = plain
+        _ = m.handle(.key(.char("o")))
+        text = m.frame().plainText
+        #expect(text.contains("  2:B  {Work}\n"))
+    }
+
     @Test func theDetailsNameTheViewedTabsGroup() throws {
         let text = model(try Self.grouped()).frame().plainText
         #expect(text.contains("  group  Work (blue, G)"))
