@@ -75,6 +75,19 @@ struct CommandGroupTests {
         #expect(ws.tab("t2")?.group == "" && ws.tab("t1")?.group == id && ws.tab("t3")?.group == id)
         // t2 was inside the group's span: it moved to right after the group's last tab.
         #expect(ws.tabs.map(\.id) == ["t1", "t3", "t2"])
+
+        // export, then import after the group is gone: the group comes back with its tabs.
+        let exported = try run(server, ["export"])
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("grp-\(UUID().uuidString).json")
+        try exported.out.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        #expect(try run(server, ["ungroup", "t1", "t3"]).status == 0)
+        #expect(try #require(try server.snapshot("grp")).groups.isEmpty)
+        let imported = try run(server, ["import", file.path])
+        #expect(imported.status == 0, "\(imported.err)")
+        ws = try #require(try server.snapshot("grp"))
+        #expect(ws.groups == [TabGroup(id: id, title: "Job", color: "green")])
+        #expect(ws.tabs.map(\.group) == [id, id, ""])
     }
 
     @Test func badArgumentsExit2AndRefusalsExit3() throws {
