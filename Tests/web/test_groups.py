@@ -2,7 +2,8 @@
 real tabsync-server in headless Chromium: a group shows as a chip in its colour before its tabs on
 every page; a tab dragged onto a chip joins that group; the active tab's group is chosen, made,
 renamed and recoloured from the panel; collapsing a group is this page's own (nothing is sent, the
-other page keeps it open). Screenshots go to .build/web-artifacts/ (groups-*.png)."""
+other page keeps it open); the JS client's prediction of its own group ops is what the server then
+decides. Screenshots go to .build/web-artifacts/ (groups-*.png)."""
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.support.ui import Select
 
@@ -88,3 +89,56 @@ def test_groups_show_on_every_page_and_are_edited_from_the_page(server, browser)
     assert b.js("return document.querySelectorAll('#tabs .tab.collapsed-away').length") == 0
     assert server.snapshot(ws)["version"] == version, "collapsing sent nothing"
     a.element_screenshot("bar-shell", "groups-collapsed")
+
+
+
+# (From the gjs branch's test.) The client's optimistic view of a group op, add or move (its own reading of the placement rule and
+# the group ops) against what the server decided: one page, random ops one at a time, each op's
+# prediction taken as it is submitted and compared with the state once its Applied has come.
+PREDICT = """
+const [seed, count, done] = arguments;
+const client = window.tabsync;
+let s = seed;
+const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 4294967296);
+const pick = (list) => list[Math.floor(rnd() * list.length)];
+const view = (st) => st.tabs.map(t => t.id + (t.group ? '(' + t.group + ')' : '')).join(' ') + ' | ' +
+  st.groups.map(g => g.id + ':' + g.title + ':' + g.color).join(' ');
+const settledOp = () => new Promise((resolve) => {
+  const check = () => { if (client.pending.length === 0) { client.removeEventListener('change', check); resolve(); } };
+  client.addEventListener('change', check); check();
+});
+(async () => {
+  const wrong = [];
+  for (let n = 0; n < count; n++) {
+    const ids = client.state.tabs.map(t => t.id);
+    const groups = ['G', 'H', 'K'];
+    const r = rnd();
+    if (ids.length < 4 || r < 0.15) client.submit({ add: { tab: { id: 'r' + seed + '-' + n, ...(rnd() < 0.7 && { group: pick(groups) }) },
+      place: { index: Math.floor(rnd() * (ids.length + 1)) } } });
+    else if (r < 0.45) client.submit({ move: { tabId: pick(ids), place: { index: Math.floor(rnd() * ids.length) } } });
+    else if (r < 0.5) client.submit({ remove: { tabId: pick(ids) } });
+    else if (r < 0.75) client.group([...new Set([pick(ids), pick(ids), pick(ids)].slice(0, 1 + Math.floor(rnd() * 3)))], pick(groups),
+      rnd() < 0.5 ? { color: pick(['red', 'blue']) } : {});
+    else if (r < 0.9) client.ungroup([...new Set([pick(ids), pick(ids)])]);
+    else if (client.state.groups.length) client.updateGroup(pick(client.state.groups).id, { title: 'T' + n });
+    else continue;
+    const predicted = view(client.state);
+    const op = JSON.stringify(client.pending.at(-1)?.op);
+    await settledOp();
+    const actual = view(client.state);
+    if (predicted !== actual) wrong.push({ op, predicted, actual });
+  }
+  done(wrong);
+})();
+"""
+
+
+def test_the_clients_prediction_of_group_ops_is_what_the_server_decides(server, browser):
+    page = browser("predict").open(f"{server.page_url}/w/predict")
+    page.driver.set_script_timeout(240)
+    for seed in (41, 7, 2026):
+        wrong = page.driver.execute_async_script(PREDICT, seed, 150)
+        assert wrong == [], (seed, wrong[:3])
+    snap = server.snapshot("predict")
+    assert any(t.get("group") for t in snap["tabs"]), "the run left groups to compare"
+    assert snap["version"] >= 360, f"only {snap['version']} ops applied: most were refused, little was compared"
