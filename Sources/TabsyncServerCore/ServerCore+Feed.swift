@@ -11,7 +11,7 @@ import TabsyncProto
 /// grow, each `op` is the one after the event before it (no gap, no repeat), and nothing is written
 /// that is not durable. A resume (`Last-Event-ID`, or `?after=V`) continues from the version after it
 /// when the log still holds every op since, else starts with a `snapshot`. A silent stream gets a
-/// comment line every ``feedKeepAlive``. The stream ends (the reader resumes) when its reader cannot
+/// comment line every `Settings.feedKeepAlive` (`--feed-keepalive`, 15 s). The stream ends (the reader resumes) when its reader cannot
 /// keep up, its token is revoked or its sub kicked, the workspace is deleted, moves to another node
 /// or is read back at another history, and when the server stops.
 extension ServerCore {
@@ -23,9 +23,6 @@ extension ServerCore {
         /// The token's grant, with access control on (what a revocation or a kick is matched with).
         var grant: AccessGrant?
     }
-
-    /// How long a stream stays silent before a comment line keeps proxies from closing it.
-    static var feedKeepAlive: Duration { .seconds(15) }
 
     /// The request, as the driver read it: the workspace id of the path, the version to resume
     /// after (`Last-Event-ID` first, else `?after=`; nil: from a snapshot) and the bearer token.
@@ -72,7 +69,7 @@ extension ServerCore {
         feed.version = durable.version
         feeds[requestId] = feed
         feedsByWorkspace[id, default: []].insert(requestId)
-        deadlines.set(requestId, .feed, now + Self.feedKeepAlive, grain: .milliseconds(100))
+        deadlines.set(requestId, .feed, now + settings.feedKeepAlive, grain: .milliseconds(100))
         metrics.feedsOpened += 1
     }
 
@@ -99,7 +96,7 @@ extension ServerCore {
             guard feeds[requestId] != nil else { continue }
             if !bytes.isEmpty {
                 emit(.feedWrite(requestId, bytes))
-                deadlines.set(requestId, .feed, now + Self.feedKeepAlive, grain: .milliseconds(100))
+                deadlines.set(requestId, .feed, now + settings.feedKeepAlive, grain: .milliseconds(100))
             }
             feeds[requestId] = feed
         }
@@ -109,7 +106,7 @@ extension ServerCore {
     mutating func feedKeepAliveDue(_ requestId: RequestID) {
         guard feeds[requestId] != nil else { return }
         emit(.feedWrite(requestId, Array(": keep-alive\n\n".utf8)))
-        deadlines.set(requestId, .feed, now + Self.feedKeepAlive, grain: .milliseconds(100))
+        deadlines.set(requestId, .feed, now + settings.feedKeepAlive, grain: .milliseconds(100))
     }
 
     /// Ends a stream: the driver closes it (the reader resumes from its last id).
