@@ -11,9 +11,10 @@ import TabsyncProto
 /// grow, each `op` is the one after the event before it (no gap, no repeat), and nothing is written
 /// that is not durable. A resume (`Last-Event-ID`, or `?after=V`) continues from the version after it
 /// when the log still holds every op since, else starts with a `snapshot`. A silent stream gets a
-/// comment line every `Settings.feedKeepAlive` (`--feed-keepalive`, 15 s). The stream ends (the reader resumes) when its reader cannot
-/// keep up, its token is revoked or its sub kicked, the workspace is deleted, moves to another node
-/// or is read back at another history, and when the server stops.
+/// comment line every `Settings.feedKeepAlive` (`--feed-keepalive`, 15 s). The stream ends (the
+/// reader resumes) when its reader cannot keep up, its token expires or is revoked or its sub
+/// kicked, the workspace is deleted, moves to another node or is read back at another history, and
+/// when the server stops.
 extension ServerCore {
     /// One open stream.
     struct Feed {
@@ -69,7 +70,7 @@ extension ServerCore {
         feed.version = durable.version
         feeds[requestId] = feed
         feedsByWorkspace[id, default: []].insert(requestId)
-        deadlines.set(requestId, .feed, now + settings.feedKeepAlive, grain: .milliseconds(100))
+        armFeed(requestId)
         metrics.feedsOpened += 1
     }
 
@@ -96,17 +97,33 @@ extension ServerCore {
             guard feeds[requestId] != nil else { continue }
             if !bytes.isEmpty {
                 emit(.feedWrite(requestId, bytes))
-                deadlines.set(requestId, .feed, now + settings.feedKeepAlive, grain: .milliseconds(100))
+                armFeed(requestId)
             }
             feeds[requestId] = feed
         }
     }
 
-    /// The keep-alive deadline came: a comment line (readers ignore it, proxies see traffic).
+    /// The feed's deadline came: its token's `exp` (the stream ends, as a session is closed then),
+    /// else a comment line (readers ignore it, proxies see traffic).
     mutating func feedKeepAliveDue(_ requestId: RequestID) {
-        guard feeds[requestId] != nil else { return }
+        guard let feed = feeds[requestId] else { return }
+        if let grant = feed.grant, grant.isExpired(at: wallNow) {
+            logger.info("feed ended: token expired", metadata: ["workspace": "\(feed.workspaceId)"])
+            return endFeed(requestId)
+        }
         emit(.feedWrite(requestId, Array(": keep-alive\n\n".utf8)))
-        deadlines.set(requestId, .feed, now + settings.feedKeepAlive, grain: .milliseconds(100))
+        armFeed(requestId)
+    }
+
+    /// The feed's next deadline: a keep-alive after `Settings.feedKeepAlive` of silence, or its
+    /// token's `exp` when that comes first.
+    private mutating func armFeed(_ requestId: RequestID) {
+        var at = now + settings.feedKeepAlive
+        if let expiresAt = feeds[requestId]?.grant?.expiresAt {
+            let seconds = max(0, min(expiresAt.timeIntervalSince(wallNow), 3_153_600_000))
+            at = min(at, now + .milliseconds(Int64(seconds * 1000) + 1))
+        }
+        deadlines.set(requestId, .feed, at, grain: .milliseconds(100))
     }
 
     /// Ends a stream: the driver closes it (the reader resumes from its last id).

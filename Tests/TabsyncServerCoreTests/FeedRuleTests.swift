@@ -123,4 +123,19 @@ import TabsyncProto
         h.handle(.timeout)
         #expect(h.core.workspacesInMemory == 0, "dropped once its last feed went")
     }
+
+    /// A token's `exp` ends its stream, as it closes a session; the keep-alive goes on until then.
+    @Test func aStreamEndsWhenItsTokenExpires() {
+        var h = CoreHarness { $0.accessControl = true }
+        let asked = h.handle(.feedRequested(Self.feed, workspaceId: "w", after: nil, bearerToken: "t"))
+        #expect(asked.contains { if case .verifyToken(.http(Self.feed), "t") = $0 { true } else { false } })
+        let grant = AccessGrant(subject: "vic", workspaces: WorkspacePattern("*")!, role: .viewer,
+                                expiresAt: h.core.wallNow.addingTimeInterval(20))
+        h.handle(.tokenVerified(.http(Self.feed), .success(grant)))
+        #expect(Self.written(h.handle(.loaded(workspaceId: "w", .success(nil)))) == ["open", "snapshot 0"])
+        h.advance(.seconds(15))
+        #expect(Self.written(h.handle(.timeout)) == ["comment"])
+        h.advance(.seconds(5) + .milliseconds(200))
+        #expect(Self.written(h.handle(.timeout)) == ["close"])
+    }
 }
