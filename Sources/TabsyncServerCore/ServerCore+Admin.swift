@@ -218,7 +218,7 @@ extension ServerCore {
             }
             if closed > 0 { logger.notice("sessions of a revoked token closed", metadata: ["sessions": "\(closed)"]) }
             let revocations = admin.revocations
-            _ = endFeeds { grant, _ in revocations.revokes(grant) }
+            endFeeds { grant, _ in revocations.revokes(grant) }
             return closed
         case .kickSession(let sessionId):
             return kickSession(sessionId, within: here ? granted : nil)
@@ -268,7 +268,7 @@ extension ServerCore {
             closed += 1
         }
         if closed > 0 { logger.notice("sessions kicked", metadata: ["sub": "\(sub)", "sessions": "\(closed)"]) }
-        _ = endFeeds { grant, workspace in grant.subject == sub && pattern.matches(workspace) }
+        endFeeds { grant, workspace in grant.subject == sub && pattern.matches(workspace) }
         return closed
     }
 

@@ -142,10 +142,9 @@ extension ServerCore {
     }
 
     /// Ends the streams whose grant `matches` (a revocation, a kick).
-    mutating func endFeeds(where matches: (AccessGrant, String) -> Bool) -> Int {
+    mutating func endFeeds(where matches: (AccessGrant, String) -> Bool) {
         let ended = feeds.filter { _, feed in feed.grant.map { matches($0, feed.workspaceId) } ?? false }.keys.sorted()
         for requestId in ended { endFeed(requestId) }
-        return ended.count
     }
 
     /// True when a stream follows the workspace (it stays loaded).
