@@ -1,0 +1,125 @@
+"""The Python package's feed reader (clients/python/tabsync_client/feed.py) against a real
+tabsync-server (.build/debug): cut at random moments by another thread (its socket shut down, as a
+network fault would), it resumes by Last-Event-ID and yields every version once, in order, while
+two sessions write; a resume the log can no longer serve yields a snapshot; a refusal is final."""
+import asyncio
+import os
+import pathlib
+import random
+import secrets
+import sys
+import threading
+import time
+
+import jwt
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "clients" / "python"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from lib import Server  # noqa: E402
+from tabsync_client import Feed, HttpError, Session  # noqa: E402
+
+BIN = pathlib.Path(os.environ.get("TABSYNC_SERVER_BIN", str(ROOT / ".build" / "debug" / "tabsync-server")))
+
+
+def write(url, workspace, client, count):
+    """`count` adds from one session, in a thread of its own; returns the thread."""
+    def main():
+        async def go():
+            s = await Session(url, workspace, client_id=client).start()
+            for n in range(count):
+                await s.submit({"add": {"tab": {"id": f"{client}-{n}", "title": f"{client} {n}"}}})
+            await s.close()
+        asyncio.run(asyncio.wait_for(go(), 120))
+    thread = threading.Thread(target=main)
+    thread.start()
+    return thread
+
+
+def test_a_reader_cut_at_random_a_hundred_times_sees_every_version_once_in_order():
+    server = Server(str(BIN), store="memory")
+    try:
+        url = server.url + "/"
+        feed = Feed(url, "busy", after=0, backoff=(0.005, 0.05))
+        writers = [write(url, "busy", f"w{i}", 150) for i in range(2)]
+        stop = threading.Event()
+        rng = random.Random(int(os.environ.get("TABSYNC_FEED_SEED", "4242")))
+
+        def cutter():
+            # Cuts at random moments (mid-event too) until all 300 versions are in and 100
+            # resumes were made, or the deadline passes (then the assertions below fail).
+            deadline = time.monotonic() + 120
+            while not stop.is_set():
+                if (feed.last == 300 and feed.resumes >= 100) or time.monotonic() > deadline:
+                    feed.close()
+                    return
+                time.sleep(rng.uniform(0, 0.01))
+                feed.cut()
+        cut_thread = threading.Thread(target=cutter)
+        cut_thread.start()
+        events = []
+        try:
+            for event in feed:
+                events.append(event)
+        finally:
+            stop.set()
+            cut_thread.join()
+            for w in writers:
+                w.join()
+        assert [e.kind for e in events] == ["op"] * len(events)
+        assert [e.version for e in events] == list(range(1, 301)), "a gap or a repeat"
+        assert [int(e.data["version"]) for e in events] == list(range(1, 301))
+        assert feed.resumes >= 100, f"only {feed.resumes} resumes"
+        ids = {e.data["op"]["add"]["tab"]["id"] for e in events}
+        assert ids == {f"w{i}-{n}" for i in range(2) for n in range(150)}
+    finally:
+        server.stop()
+
+
+def test_a_resume_the_log_cannot_serve_yields_a_snapshot_then_ops_again():
+    server = Server(str(BIN), store="memory", args=["--log-retention", "20"])
+    try:
+        url = server.url + "/"
+        write(url, "short", "a", 5).join()
+        feed = Feed(url, "short", after=0)
+        events = iter(feed)
+        assert [next(events).version for _ in range(5)] == [1, 2, 3, 4, 5]
+        feed.cut()  # nothing more was sent: the next read finds the cut and resumes from 5
+        write(url, "short", "b", 50).join()  # 55 now; the log keeps the last 20
+        snapshot = next(events)
+        assert (snapshot.kind, snapshot.version) == ("snapshot", 55)
+        assert snapshot.data["version"] == "55" and len(snapshot.data["tabs"]) == 55
+        assert feed.resumes == 1
+        write(url, "short", "c", 1).join()
+        after = next(events)
+        assert (after.kind, after.version) == ("op", 56) and after.data["op"]["add"]["tab"]["id"] == "c-0"
+        feed.close()
+        # A fresh reader with no `after` starts with a snapshot of now.
+        first = next(iter(Feed(url, "short", timeout=10)))
+        assert (first.kind, first.version) == ("snapshot", 56)
+    finally:
+        server.stop()
+
+
+def test_a_refusal_is_final_and_a_token_is_sent_as_a_bearer(tmp_path):
+    secret = secrets.token_hex(32)
+    (tmp_path / "key").write_text(secret + "\n")
+    server = Server(str(BIN), store="memory", args=["--auth-key-file", str(tmp_path / "key")])
+    try:
+        url = server.url + "/"
+
+        def token(ws):
+            return jwt.encode({"sub": "vic", "ws": ws, "role": "viewer", "exp": int(time.time()) + 3600},
+                              secret.encode(), algorithm="HS256")
+        with pytest.raises(HttpError) as refused:
+            next(iter(Feed(url, "locked", timeout=10)))
+        assert refused.value.status == 401
+        with pytest.raises(HttpError) as foreign:
+            next(iter(Feed(url, "locked", token=token("other"), timeout=10)))
+        assert foreign.value.status in (401, 403, 404)
+        first = next(iter(Feed(url, "locked", token=token("locked"), timeout=10)))
+        assert (first.kind, first.version) == ("snapshot", 0)
+    finally:
+        server.stop()
