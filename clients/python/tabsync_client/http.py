@@ -66,7 +66,8 @@ class Http:
         the answer's `results`, one per op in order: {"version", "op"} or {"error": {"code",
         "message"}}. A 503 is tried again with the same key after its Retry-After (at most
         `max_wait` s), and so is a request whose answer was lost (connection refused, reset or
-        timed out), until `deadline` s have passed; then the last failure is raised. 422 raises
+        timed out), until `deadline` s have passed; then the last failure is raised (the 503's
+        HttpError, or the OSError of the lost answer). 422 raises
         `KeyReused`; any other refusal `HttpError`."""
         key = key or uuid.uuid4().hex
         body = json.dumps({"ops": list(ops)}, separators=(",", ":")).encode()
@@ -88,7 +89,8 @@ class Http:
                 if refused.code != 503:
                     raise HttpError(refused.code, message) from None
                 failure = HttpError(503, message)
-                wait = retry_after(refused.headers.get("Retry-After"), delay)
+                # Retry-After is a floor: our own back-off still grows, so "0" is no busy loop.
+                wait = max(retry_after(refused.headers.get("Retry-After"), delay), delay * random.uniform(0.5, 1.0))
             except (urllib.error.URLError, OSError, http.client.HTTPException) as lost:  # the answer did not come: same key again
                 failure = lost
                 wait = delay * random.uniform(0.5, 1.0)
