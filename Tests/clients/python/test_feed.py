@@ -123,3 +123,30 @@ def test_a_refusal_is_final_and_a_token_is_sent_as_a_bearer(tmp_path):
         assert (first.kind, first.version) == ("snapshot", 0)
     finally:
         server.stop()
+
+
+def wait_for(condition, what, seconds=60):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        time.sleep(0.02)
+
+
+def test_a_stream_silent_past_the_timeout_is_taken_as_dead_and_resumed_losing_nothing():
+    # Keep-alives every 30 s; the reader's timeout is 0.3 s: each silence ends in a resume.
+    server = Server(str(BIN), store="memory", args=["--feed-keepalive", "30"])
+    try:
+        url = server.url + "/"
+        feed = Feed(url, "silent", after=0, timeout=0.3)
+        events = []
+        reader = threading.Thread(target=lambda: events.extend(feed))
+        reader.start()
+        wait_for(lambda: feed.resumes >= 3, "three resumes after silences")
+        write(url, "silent", "s", 2).join()
+        wait_for(lambda: len(events) == 2, "the two ops")
+        feed.close()
+        reader.join(30)
+        assert not reader.is_alive(), "close() did not end the loop"
+        assert [(e.kind, e.version) for e in events] == [("op", 1), ("op", 2)]
+    finally:
+        server.stop()
