@@ -3,10 +3,13 @@ tabsync-server (.build/debug): cut at random moments by another thread (its sock
 network fault would), it resumes by Last-Event-ID and yields every version once, in order, while
 two sessions write; a resume the log can no longer serve yields a snapshot; a refusal is final."""
 import asyncio
+import http.server
+import json
 import os
 import pathlib
 import random
 import secrets
+import socket
 import sys
 import threading
 import time
@@ -19,7 +22,7 @@ sys.path.insert(0, str(ROOT / "clients" / "python"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from lib import Server  # noqa: E402
-from tabsync_client import Feed, HttpError, Session  # noqa: E402
+from tabsync_client import Feed, FeedUnreachable, HttpError, Session  # noqa: E402
 
 BIN = pathlib.Path(os.environ.get("TABSYNC_SERVER_BIN", str(ROOT / ".build" / "debug" / "tabsync-server")))
 
@@ -150,3 +153,60 @@ def test_a_stream_silent_past_the_timeout_is_taken_as_dead_and_resumed_losing_no
         assert [(e.kind, e.version) for e in events] == [("op", 1), ("op", 2)]
     finally:
         server.stop()
+
+
+class Scripted(http.server.BaseHTTPRequestHandler):
+    """A stand-in for what a real server does only by chance or behind a proxy: each GET takes the
+    next reply of `server.script` ("503", or raw stream bytes sent before the connection is
+    closed) and records its Last-Event-ID."""
+
+    def do_GET(self):
+        self.server.asked.append(self.headers.get("Last-Event-ID"))
+        reply = self.server.script.pop(0) if self.server.script else b""
+        if reply == "503":
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(reply)
+        self.wfile.flush()
+        self.close_connection = True
+
+    def log_message(self, *args):
+        pass
+
+
+def op_event(version, title):
+    data = json.dumps({"version": str(version), "op": {"add": {"tab": {"id": f"t{version}", "title": title}}}})
+    return f"id: {version}\nevent: op\ndata: {data}\n\n".encode()
+
+
+def test_a_503_is_tried_again_and_an_event_cut_halfway_is_dropped_and_read_again():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    server.asked = []
+    whole = op_event(9, "whole")
+    server.script = ["503", "503", b": hello\r\n\nretry: 10\n" + op_event(8, "eight") + whole[: len(whole) - 9],
+                     op_event(9, "whole")]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        feed = Feed(f"http://127.0.0.1:{server.server_address[1]}", "w", after=7, timeout=10, backoff=(0.01, 0.05))
+        events = iter(feed)
+        got = [next(events), next(events)]
+        feed.close()
+        assert [(e.version, e.data["op"]["add"]["tab"]["title"]) for e in got] == [(8, "eight"), (9, "whole")]
+        assert server.asked == ["7", "7", "7", "8"], "503s tried again from 7; the half event not taken"
+        assert feed.resumes == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_server_unreachable_for_give_up_after_raises_feed_unreachable():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(FeedUnreachable, match="no connection"):
+        next(iter(Feed(f"http://127.0.0.1:{port}", "w", give_up_after=0.5, backoff=(0.05, 0.1))))

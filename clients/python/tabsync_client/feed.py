@@ -17,8 +17,9 @@ Guarantees:
   middle is dropped whole (the SSE rule) and comes again after the resume. When the server can
   no longer resume from there, the next event is a `snapshot`.
 - A refusal (401, 403, 404, 400 …) is final: it raises `HttpError` with the server's message. A
-  server that cannot be reached is tried again with a jittered back-off for `give_up_after`
-  seconds since the last event or connection, then `FeedUnreachable` is raised.
+  server that cannot be reached, or answers 502, 503 or 504 (a proxy before a node that is
+  restarting), is tried again with a jittered back-off for `give_up_after` seconds since the last
+  event or connection, then `FeedUnreachable` is raised.
 - An `op` whose version does not follow the one before raises `FeedBroken` (the server broke its
   promise: nothing is silently skipped).
 """
@@ -31,6 +32,10 @@ import urllib.parse
 from dataclasses import dataclass
 
 from .http import HttpError, error_message
+
+
+# Answers that say "not now" (a proxy before a node that is down or restarting): tried again.
+PASSING = (502, 503, 504)
 
 
 class FeedBroken(Exception):
@@ -114,9 +119,15 @@ class Feed:
         while not self._closed:
             try:
                 response = self._connect()
-            except HttpError:
-                raise
-            except (OSError, http.client.HTTPException) as failure:
+            except HttpError as refused:
+                if refused.status not in PASSING:
+                    raise
+                failure = refused
+            except (OSError, http.client.HTTPException) as lost:
+                failure = lost
+            else:
+                failure = None
+            if failure is not None:
                 if self._closed:
                     return
                 if time.monotonic() - alive_at > self.give_up_after:
