@@ -75,8 +75,8 @@ public final class Server: Sendable {
         nodeName = configuration.sharedStore?.nodeName ?? String(UInt32.random(in: .min ... .max), radix: 36)
     }
 
-    /// A server on a store tabsync ships (it keeps history and the admin log).
-    public convenience init(configuration: Configuration, store: some HistoryStore & AdminStore, logger: Logger) {
+    /// A server on a store tabsync ships (it keeps history, the admin log and webhooks).
+    public convenience init(configuration: Configuration, store: some HistoryStore & WebhookStore, logger: Logger) {
         self.init(configuration: configuration, stores: StoreCapabilities(store), logger: logger)
     }
 
