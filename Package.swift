@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         // Signed access tokens (JWT): verification and `tabsync-server token`. Brings swift-crypto.
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        // HMAC-SHA256 of webhook signatures (already built for jwt-kit: named here to use it directly).
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         // Test only: parses docker-compose.yml in TabsyncServerTests.
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
     ],
@@ -63,6 +65,7 @@ let package = Package(
                 "TabsyncCore", "TabsyncProto", "TabsyncStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
