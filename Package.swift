@@ -49,6 +49,8 @@ let package = Package(
         // timers, the cross-thread inbox, log routing, the open-file limit, the write paths.
         .target(name: "TabsyncLoop", dependencies: ["CLibwebsockets", "TabsyncLock"], swiftSettings: swiftSettings),
         .systemLibrary(name: "CLibpq", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        // libcurl for webhook deliveries (a connect-time address check; docs/design.md, "Webhooks").
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // Durable storage behind the store protocol.
         .target(
             name: "TabsyncStore",
@@ -73,7 +75,7 @@ let package = Package(
         .target(
             name: "TabsyncServer",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncServerCore", "TabsyncLoop", "TabsyncLock", "CLibwebsockets",
+                "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncServerCore", "TabsyncLoop", "TabsyncLock", "CLibwebsockets", "CCurl",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "JWTKit", package: "jwt-kit"),
