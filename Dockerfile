@@ -1,5 +1,5 @@
 # tabsync-server in a container: built in release with the Swift toolchain image, run as a
-# non-root user on Debian 12 with only the C libraries it links (libwebsockets, SQLite, libpq).
+# non-root user on Debian 12 with only the C libraries it links (libwebsockets, SQLite, libpq, libcurl).
 #   docker build -t tabsync-server .
 #   docker run -p 7070:7070 -v tabsync-data:/var/lib/tabsync/data \
 #       -v "$PWD/secrets/tabsync-auth.key:/run/secrets/tabsync-auth.key:ro" tabsync-server
@@ -22,7 +22,7 @@ ARG TABSYNC_BINARY_IMAGE=build
 FROM ${SWIFT_IMAGE} AS build-env
 RUN export DEBIAN_FRONTEND=noninteractive \
     && apt-get update -q \
-    && apt-get install -y -q --no-install-recommends libwebsockets-dev libsqlite3-dev libpq-dev libssl-dev pkg-config \
+    && apt-get install -y -q --no-install-recommends libwebsockets-dev libsqlite3-dev libpq-dev libcurl4-openssl-dev libssl-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
 COPY Package.swift ./
@@ -38,7 +38,7 @@ RUN swift build -c release --product tabsync-server --static-swift-stdlib \
 FROM ${DEBIAN_IMAGE} AS runtime
 RUN export DEBIAN_FRONTEND=noninteractive \
     && apt-get update -q \
-    && apt-get install -y -q --no-install-recommends libwebsockets17 libwebsockets-evlib-ev libev4 libsqlite3-0 libpq5 ca-certificates curl \
+    && apt-get install -y -q --no-install-recommends libwebsockets17 libwebsockets-evlib-ev libev4 libsqlite3-0 libpq5 libcurl4 ca-certificates curl \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --user-group --home-dir /var/lib/tabsync --shell /usr/sbin/nologin tabsync \
     && mkdir -p /var/lib/tabsync/data \

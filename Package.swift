@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         // Signed access tokens (JWT): verification and `tabsync-server token`. Brings swift-crypto.
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        // HMAC-SHA256 of webhook signatures (already built for jwt-kit: named here to use it directly).
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         // Test only: parses docker-compose.yml in TabsyncServerTests.
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
     ],
@@ -47,6 +49,8 @@ let package = Package(
         // timers, the cross-thread inbox, log routing, the open-file limit, the write paths.
         .target(name: "TabsyncLoop", dependencies: ["CLibwebsockets", "TabsyncLock"], swiftSettings: swiftSettings),
         .systemLibrary(name: "CLibpq", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        // libcurl for webhook deliveries (a connect-time address check; docs/design.md, "Webhooks").
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // Durable storage behind the store protocol.
         .target(
             name: "TabsyncStore",
@@ -63,6 +67,7 @@ let package = Package(
                 "TabsyncCore", "TabsyncProto", "TabsyncStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -70,7 +75,7 @@ let package = Package(
         .target(
             name: "TabsyncServer",
             dependencies: [
-                "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncServerCore", "TabsyncLoop", "TabsyncLock", "CLibwebsockets",
+                "TabsyncCore", "TabsyncProto", "TabsyncStore", "TabsyncServerCore", "TabsyncLoop", "TabsyncLock", "CLibwebsockets", "CCurl",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "JWTKit", package: "jwt-kit"),

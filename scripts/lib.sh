@@ -69,6 +69,8 @@ generate_proto() {
 # System packages the build, tests and tools need (Debian names).
 # openssl and curl: the TLS tests make certificates and speak https:// with them.
 TABSYNC_APT_PACKAGES=(libwebsockets-dev libev-dev libwebsockets-evlib-ev libssl-dev libsqlite3-dev pkg-config tmux openssl curl libpq-dev postgresql)
+# libcurl: webhook deliveries (docs/design.md, "Webhooks").
+TABSYNC_APT_PACKAGES+=(libcurl4-openssl-dev)
 # haproxy: the address in front of several nodes (deploy/haproxy.cfg; scripts/cluster and the
 # cluster tests run it).
 TABSYNC_APT_PACKAGES+=(haproxy)

@@ -32,6 +32,8 @@ public final class Server: Sendable {
     /// shared store, else a random one per process.
     let nodeName: String
     private let stoppedSignal = DispatchSemaphore(value: 0)
+    /// Sends webhooks while the server runs (a store that keeps webhooks only).
+    private let deliverer: WebhookDeliverer?
 
     private enum Lifecycle {
         case idle, running(port: Int), stopped
@@ -73,10 +75,14 @@ public final class Server: Sendable {
         self.stores = stores
         self.logger = logger
         nodeName = configuration.sharedStore?.nodeName ?? String(UInt32.random(in: .min ... .max), radix: 36)
+        let executor = storeExecutor
+        deliverer = stores.webhooks.map {
+            WebhookDeliverer(store: $0, executor: executor, allowPrivate: configuration.webhookAllowPrivate, logger: logger)
+        }
     }
 
-    /// A server on a store tabsync ships (it keeps history and the admin log).
-    public convenience init(configuration: Configuration, store: some HistoryStore & AdminStore, logger: Logger) {
+    /// A server on a store tabsync ships (it keeps history, the admin log and webhooks).
+    public convenience init(configuration: Configuration, store: some HistoryStore & WebhookStore, logger: Logger) {
         self.init(configuration: configuration, stores: StoreCapabilities(store), logger: logger)
     }
 
@@ -176,11 +182,13 @@ public final class Server: Sendable {
         started.value.withLock { $0 = .success(port) }
         logger.info("listening", metadata: ["host": "\(configuration.host)", "port": "\(port)"])
         let feed = startCommitFeed()
+        deliverer?.start()
         ready.signal()
 
         withExtendedLifetime(loop) {
             loop.run()
             feed?.stop()  // the loop has stopped: no event is wanted any more
+            deliverer?.stop()
             leaveHolderRegistry()
             let left = loop.openConnections
             let stopped = ContinuousClock.now

@@ -45,6 +45,9 @@ extension Server {
         public var maxPresencePeers: Int = 128
         /// A change feed silent this long gets a comment line (docs/design.md, "The change feed").
         public var feedKeepAlive: Duration = .seconds(15)
+        /// Webhook deliveries may connect to loopback, private and link-local addresses
+        /// (``WebhookTargetPolicy``); off: those are refused at connect time.
+        public var webhookAllowPrivate = false
         /// How long a graceful stop may take: commits drain for at most 70% of it, then every
         /// session is closed 1001 and the close frames get the rest but 10% (the executable's
         /// `--shutdown-timeout`; its process deadline is the whole of it).

@@ -18,6 +18,12 @@ package enum AdminRequest: Sendable, Equatable {
     case revoke(AdminCommand)
     /// `GET /v1/admin/revocations`
     case listRevocations
+    /// `POST /v1/admin/webhooks` `{"url": U, "workspaces": GLOB, "secret": "whsec_…"}`
+    case addWebhook(WebhookSpec)
+    /// `GET /v1/admin/webhooks`
+    case listWebhooks
+    /// `DELETE /v1/admin/webhooks/{id}`
+    case removeWebhook(String)
 
     /// A request that does not parse, with the response that says why.
     package struct Refusal: Error, Equatable {
@@ -38,7 +44,7 @@ package enum AdminRequest: Sendable, Equatable {
         }
     }
 
-    /// The largest request body read (a kick or a revocation is a line of JSON).
+    /// The largest request body read (a kick, a revocation or a webhook is a line of JSON).
     package static let maxBodyBytes = 8 * 1024
     /// The most workspaces one list answer names.
     package static let maxListLimit = 1_000
@@ -93,7 +99,23 @@ package enum AdminRequest: Sendable, Equatable {
                 return .success(.revoke(.revokeSubject(sub: sub, issuedBefore: date)))
             }
             return .failure(Refusal(badRequest(#"give {"jti": ID} or {"sub": SUB, "issuedBefore": RFC3339}"#)))
-        case (_, 1, "workspaces"), (_, 3, "workspaces"), (_, 2, "workspaces"), (_, 1, "kick"), (_, 1, "revocations"):
+        case ("GET", 1, "webhooks"):
+            return .success(.listWebhooks)
+        case ("POST", 1, "webhooks"):
+            guard let object = jsonObject(body) else { return .failure(Refusal(badRequest("the body must be a JSON object"))) }
+            guard let url = object["url"] as? String, let workspaces = object["workspaces"] as? String,
+                  let secret = object["secret"] as? String, object.count == 3 else {
+                return .failure(Refusal(badRequest(#"give exactly {"url": URL, "workspaces": GLOB, "secret": "whsec_..."}"#)))
+            }
+            switch WebhookSpec.parse(url: url, workspaces: workspaces, secret: secret) {
+            case .success(let spec): return .success(.addWebhook(spec))
+            case .failure(let why): return .failure(Refusal(badRequest(why.description)))
+            }
+        case ("DELETE", 2, "webhooks"):
+            guard WebhookSpec.isValidId(rest[1]) else { return .failure(Refusal(badRequest("not a webhook id (wh_ and 32 hex digits)"))) }
+            return .success(.removeWebhook(rest[1]))
+        case (_, 1, "workspaces"), (_, 3, "workspaces"), (_, 2, "workspaces"), (_, 1, "kick"), (_, 1, "revocations"),
+             (_, 1, "webhooks"), (_, 2, "webhooks"):
             return .failure(Refusal(HTTPResponse(status: 405, body: "method \(method) not allowed on \(path)\n")))
         default:
             return .failure(Refusal(.notFound))
@@ -130,6 +152,16 @@ package enum AdminJSON {
 
     package static func error(_ status: UInt32, _ message: String) -> HTTPResponse {
         HTTPResponse(status: status, body: message + "\n")
+    }
+
+    /// A hook as the admin API shows it: never its secret.
+    package static func webhook(_ hook: WebhookRegistration) -> [String: Any] {
+        var object: [String: Any] = [
+            "id": hook.id, "url": hook.url, "workspaces": hook.workspaces,
+            "createdAt": RFC3339.format(hook.createdAt.timeIntervalSince1970), "enabled": hook.isEnabled,
+        ]
+        if let reason = hook.disabledReason { object["disabledReason"] = reason }
+        return object
     }
 
     package static func command(_ entry: AdminEntry) -> [String: Any] {

@@ -28,6 +28,10 @@ extension ServerCore {
             case readLog(after: Int64)
             case listWorkspaces(after: String?, limit: Int)
             case delete(String)
+            /// Register a hook, unless the store keeps ``WebhookSpec/maxHooks`` already.
+            case addWebhook(WebhookRegistration)
+            case listWebhooks
+            case removeWebhook(String)
         }
     }
 
@@ -37,6 +41,10 @@ extension ServerCore {
         case entries([AdminEntry])
         case workspaces([WorkspaceSummary])
         case deleted(Bool)
+        /// The hook as stored; nil: refused, the store keeps ``WebhookSpec/maxHooks`` already.
+        case webhookAdded(WebhookRegistration?)
+        case webhooks([WebhookRegistration])
+        case webhookRemoved(Bool)
     }
 
     /// The id the admin API gives a session: this node's name and the connection's number.
@@ -114,6 +122,27 @@ extension ServerCore {
                     403, #"forbidden: revocations need an admin token for every workspace (ws: "*")"#)))
             }
             emit(.respond(requestId, AdminJSON.response(["revocations": admin.revocations.entries.map(AdminJSON.command)])))
+        case .addWebhook, .listWebhooks, .removeWebhook:
+            // A hook may follow workspaces beyond any scoped grant, and lists show every hook.
+            guard everyWorkspace else {
+                return emit(.respond(requestId, AdminJSON.error(
+                    403, #"forbidden: webhooks need an admin token for every workspace (ws: "*")"#)))
+            }
+            emit(.admin(AdminCall(request: requestId, work: webhookWork(request))))
+        }
+    }
+
+    /// The store work of a webhook request; a new hook's id comes from the core's random source.
+    private mutating func webhookWork(_ request: AdminRequest) -> AdminCall.Work {
+        switch request {
+        case .addWebhook(let spec):
+            let id = "wh_" + [jitter.next(), jitter.next()].map { hex in
+                let digits = String(hex, radix: 16)
+                return String(repeating: "0", count: 16 - digits.count) + digits
+            }.joined()
+            return .addWebhook(spec.registration(id: id, at: wallNow))
+        case .removeWebhook(let id): return .removeWebhook(id)
+        default: return .listWebhooks
         }
     }
 
@@ -187,6 +216,20 @@ extension ServerCore {
             if existed && settings.sharedStore {
                 emit(.admin(AdminCall(request: nil, work: .append(.deleteWorkspace(id: workspace)))))
             }
+        case (.addWebhook, .success(.webhookAdded(let hook))):
+            guard let requestId = call.request else { return }
+            guard let hook else {
+                return emit(.respond(requestId, AdminJSON.error(409, "this store keeps \(WebhookSpec.maxHooks) webhooks already")))
+            }
+            logger.notice("webhook registered", metadata: ["id": "\(hook.id)", "url": "\(hook.url)", "workspaces": "\(hook.workspaces)"])
+            emit(.respond(requestId, AdminJSON.response(201, AdminJSON.webhook(hook))))
+        case (.listWebhooks, .success(.webhooks(let hooks))):
+            guard let requestId = call.request else { return }
+            emit(.respond(requestId, AdminJSON.response(["webhooks": hooks.map(AdminJSON.webhook)])))
+        case (.removeWebhook(let id), .success(.webhookRemoved(let existed))):
+            guard let requestId = call.request else { return }
+            if existed { logger.notice("webhook removed", metadata: ["id": "\(id)"]) }
+            emit(.respond(requestId, existed ? AdminJSON.response(["removed": id]) : AdminJSON.error(404, "no webhook \(id)")))
         case (.delete(let workspace), .failure(let error)):
             let waiting = admin.deleting.removeValue(forKey: workspace)?.requests ?? []
             logger.warning("could not delete a workspace", metadata: ["workspace": "\(workspace)", "error": "\(error)"])

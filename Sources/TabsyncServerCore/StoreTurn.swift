@@ -19,6 +19,8 @@ package struct StoreTurn: Sendable {
     package let history: (any HistoryStore)?
     /// Admin calls go here; nil: they are answered "this store keeps no admin log".
     package let admin: (any AdminStore)?
+    /// Webhook calls go here; nil: they are answered "this store keeps no webhooks".
+    package let webhooks: (any WebhookStore)?
     /// The holder registry; nil: the store keeps none (`.hold` answers "no other holder").
     package let holders: (any HolderRegistry)?
     /// The clock a store call's duration is measured on (the simulation's stands still).
@@ -33,6 +35,7 @@ package struct StoreTurn: Sendable {
         store = stores.store
         history = stores.history
         admin = stores.admin
+        webhooks = stores.webhooks
         self.holders = holders
         self.clock = clock
         self.logger = logger
@@ -129,9 +132,24 @@ package struct StoreTurn: Sendable {
             case .listWorkspaces(let after, let limit):
                 return .success(.workspaces(try admin.workspaceSummaries(after: after, limit: limit)))
             case .delete(let id): return .success(.deleted(try admin.deleteWorkspace(id)))
+            case .addWebhook, .listWebhooks, .removeWebhook: return try webhookAnswer(work)
             }
         } catch {
             return .failure(error)
+        }
+    }
+
+    /// Carries out a webhook call on a store that keeps webhooks (``WebhookStore``).
+    private func webhookAnswer(_ work: ServerCore.AdminCall.Work) throws(StoreError) -> Result<ServerCore.AdminAnswer, StoreError> {
+        guard let webhooks else { return .failure(.readFailed("this store keeps no webhooks")) }
+        switch work {
+        case .addWebhook(let hook):
+            guard try webhooks.webhooks().count < WebhookSpec.maxHooks else { return .success(.webhookAdded(nil)) }
+            let pattern = WorkspacePattern(hook.workspaces)
+            try webhooks.registerWebhook(hook, matching: { pattern?.matches($0) ?? false })
+            return .success(.webhookAdded(hook))
+        case .removeWebhook(let id): return .success(.webhookRemoved(try webhooks.removeWebhook(id: id)))
+        default: return .success(.webhooks(try webhooks.webhooks()))
         }
     }
 

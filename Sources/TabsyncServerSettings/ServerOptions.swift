@@ -66,6 +66,10 @@ public struct ServerOptions: ParsableArguments {
 
     @Option(SettingTable.maxPresencePeers) public var maxPresencePeers: String?
     @Option(SettingTable.feedKeepAlive) public var feedKeepAlive: String?
+
+    // MARK: webhooks
+
+    @Flag(SettingTable.webhookAllowPrivate) public var webhookAllowPrivate = false
 }
 
 extension Option where Value == String? {

@@ -66,6 +66,8 @@ public struct ServerSettings: Sendable {
     /// Peers a presence list names at most (the rest are counted).
     public var maxPresencePeers: Int
     public var feedKeepAlive: Duration
+    /// Webhooks may reach loopback, private and link-local addresses.
+    public var webhookAllowPrivate: Bool
     /// `--data-dir` or `TABSYNC_DATA_DIR` was given (with a store URL it is not used, and the
     /// server says so).
     public var dataDirGiven: Bool
@@ -141,6 +143,7 @@ public struct ServerSettings: Sendable {
         // Presence.
         maxPresencePeers = try T.maxPresencePeers.resolve(flag: flags.maxPresencePeers, environment: env)
         feedKeepAlive = try T.feedKeepAlive.resolve(flag: flags.feedKeepAlive, environment: env)
+        webhookAllowPrivate = try T.webhookAllowPrivate.resolve(flag: flags.webhookAllowPrivate, environment: env)
 
         // The SQLite store's checkpoints.
         checkpoint = try T.checkpoint.resolve(flag: flags.checkpoint, environment: env)
@@ -184,6 +187,7 @@ public struct ServerSettings: Sendable {
         configuration.diagnosticsEcho = diagnosticsEcho
         configuration.maxPresencePeers = maxPresencePeers
         configuration.feedKeepAlive = feedKeepAlive
+        configuration.webhookAllowPrivate = webhookAllowPrivate
         configuration.shutdownTimeout = shutdownTimeout
         configuration.quotas = .init(
             maxConnectionsPerSubject: maxConnectionsPerSub, maxOpsPerSecondPerSubject: maxOpsPerSecondPerSub,

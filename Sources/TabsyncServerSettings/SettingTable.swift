@@ -265,6 +265,12 @@ public enum SettingTable {
         expected: "a duration of more than 0 such as 15, 15s, 500ms"
     ) { $0 > .zero }
 
+    // MARK: webhooks
+
+    public static let webhookAllowPrivate = Setting<Bool>(
+        switch: "webhook-allow-private",
+        doc: "Let webhooks reach loopback, private and link-local addresses (refused by default, checked at connect time).")
+
     /// Every setting, in `--help` order.
     public static let all: [SettingRow] = [
         host.row, port.row, dataDir.row, memory.row, sync.row, idleUnload.row, logLevel.row, maxTabs.row, maxGroups.row,
@@ -274,6 +280,7 @@ public enum SettingTable {
         maxConnectionsPerSub.row, maxOpsPerSecondPerSub.row, maxConnectionsPerWorkspace.row,
         authKeyFile.row, checkpoint.row, walLimit.row, historyRetention.row, storeTrace.row, store.row, storePollInterval.row, storeCommitLinger.row,
         slowCloseGrace.row, shutdownTimeout.row, diagnosticsEcho.row, maxPresencePeers.row, feedKeepAlive.row,
+        webhookAllowPrivate.row,
     ]
 
     /// `10` for 10.0, `2.5` for 2.5.

@@ -14,6 +14,8 @@ public final class MemoryStore: WorkspaceStore {
     private let failure = Lock<StoreError?>(nil)
     /// The admin log (``AdminStore``).
     private let adminLog = Lock<[AdminEntry]>([])
+    /// The webhooks and their cursors (``WebhookStore``).
+    let hooks = Lock<MemoryWebhooks>(MemoryWebhooks())
     /// History (``HistoryStore``): each workspace's ops with who and when, and its milestones.
     /// Without ``history`` retention it is the log's window, trimmed with it.
     private let kept = Lock<[String: Kept]>([:])

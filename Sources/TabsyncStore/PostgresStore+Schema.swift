@@ -124,6 +124,29 @@ extension PostgresStore {
         INSERT INTO tabsync_meta (key, value) VALUES ('tab_groups', now()::text)
             ON CONFLICT (key) DO UPDATE SET value = excluded.value;
         """,
+        // Version 8 (docs/design.md, "Webhooks"; WebhookStore): the registrations in the order taken,
+        // with the signing secret and why a hook was disabled (NULL: enabled), and per hook and
+        // workspace the last version delivered and the pending attempt (times in Unix milliseconds).
+        """
+        CREATE TABLE tabsync_webhooks (
+            n bigserial PRIMARY KEY,
+            id text NOT NULL UNIQUE,
+            url text NOT NULL,
+            workspaces text NOT NULL,
+            secret text NOT NULL,
+            created_ms int8 NOT NULL,
+            disabled_reason text
+        );
+        CREATE TABLE tabsync_webhook_cursors (
+            hook text NOT NULL,
+            workspace text NOT NULL,
+            delivered int8 NOT NULL,
+            attempts int8 NOT NULL DEFAULT 0,
+            first_failure_ms int8,
+            next_attempt_ms int8,
+            PRIMARY KEY (hook, workspace)
+        );
+        """,
     ]
 
     /// Creates or migrates the schema to ``schemaVersion`` in one transaction under a transaction

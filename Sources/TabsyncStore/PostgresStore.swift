@@ -363,8 +363,16 @@ public final class PostgresStore: WorkspaceStore {
 
     /// A read in one REPEATABLE READ transaction: its queries see one consistent state.
     private func readSnapshot<T: Sendable>(_ body: (PGConnection) throws(PGError) -> T) throws(StoreError) -> T {
-        try withConnection(failure: StoreError.readFailed) { db throws(PGError) in
-            try db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try inTransaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", failure: StoreError.readFailed, body)
+    }
+
+    /// `body` in one transaction opened with `begin`: committed when it returns, rolled back when it
+    /// throws.
+    func inTransaction<T: Sendable>(
+        _ begin: String = "BEGIN", failure: @escaping (String) -> StoreError, _ body: (PGConnection) throws(PGError) -> T
+    ) throws(StoreError) -> T {
+        try withConnection(failure: failure) { db throws(PGError) in
+            try db.execute(begin)
             do throws(PGError) {
                 let result = try body(db)
                 try db.execute("COMMIT")

@@ -41,6 +41,11 @@ extension SQLiteStore {
     /// tab groups (`Tab.group`, `Snapshot.groups`, the group ops). No table changes; the version says
     /// so, so a release before groups refuses this file (`newerSchema`) instead of writing snapshots
     /// without them. The `meta` row `tab_groups` records when the file was migrated.
+    ///
+    /// Version 7 (docs/design.md, "Webhooks"; ``WebhookStore``): `webhooks`, the registrations in the
+    /// order taken (`n`), with the signing secret and `disabled_reason` (NULL: enabled);
+    /// `webhook_cursors`, per hook and workspace the last version delivered and the pending attempt
+    /// (`attempts`, `first_failure_ms`, `next_attempt_ms`, Unix milliseconds).
     static let migrations: [String] = [
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -111,6 +116,26 @@ extension SQLiteStore {
         """,
         """
         INSERT OR REPLACE INTO meta (key, value) VALUES ('tab_groups', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));
+        """,
+        """
+        CREATE TABLE webhooks (
+            n INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            url TEXT NOT NULL,
+            workspaces TEXT NOT NULL,
+            secret TEXT NOT NULL,
+            created_ms INTEGER NOT NULL,
+            disabled_reason TEXT
+        );
+        CREATE TABLE webhook_cursors (
+            hook TEXT NOT NULL,
+            workspace TEXT NOT NULL,
+            delivered INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            first_failure_ms INTEGER,
+            next_attempt_ms INTEGER,
+            PRIMARY KEY (hook, workspace)
+        ) WITHOUT ROWID;
         """,
     ]
 

@@ -11,14 +11,14 @@ import TabsyncCore
 struct AdminCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin",
-        abstract: "Operators' controls: list workspaces and sessions, kick, revoke tokens, delete workspaces.",
+        abstract: "Operators' controls: list workspaces and sessions, kick, revoke tokens, delete workspaces, webhooks.",
         discussion: """
             Talks to a running server's admin API with a token of role admin (`tabsync-server token \
             --role admin --workspace '*' --sub you`): --token-file or TABSYNC_ADMIN_TOKEN. Plain HTTP to a \
             loopback address only (the token would cross the network in clear): run it on the node or \
             through an SSH tunnel. Exit 3 when the server refuses (the reason on stderr).
             """,
-        subcommands: [List.self, Show.self, Kick.self, Revoke.self, Revocations.self, Delete.self]
+        subcommands: [List.self, Show.self, Kick.self, Revoke.self, Revocations.self, Delete.self, AdminWebhooksCommand.self]
     )
 
     struct Common: ParsableArguments {

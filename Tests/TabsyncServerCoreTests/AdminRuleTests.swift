@@ -51,6 +51,9 @@ import TabsyncStore
             case .delete: return h.handle(.adminAnswered(call, .success(.deleted(true))))
             case .readLog: return h.handle(.adminAnswered(call, .success(.entries([]))))
             case .listWorkspaces: return h.handle(.adminAnswered(call, .success(.workspaces([]))))
+            case .addWebhook(let hook): return h.handle(.adminAnswered(call, .success(.webhookAdded(hook))))
+            case .listWebhooks: return h.handle(.adminAnswered(call, .success(.webhooks([]))))
+            case .removeWebhook: return h.handle(.adminAnswered(call, .success(.webhookRemoved(true))))
             }
         }
         Issue.record("no admin store call among \(actions)")

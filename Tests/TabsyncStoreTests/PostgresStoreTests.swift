@@ -32,7 +32,7 @@ struct PostgresStoreTests {
         #expect(try schema.scalar("SELECT value FROM tabsync_meta WHERE key = 'schema_version'") == "\(PostgresStore.schemaVersion)")
         #expect(try schema.scalar("SELECT value FROM tabsync_meta WHERE key = 'epoch'") == values.first)
         #expect(try schema.scalar("SELECT count(*)::text FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'tabsync_%'",
-                                  [.text(schema.name)]) == "11")  // with tabsync_admin_log and tabsync_milestones
+                                  [.text(schema.name)]) == "13")  // with tabsync_admin_log, tabsync_milestones and the two of webhooks
     }
 
     @Test func aNewerSchemaIsRefusedAndLeftAlone() throws {

@@ -84,10 +84,7 @@ struct StoreHistoryContractTests {
     /// ops read back without author or time while new ones have both.
     @Test func aStoreMadeByThePreviousReleaseIsMigrated() throws {
         let directory = TemporaryDirectory()
-        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/store-schema3.sqlite3").path
-        let path = directory.path + "/tabsync.sqlite3"
-        try FileManager.default.copyItem(atPath: fixture, toPath: path)
+        let path = try fixtureCopy("store-schema3.sqlite3", in: directory)
         let store = try SQLiteStore(path: path)
         defer { store.close() }
         #expect(try store.rawQueryForTesting("PRAGMA user_version") == "\(SQLiteStore.schemaVersion)")

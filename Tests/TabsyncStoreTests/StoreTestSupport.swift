@@ -3,6 +3,14 @@ import TabsyncCore
 @testable import TabsyncStore
 import TabsyncTestSupport
 
+/// A copy of the store file `Fixtures/<name>` (made by an earlier release) in `directory`: its path.
+func fixtureCopy(_ name: String, in directory: TemporaryDirectory) throws -> String {
+    let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/" + name).path
+    let path = directory.path + "/tabsync.sqlite3"
+    try FileManager.default.copyItem(atPath: fixture, toPath: path)
+    return path
+}
+
 /// Drives real `Sequencer`s like the server does and collects what a group commit stores.
 struct Driver {
     var limits: Limits

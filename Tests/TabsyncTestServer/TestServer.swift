@@ -50,7 +50,7 @@ package final class TestServer: Sendable {
     /// the defaults (host 127.0.0.1, port 0). `capturingLog` keeps the server's log lines at that
     /// level and above in ``logEntries``.
     package convenience init(
-        store: some HistoryStore & AdminStore = MemoryStore(), capturingLog: Logger.Level? = nil,
+        store: some HistoryStore & WebhookStore = MemoryStore(), capturingLog: Logger.Level? = nil,
         configure: (inout Server.Configuration) -> Void = { _ in }
     ) throws {
         try self.init(stores: StoreCapabilities(store), directory: nil, capturingLog: capturingLog, configure: configure)

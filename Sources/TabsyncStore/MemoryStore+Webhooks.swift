@@ -1,0 +1,49 @@
+import Foundation
+
+/// The webhooks of a memory store: registrations in the order taken, cursors by hook and workspace.
+struct MemoryWebhooks: Sendable {
+    var registrations: [WebhookRegistration] = []
+    var cursors: [String: [String: WebhookCursor]] = [:]
+}
+
+/// The webhooks of a ``MemoryStore`` (``WebhookStore``): gone with the process, as the rest of it.
+extension MemoryStore: WebhookStore {
+    public func addWebhook(_ hook: WebhookRegistration, cursors: [String: UInt64]) throws(StoreError) {
+        try hooks.withLock { (state: inout MemoryWebhooks) throws(StoreError) in
+            guard !state.registrations.contains(where: { $0.id == hook.id }) else {
+                throw .writeFailed("a webhook with id \(hook.id) exists")
+            }
+            state.registrations.append(hook)
+            var rows: [String: WebhookCursor] = [:]
+            for (workspace, version) in cursors {
+                rows[workspace] = WebhookCursor(hookId: hook.id, workspace: workspace, delivered: version)
+            }
+            state.cursors[hook.id] = rows
+        }
+    }
+
+    public func webhooks() throws(StoreError) -> [WebhookRegistration] {
+        hooks.withLock { $0.registrations }
+    }
+
+    public func removeWebhook(id: String) throws(StoreError) -> Bool {
+        hooks.withLock { state in
+            guard let index = state.registrations.firstIndex(where: { $0.id == id }) else { return false }
+            state.registrations.remove(at: index)
+            state.cursors[id] = nil
+            return true
+        }
+    }
+
+    public func webhookCursors(hookId: String) throws(StoreError) -> [WebhookCursor] {
+        hooks.withLock { state in (state.cursors[hookId] ?? [:]).values.sorted { $0.workspace < $1.workspace } }
+    }
+
+    public func saveWebhookCursor(_ cursor: WebhookCursor) throws(StoreError) {
+        hooks.withLock { state in
+            guard state.registrations.contains(where: { $0.id == cursor.hookId }) else { return }
+            let stored = state.cursors[cursor.hookId]?[cursor.workspace]
+            state.cursors[cursor.hookId, default: [:]][cursor.workspace] = WebhookCursorMerge.merged(stored: stored, save: cursor)
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+
+/// The webhooks of the PostgreSQL store (``WebhookStore``): `tabsync_webhooks` and
+/// `tabsync_webhook_cursors` (schema 8), shared by every node.
+extension PostgresStore: WebhookStore {
+    public func addWebhook(_ hook: WebhookRegistration, cursors: [String: UInt64]) throws(StoreError) {
+        try inTransaction(failure: StoreError.writeFailed) { db throws(PGError) in
+            try db.execute(
+                """
+                INSERT INTO tabsync_webhooks (id, url, workspaces, secret, created_ms, disabled_reason)
+                VALUES ($1, $2, $3, $4, $5, $6)
+                """,
+                [.text(hook.id), .text(hook.url), .text(hook.workspaces), .text(hook.secret),
+                 .int64(WebhookMillis.of(hook.createdAt)), hook.disabledReason.map { .text($0) } ?? .null])
+            let sorted = cursors.sorted { $0.key < $1.key }
+            guard !sorted.isEmpty else { return }
+            try db.execute(
+                """
+                INSERT INTO tabsync_webhook_cursors (hook, workspace, delivered)
+                SELECT $1, w, v FROM unnest($2::text[], $3::int8[]) AS c(w, v)
+                """,
+                [.text(hook.id), .array(.text, sorted.map { .text($0.key) }),
+                 .array(.int64, sorted.map { .int64(Int64(clamping: $0.value)) })])
+        }
+    }
+
+    public func webhooks() throws(StoreError) -> [WebhookRegistration] {
+        try withConnection(failure: StoreError.readFailed) { db throws(PGError) in
+            let rows = try db.execute(
+                "SELECT id, url, workspaces, secret, created_ms, disabled_reason FROM tabsync_webhooks ORDER BY n")
+            var hooks: [WebhookRegistration] = []
+            for row in 0..<rows.rowCount {
+                hooks.append(WebhookRegistration(
+                    id: rows.text(row, 0), url: rows.text(row, 1), workspaces: rows.text(row, 2), secret: rows.text(row, 3),
+                    createdAt: WebhookMillis.date(try rows.int64(row, 4) ?? 0),
+                    disabledReason: rows.isNull(row, 5) ? nil : rows.text(row, 5)))
+            }
+            return hooks
+        }
+    }
+
+    public func removeWebhook(id: String) throws(StoreError) -> Bool {
+        try inTransaction(failure: StoreError.writeFailed) { db throws(PGError) -> Bool in
+            try db.execute("DELETE FROM tabsync_webhook_cursors WHERE hook = $1", [.text(id)])
+            return try db.execute("DELETE FROM tabsync_webhooks WHERE id = $1 RETURNING id", [.text(id)]).rowCount == 1
+        }
+    }
+
+    public func webhookCursors(hookId: String) throws(StoreError) -> [WebhookCursor] {
+        try withConnection(failure: StoreError.readFailed) { db throws(PGError) in
+            let rows = try db.execute(
+                """
+                SELECT workspace, delivered, attempts, first_failure_ms, next_attempt_ms FROM tabsync_webhook_cursors
+                WHERE hook = $1 ORDER BY workspace
+                """, [.text(hookId)])
+            var cursors: [WebhookCursor] = []
+            for row in 0..<rows.rowCount {
+                cursors.append(WebhookCursor(
+                    hookId: hookId, workspace: rows.text(row, 0), delivered: UInt64(max(try rows.int64(row, 1) ?? 0, 0)),
+                    attempts: Int(try rows.int64(row, 2) ?? 0),
+                    firstFailure: try rows.int64(row, 3).map(WebhookMillis.date),
+                    nextAttempt: try rows.int64(row, 4).map(WebhookMillis.date)))
+            }
+            return cursors
+        }
+    }
+
+    public func saveWebhookCursor(_ cursor: WebhookCursor) throws(StoreError) {
+        try withConnection(failure: StoreError.writeFailed) { db throws(PGError) -> Void in
+            // Only for a registered hook; never below the stored `delivered` (WebhookCursorMerge).
+            _ = try db.execute(
+                """
+                INSERT INTO tabsync_webhook_cursors (hook, workspace, delivered, attempts, first_failure_ms, next_attempt_ms)
+                    SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM tabsync_webhooks WHERE id = $1)
+                ON CONFLICT (hook, workspace) DO UPDATE SET
+                    delivered = excluded.delivered, attempts = excluded.attempts,
+                    first_failure_ms = excluded.first_failure_ms, next_attempt_ms = excluded.next_attempt_ms
+                    WHERE excluded.delivered >= tabsync_webhook_cursors.delivered
+                """,
+                [.text(cursor.hookId), .text(cursor.workspace), .int64(Int64(clamping: cursor.delivered)),
+                 .int64(Int64(cursor.attempts)),
+                 cursor.firstFailure.map { .int64(WebhookMillis.of($0)) } ?? .null,
+                 cursor.nextAttempt.map { .int64(WebhookMillis.of($0)) } ?? .null])
+        }
+    }
+}

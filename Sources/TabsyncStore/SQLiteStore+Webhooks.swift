@@ -1,0 +1,97 @@
+import Foundation
+
+/// The webhooks of a SQLite store (``WebhookStore``): `webhooks` and `webhook_cursors` (schema 7).
+extension SQLiteStore: WebhookStore {
+    public func addWebhook(_ hook: WebhookRegistration, cursors: [String: UInt64]) throws(StoreError) {
+        try withStoreConnection(write: true) { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let insert = try db.prepare(
+                    "INSERT INTO webhooks (id, url, workspaces, secret, created_ms, disabled_reason) VALUES (?, ?, ?, ?, ?, ?)")
+                try insert.bind(
+                    .text(hook.id), .text(hook.url), .text(hook.workspaces), .text(hook.secret),
+                    .integer(WebhookMillis.of(hook.createdAt)), hook.disabledReason.map { .text($0) } ?? .null)
+                try insert.run()
+                let cursor = try db.prepare("INSERT INTO webhook_cursors (hook, workspace, delivered) VALUES (?, ?, ?)")
+                for (workspace, version) in cursors.sorted(by: { $0.key < $1.key }) {
+                    cursor.reset()
+                    try cursor.bind(.text(hook.id), .text(workspace), .integer(Int64(clamping: version)))
+                    try cursor.run()
+                }
+            }
+        }
+    }
+
+    public func webhooks() throws(StoreError) -> [WebhookRegistration] {
+        try withStoreConnection(write: false) { db throws(SQLiteError) in
+            let query = try db.prepare("SELECT id, url, workspaces, secret, created_ms, disabled_reason FROM webhooks ORDER BY n")
+            var hooks: [WebhookRegistration] = []
+            while try query.step() {
+                hooks.append(WebhookRegistration(
+                    id: query.text(0), url: query.text(1), workspaces: query.text(2), secret: query.text(3),
+                    createdAt: WebhookMillis.date(query.int64(4)), disabledReason: query.isNull(5) ? nil : query.text(5)))
+            }
+            return hooks
+        }
+    }
+
+    public func removeWebhook(id: String) throws(StoreError) -> Bool {
+        try withStoreConnection(write: true) { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) -> Bool in
+                let cursors = try db.prepare("DELETE FROM webhook_cursors WHERE hook = ?")
+                try cursors.bind(.text(id))
+                try cursors.run()
+                let hook = try db.prepare("DELETE FROM webhooks WHERE id = ?")
+                try hook.bind(.text(id))
+                try hook.run()
+                return try db.scalar("SELECT changes()") == 1
+            }
+        }
+    }
+
+    public func webhookCursors(hookId: String) throws(StoreError) -> [WebhookCursor] {
+        try withStoreConnection(write: false) { db throws(SQLiteError) in
+            let query = try db.prepare(
+                """
+                SELECT workspace, delivered, attempts, first_failure_ms, next_attempt_ms FROM webhook_cursors
+                WHERE hook = ? ORDER BY workspace
+                """)
+            try query.bind(.text(hookId))
+            var cursors: [WebhookCursor] = []
+            while try query.step() {
+                cursors.append(WebhookCursor(
+                    hookId: hookId, workspace: query.text(0), delivered: UInt64(max(query.int64(1), 0)),
+                    attempts: Int(query.int64(2)),
+                    firstFailure: query.isNull(3) ? nil : WebhookMillis.date(query.int64(3)),
+                    nextAttempt: query.isNull(4) ? nil : WebhookMillis.date(query.int64(4))))
+            }
+            return cursors
+        }
+    }
+
+    public func saveWebhookCursor(_ cursor: WebhookCursor) throws(StoreError) {
+        try withStoreConnection(write: true) { db throws(SQLiteError) in
+            // Only for a registered hook; never below the stored `delivered` (WebhookCursorMerge).
+            let upsert = try db.prepare(
+                """
+                INSERT INTO webhook_cursors (hook, workspace, delivered, attempts, first_failure_ms, next_attempt_ms)
+                    SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ?1)
+                ON CONFLICT (hook, workspace) DO UPDATE SET
+                    delivered = excluded.delivered, attempts = excluded.attempts,
+                    first_failure_ms = excluded.first_failure_ms, next_attempt_ms = excluded.next_attempt_ms
+                    WHERE excluded.delivered >= webhook_cursors.delivered
+                """)
+            try upsert.bind(
+                .text(cursor.hookId), .text(cursor.workspace), .integer(Int64(clamping: cursor.delivered)),
+                .integer(Int64(cursor.attempts)),
+                cursor.firstFailure.map { .integer(WebhookMillis.of($0)) } ?? .null,
+                cursor.nextAttempt.map { .integer(WebhookMillis.of($0)) } ?? .null)
+            try upsert.run()
+        }
+    }
+}
+
+/// Times of webhooks as the stores keep them: Unix milliseconds.
+enum WebhookMillis {
+    static func of(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+    static func date(_ millis: Int64) -> Date { Date(timeIntervalSince1970: Double(millis) / 1000) }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import TabsyncCore
+
+/// One registered webhook as a store keeps it (docs/design.md, "Webhooks"): where to send, which
+/// workspaces, and the signing secret. The secret is kept because signing needs it; nothing that
+/// shows a hook to anyone (the admin API, a log line, `/metrics`) reads it.
+public struct WebhookRegistration: Sendable, Equatable {
+    /// The hook's id (`wh_` and random characters), given by the server when it is registered.
+    public var id: String
+    /// The target, `http` or `https` (checked by the admin API before it reaches a store).
+    public var url: String
+    /// The workspaces it follows: a glob as the token's `ws` claim.
+    public var workspaces: String
+    /// `whsec_` and the standard base64 of the key's bytes.
+    public var secret: String
+    /// When the hook was registered (to the millisecond, as every store keeps it).
+    public var createdAt: Date
+    /// Why the hook was disabled (its deliveries failed for too long); nil while it is enabled.
+    public var disabledReason: String?
+
+    public var isEnabled: Bool { disabledReason == nil }
+
+    public init(id: String, url: String, workspaces: String, secret: String, createdAt: Date, disabledReason: String? = nil) {
+        self.id = id
+        self.url = url
+        self.workspaces = workspaces
+        self.secret = secret
+        self.createdAt = Date(timeIntervalSince1970: (createdAt.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+        self.disabledReason = disabledReason
+    }
+}
+
+/// How far one hook has delivered one workspace, and its pending attempt: the durable outbox is
+/// this cursor over the op log (docs/design.md, "Webhooks").
+public struct WebhookCursor: Sendable, Equatable {
+    public var hookId: String
+    public var workspace: String
+    /// The last version the receiver answered 2xx for (0: none yet).
+    public var delivered: UInt64
+    /// Failed attempts of the next version so far.
+    public var attempts: Int
+    /// When the first of those attempts failed (nil: none failed).
+    public var firstFailure: Date?
+    /// When the next attempt is due (nil: now).
+    public var nextAttempt: Date?
+
+    public init(
+        hookId: String, workspace: String, delivered: UInt64, attempts: Int = 0, firstFailure: Date? = nil, nextAttempt: Date? = nil
+    ) {
+        self.hookId = hookId
+        self.workspace = workspace
+        self.delivered = delivered
+        self.attempts = attempts
+        self.firstFailure = firstFailure.map(Self.millis)
+        self.nextAttempt = nextAttempt.map(Self.millis)
+    }
+
+    private static func millis(_ date: Date) -> Date {
+        Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+    }
+}
+
+/// What a store keeps for webhooks: the registrations and a cursor per hook and workspace.
+///
+/// Guarantees asked of a conformer:
+/// - ``addWebhook(_:cursors:)`` stores the hook and its starting cursors in one transaction, and is
+///   durable when it returns; a second hook with the same id is refused (`writeFailed`) and
+///   changes nothing.
+/// - ``webhooks()`` lists every hook, oldest registration first.
+/// - ``removeWebhook(id:)`` removes the hook and every cursor of it at once.
+/// - ``saveWebhookCursor(_:)`` never moves `delivered` back (a save below the stored one keeps the
+///   stored one, and takes the rest of the save only when it is at the same version), and stores
+///   nothing for a hook that is not registered (a deliverer racing a removal does not bring its
+///   cursors back).
+public protocol WebhookStore: AdminStore {
+    func addWebhook(_ hook: WebhookRegistration, cursors: [String: UInt64]) throws(StoreError)
+    func webhooks() throws(StoreError) -> [WebhookRegistration]
+    /// False when no hook has this id.
+    func removeWebhook(id: String) throws(StoreError) -> Bool
+    /// The hook's cursors, by workspace ascending.
+    func webhookCursors(hookId: String) throws(StoreError) -> [WebhookCursor]
+    func saveWebhookCursor(_ cursor: WebhookCursor) throws(StoreError)
+}
+
+extension WebhookStore {
+    /// Registers `hook` delivering what is committed from now on: a cursor at the present stored
+    /// version of every workspace with an applied op that `matches` accepts (read a page at a
+    /// time). A workspace first written later has no cursor, and starts at 0.
+    public func registerWebhook(_ hook: WebhookRegistration, matching matches: (String) -> Bool) throws(StoreError) {
+        var cursors: [String: UInt64] = [:]
+        var after: String?
+        while true {
+            let page = try workspaceIds(after: after, limit: 500)
+            guard let last = page.last else { break }
+            let versions = try storedVersions(workspaceIds: page.filter(matches))
+            cursors.merge(versions) { $1 }
+            after = last
+        }
+        try addWebhook(hook, cursors: cursors)
+    }
+}
+
+/// A cursor save as every store applies it (``WebhookStore/saveWebhookCursor(_:)``): the stored
+/// cursor after `save` is applied to `stored`.
+enum WebhookCursorMerge {
+    static func merged(stored: WebhookCursor?, save: WebhookCursor) -> WebhookCursor {
+        guard let stored else { return save }
+        if save.delivered < stored.delivered { return stored }
+        return save
+    }
+}

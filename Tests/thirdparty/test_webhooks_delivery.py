@@ -1,0 +1,167 @@
+"""Webhook deliveries as a receiver sees them (docs/design.md, "Webhooks"): a real tabsync-server on
+SQLite POSTs to a Python `http.server` on 127.0.0.1 (allowed by --webhook-allow-private); every
+signature is checked with Python's own `hmac` (the Standard Webhooks rule, written here again), the
+versions of each workspace arrive in order, a receiver that fails is retried, and without the flag
+the loopback receiver is never reached. Waits are on conditions with deadlines, never sleeps.
+"""
+import asyncio
+import base64
+import hashlib
+import hmac
+import http.server
+import json
+import secrets
+import threading
+import time
+
+import pytest
+
+from test_admin import Node, Session, call, mint
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1: answers 500 to the first `fail` requests, then 204."""
+
+    def __init__(self, fail=0):
+        self.requests = []
+        self.fail = fail
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                with receiver.lock:
+                    failing = receiver.fail > 0
+                    receiver.fail -= 1 if failing else 0
+                    receiver.requests.append((dict((k.lower(), v) for k, v in self.headers.items()), body, failing))
+                self.send_response(500 if failing else 204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def taken(self):
+        """(webhook-id, headers, body) of every request answered 204, in arrival order."""
+        with self.lock:
+            return [(h["webhook-id"], h, b) for h, b, failed in self.requests if not failed]
+
+    def close(self):
+        self.server.shutdown()
+
+
+def wait_for(condition, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)  # a poll interval, not a wait for time to pass: the condition decides
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def verify(secret, headers, body):
+    """The Standard Webhooks check, independent of the server's code."""
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    signed = f'{headers["webhook-id"]}.{headers["webhook-timestamp"]}.'.encode() + body
+    expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    return any(hmac.compare_digest(part.removeprefix("v1,"), expected)
+               for part in headers["webhook-signature"].split() if part.startswith("v1,"))
+
+
+async def write(node, workspace, count, client):
+    s = await Session(node.ws, workspace, mint(node.secret, "w", role="editor"), client=client).open()
+    for seq in range(1, count + 1):
+        await s.ws.send(json.dumps({"submit": {"seq": str(seq), "op": {"add": {"tab": {"id": f"t{seq}", "title": f"tab {seq}"}}}}}))
+    while sum("applied" in m for m in s.messages) < count:
+        s.messages.append(json.loads(await asyncio.wait_for(s.ws.recv(), 10)))
+    await s.ws.close()
+
+
+def register(node, url, workspaces):
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    status, text = call(node.http, "POST", "/v1/admin/webhooks", node.admin, {"url": url, "workspaces": workspaces, "secret": secret})
+    assert status == 201, text
+    return secret
+
+
+def test_every_version_arrives_signed_and_in_order_per_workspace_after_failures(tmp_path):
+    receiver = Receiver(fail=3)
+    node = Node(tmp_path, "--webhook-allow-private")
+    try:
+        secret = register(node, receiver.url, "hook-*")
+        asyncio.run(write(node, "hook-a", 8, "ca"))
+        asyncio.run(write(node, "hook-b", 5, "cb"))
+        asyncio.run(write(node, "other", 2, "co"))
+        wanted = {f"hook-a:{v}" for v in range(1, 9)} | {f"hook-b:{v}" for v in range(1, 6)}
+        wait_for(lambda: wanted <= {i for i, _, _ in receiver.taken()}, "every version of hook-a and hook-b taken")
+
+        with receiver.lock:
+            everything = list(receiver.requests)
+        assert sum(failed for _, _, failed in everything) == 3
+        for headers, body, _ in everything:
+            assert verify(secret, headers, body), headers
+            assert abs(int(headers["webhook-timestamp"]) - time.time()) < 300
+            assert headers["content-type"] == "application/json"
+        for workspace, last in [("hook-a", 8), ("hook-b", 5)]:
+            # Taken in version order, each at least once; a repeat only of the one in flight.
+            versions = [int(i.split(":")[1]) for i, _, _ in receiver.taken() if i.startswith(workspace + ":")]
+            assert versions == sorted(versions) and set(versions) == set(range(1, last + 1)), versions
+            attempts = [int(h["webhook-id"].split(":")[1]) for h, _, _ in everything if h["webhook-id"].startswith(workspace + ":")]
+            assert attempts == sorted(attempts), attempts
+        for webhook_id, _, body in receiver.taken():
+            event = json.loads(body)
+            assert event["type"] == "op" and f'{event["workspace"]}:{event["applied"]["version"]}' == webhook_id
+        assert not any(i.startswith("other:") for i, _, _ in receiver.taken())
+        for n, (headers, _, failed) in enumerate(everything):
+            if failed:  # the next request for its workspace is the same version again
+                workspace = headers["webhook-id"].split(":")[0]
+                after = next(h for h, _, _ in everything[n + 1:] if h["webhook-id"].startswith(workspace + ":"))
+                assert after["webhook-id"] == headers["webhook-id"], (headers["webhook-id"], after["webhook-id"])
+    finally:
+        node.stop()
+        receiver.close()
+
+
+def test_a_restarted_server_goes_on_from_its_cursor(tmp_path):
+    receiver = Receiver()
+    node = Node(tmp_path, "--webhook-allow-private")
+    try:
+        register(node, receiver.url, "*")
+        asyncio.run(write(node, "again", 3, "c1"))
+        wait_for(lambda: {i for i, _, _ in receiver.taken()} >= {"again:1", "again:2", "again:3"}, "the first three")
+    finally:
+        node.stop()
+    node = Node(tmp_path, "--webhook-allow-private")
+    try:
+        async def more():
+            s = await Session(node.ws, "again", mint(node.secret, "w", role="editor"), client="c2").open()
+            await s.ws.send(json.dumps({"submit": {"seq": "1", "op": {"add": {"tab": {"id": "t9", "title": "nine"}}}}}))
+            while not any("applied" in m for m in s.messages):
+                s.messages.append(json.loads(await asyncio.wait_for(s.ws.recv(), 10)))
+            await s.ws.close()
+        asyncio.run(more())
+        wait_for(lambda: "again:4" in {i for i, _, _ in receiver.taken()}, "version 4 after the restart")
+        ids = [i for i, _, _ in receiver.taken()]
+        assert ids == ["again:1", "again:2", "again:3", "again:4"], ids
+    finally:
+        node.stop()
+        receiver.close()
+
+
+def test_a_loopback_receiver_is_refused_without_the_flag(tmp_path):
+    receiver = Receiver()
+    node = Node(tmp_path)
+    try:
+        register(node, receiver.url, "*")
+        asyncio.run(write(node, "private", 2, "c1"))
+        log = tmp_path / "server.log"
+        wait_for(lambda: "private:1" in log.read_text() and "loopback" in log.read_text(), "the refusal logged")
+        assert receiver.requests == []
+    finally:
+        node.stop()
+        receiver.close()
