@@ -68,3 +68,30 @@ export function runGroupActions(real, browserGroups, actions, groups) {
 function assert(ok, message) {
   if (!ok) throw new Error(message);
 }
+
+/**
+ * The server's order and membership under the placement rule (shared/DESIGN.md, "Tab groups"),
+ * for `move` (by key) and `group` into an existing group: `tabs` [{ id, key, group }] changed in place.
+ */
+export function placeByRule(tabs, keyBetween, op) {
+  const place = (id, key, asked) => {
+    const i = tabs.findIndex((t) => t.id === id);
+    const [t] = tabs.splice(i, 1);
+    t.key = key;
+    let at = tabs.findIndex((x) => x.key > key);
+    if (at < 0) at = tabs.length;
+    tabs.splice(at, 0, t);
+    const L = tabs[at - 1]?.group ?? "";
+    const R = tabs[at + 1]?.group ?? "";
+    const alone = !tabs.some((x) => x !== t && x.group === asked);
+    t.group = L && L === R ? L : asked && (L === asked || R === asked || alone) ? asked : "";
+  };
+  if (op.move) place(op.move.tabId, op.move.place.key, tabs.find((t) => t.id === op.move.tabId).group);
+  if (op.group) {
+    for (const id of op.group.tabIds) {
+      if (tabs.find((t) => t.id === id).group === op.group.groupId) continue;
+      const last = tabs.findLastIndex((t) => t.group === op.group.groupId);
+      place(id, keyBetween(tabs[last].key, tabs[last + 1]?.key ?? null), op.group.groupId);
+    }
+  }
+}
