@@ -6,8 +6,9 @@ import { api as chrome } from "./browser-api.js";
 import { generateKeyBetween } from "./fractional-indexing.js";
 import { tokenRole, workspaceTabId } from "./mirror.js";
 import { TabTable } from "./tab-table.js";
-import { URL_WAIT_MS, planArrange, planChanges } from "./plan.js";
-import { execute, isPlaceholder, urlNotKnownYet, windowTabs } from "./executor.js";
+import { URL_WAIT_MS, mirrorable, planArrange, planChanges } from "./plan.js";
+import { localGroupOps, remoteGroupActions } from "./group-plan.js";
+import { execute, executeGroups, isPlaceholder, urlNotKnownYet, windowGroups, windowTabs } from "./executor.js";
 import { ExtensionClient, exportClient, importClient } from "./client-state.js";
 import { afterWelcome, finalClose, isNewHistory, matchNewHistoryByPage } from "./welcome.js";
 import { updateBadge } from "./badge.js";
@@ -287,6 +288,27 @@ export class Mirror {
     };
   }
 
+  /**
+   * The group half of a pass (docs/extension.md, "Tab groups"; group-plan.js): `local` sends the
+   * window's regroups and renames, else the window's groups take the workspace's. Only when the
+   * browser has tab groups and the client knows the workspace's (a client without them would read
+   * every group as gone); never in a paused mirror.
+   */
+  async groupsPass(local) {
+    const state = this.client.state;
+    if (!Array.isArray(state?.groups) || this.table.paused) return;
+    const browserGroups = await windowGroups(this.b.windowId);
+    const real = browserGroups && (await windowTabs(this.b.windowId));
+    if (!real) return;
+    const ctx = {
+      real, browserGroups, state, table: this.table, groups: this.table.groups, readOnly: this.readOnly,
+      groupBound: false, mirrorable: (t) => mirrorable(this.table, t),
+      newGroupId: (gid) => workspaceTabId(`g${this.tag}`, this.nonce, gid),
+    };
+    if (local) for (const op of localGroupOps(ctx)) this.client.submit(op);
+    else await executeGroups(remoteGroupActions(ctx), this.b.windowId, this.table.groups);
+  }
+
   /** Submits a plan's ops and takes them from the pacing bucket. */
   submitAll(plan) {
     if (!switches.pacingOff) this.tokens -= plan.used;
@@ -307,11 +329,13 @@ export class Mirror {
     const changes = planChanges(this.context(real));
     this.submitAll(changes);
     await execute(changes.actions, this.b.windowId, this.table); // a pause plans no closes
+    await this.groupsPass(true);
     if (!changes.pause) {
       real = (await windowTabs(this.b.windowId)) ?? [];
       const arrange = planArrange({ ...this.context(real), deferred: changes.deferred });
       this.submitAll(arrange);
       await execute(arrange.actions, this.b.windowId, this.table);
+      await this.groupsPass(false); // after the moves: a tab the browser ungrouped moving it is grouped again
       this.client.focus(arrange.focus);
       const wait = [changes.later, arrange.later].filter((x) => x !== null);
       if (wait.length > 0) this.schedule(Math.min(...wait));
