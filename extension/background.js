@@ -24,8 +24,8 @@
 // tab-table.js (the tab table), binding-mirror.js (a bound window's mirror and its pass),
 // attach.js (adopt, open, the window matcher), storage.js (bindings), popup-api.js and
 // requests.js (the popup), badge.js, registry.js (the mirrors and the retry alarm); this file
-// keeps the listeners and boot. web/tabsync-client.js and web/fractional-indexing.js are copied in
-// by scripts/package-extension.
+// keeps the listeners and boot. web/tabsync-client.js, web/tab-groups.js and
+// web/fractional-indexing.js are copied in by scripts/package-extension.
 //
 // Chrome events only mark a window dirty; the reconcile reads the real tabs, the map and the
 // workspace state afresh each time and does only the differences, so running it twice is harmless

@@ -36,8 +36,8 @@ Checks (each a violation count in the report):
   or a resume in another epoch (`resync` events; a version gap is counted, not a violation);
 - (reported, not a violation) per fault: the longest time without a new acknowledgement anywhere
   in its window, and the acknowledgements per second in it against the run's mean;
-- notConverged: a client's final state (version, epoch, tabs with keys and fields, active tab) is
-  not the store's; unsettled: a client still holds pending ops at the end.
+- notConverged: a client's final state (version, epoch, tabs with keys, fields and groups, active
+  tab, the tab groups) is not the store's; unsettled: a client still holds pending ops at the end.
 """
 import json
 import math
@@ -48,12 +48,17 @@ from collections import defaultdict
 VIOLATIONS = ("lost", "doubled", "misplaced", "versionReused", "gaps", "outOfOrder", "rejectedYetStored",
               "phantom", "diverged", "notConverged", "unsettled", "historyNotALog")
 
-TAB_FIELDS = ("id", "title", "url", "icon", "badge", "locked", "key")
+TAB_FIELDS = ("id", "title", "url", "icon", "badge", "locked", "key", "group")
 
 
 def norm_tab(tab):
     """A tab as a comparable tuple (absent fields are their defaults, as protobuf JSON omits them)."""
     return tuple(tab.get(f, False if f == "locked" else "") for f in TAB_FIELDS)
+
+
+def norm_group(group):
+    """A tab group as a comparable tuple (protobuf JSON omits an empty title)."""
+    return (group.get("id", ""), group.get("title", ""), group.get("color") or "grey")
 
 
 def canon(op):
@@ -232,13 +237,15 @@ def check(histories, store, faults=(), placement=None):
                         converged += 1
                     continue
                 mine = (int(e.get("version", 0)), e.get("epoch", ""), [norm_tab(t) for t in e.get("tabs", [])],
-                        e.get("activeTabId", ""))
+                        e.get("activeTabId", ""), [norm_group(g) for g in e.get("groups", [])])
                 theirs = (int(info.get("version", 0)), info.get("epoch", ""),
-                          [norm_tab(t) for t in info.get("tabs", [])], info.get("activeTabId", ""))
+                          [norm_tab(t) for t in info.get("tabs", [])], info.get("activeTabId", ""),
+                          [norm_group(g) for g in info.get("groups", [])])
                 if mine == theirs:
                     converged += 1
                 else:
-                    what = [name for name, a, b in zip(("version", "epoch", "tabs", "activeTabId"), mine, theirs) if a != b]
+                    what = [name for name, a, b in zip(("version", "epoch", "tabs", "activeTabId", "groups"), mine, theirs)
+                            if a != b]
                     problem("notConverged", f"{client}: {ws} differs from the store in {', '.join(what)} "
                                             f"(client version {mine[0]}, store {theirs[0]})")
 

@@ -20,13 +20,17 @@
 // Saved state: `exportState()` gives what the client needs to resume after its page or worker is
 // gone (plain JSON: `{ confirmed, pending, nextSeq, seen, rekeys }`), `importState(saved)` takes
 // it back (checked whole; an older `{ confirmed, pending, nextSeq }` is enough) before connect().
-// `confirmed`, `pending` and `state` are for reading: nothing outside this file writes them.
+// `confirmed`, `pending` and `state` are for reading: nothing outside this file writes them. A state
+// is `{ workspace, version, epoch, tabs, activeTabId, editable, groups }`: tabs sorted by key, each
+// with its `group` ("" for none), `groups` ({ id, title, color }) in the display order of their
+// tabs, none empty (web/tab-groups.js).
 //
 //   const client = new TabsyncClient({ url: "ws://127.0.0.1:7070/", workspace: "team" });
 //   client.addEventListener("change", () => render(client.state));
 //   client.connect();
 //   client.add({ id: "t1", title: "Docs" }, { activate: true });
 //   client.restore(12);                      // the server decides the state; shown when applied
+//   client.group(["t1", "t2"], "g-work", { title: "Work", color: "blue" }); // web/tab-groups.js
 //   const page = await client.history({ ops: { limit: 50 } }); // a HistoryAnswer
 //
 // Events (EventTarget): "change" (state, pending ops or peers changed), "status" (detail:
@@ -42,6 +46,7 @@
 // { code, message }).
 
 import { generateKeyBetween } from "./fractional-indexing.js";
+import { applyCanonicalGroupOp, applyPendingGroupOp, normalGroup, predictedGroup, settleGroups } from "./tab-groups.js";
 
 const SUBPROTOCOL = "tabsync.v1.json";
 
@@ -54,7 +59,7 @@ function byKey(a, b) {
 }
 
 function cloneState(s) {
-  return { ...s, tabs: s.tabs.map((t) => ({ ...t })) };
+  return { ...s, tabs: s.tabs.map((t) => ({ ...t })), groups: (s.groups ?? []).map((g) => ({ ...g })) };
 }
 
 /** The state of a Snapshot (missing fields are their defaults, as protobuf JSON leaves them out). */
@@ -66,13 +71,14 @@ export function stateFromSnapshot(snapshot = {}, epoch = "") {
     tabs: (snapshot.tabs ?? []).map(normalTab).sort(byKey),
     activeTabId: snapshot.activeTabId ?? "",
     editable: snapshot.editable ?? false,
+    groups: (snapshot.groups ?? []).map(normalGroup),
   };
 }
 
 function normalTab(t) {
   return {
     id: t.id ?? "", title: t.title ?? "", url: t.url ?? "", icon: t.icon ?? "",
-    badge: t.badge ?? "", locked: t.locked ?? false, key: t.key ?? "",
+    badge: t.badge ?? "", locked: t.locked ?? false, key: t.key ?? "", group: t.group ?? "",
   };
 }
 
@@ -85,9 +91,17 @@ const UPDATE_FIELDS = ["title", "url", "icon", "badge", "locked"];
 export function applyCanonical(state, applied) {
   const [[kind, op]] = Object.entries(applied.op ?? { none: {} });
   const find = (id) => state.tabs.find((t) => t.id === id);
+  state.groups ??= [];
+  const known = (group) => !group || state.groups.some((g) => g.id === group);
   switch (kind) {
-    case "add": state.tabs.push(normalTab(op.tab)); break;
-    case "move": { const t = find(op.tabId); if (!t) return false; t.key = op.place?.key ?? t.key; break; }
+    case "add": if (!known(op.tab?.group)) return false; state.tabs.push(normalTab(op.tab)); break;
+    case "move": {
+      const t = find(op.tabId);
+      if (!t || !known(op.group)) return false;
+      t.key = op.place?.key ?? t.key;
+      t.group = op.group ?? "";
+      break;
+    }
     case "remove": state.tabs = state.tabs.filter((t) => t.id !== op.tabId); break;
     case "activate": break;
     case "update": {
@@ -97,17 +111,25 @@ export function applyCanonical(state, applied) {
       break;
     }
     case "setEditable": state.editable = op.editable ?? false; break;
-    case "replace": state.tabs = (op.tabs ?? []).map(normalTab); break;
-    // A restore as the server applied it: its `state` replaces tabs (keys as given) and editable;
-    // the active tab is the Applied's, as for every op.
+    case "replace":
+      state.tabs = (op.tabs ?? []).map(normalTab);
+      state.groups = (op.groups ?? []).map(normalGroup);
+      break;
+    // A restore as the server applied it: its `state` replaces tabs (keys and groups as given),
+    // groups and editable; the active tab is the Applied's, as for every op.
     case "restore":
       state.tabs = (op.state?.tabs ?? []).map(normalTab);
+      state.groups = (op.state?.groups ?? []).map(normalGroup);
       state.editable = op.state?.editable ?? false;
       break;
     case "rekey": for (const k of op.keys ?? []) { const t = find(k.tabId); if (t) t.key = k.key; } break;
+    case "group": case "ungroup": case "updateGroup":
+      if (!applyCanonicalGroupOp(state, kind, op)) return false;
+      break;
     default: return false;
   }
   state.tabs.sort(byKey);
+  settleGroups(state);
   state.activeTabId = applied.activeTabId ?? "";
   state.version = Number(applied.version);
   return true;
@@ -139,6 +161,7 @@ function uniqueKey(tabs, key) {
 export function applyPending(state, op) {
   const [[kind, body]] = Object.entries(op);
   const find = (id) => state.tabs.find((t) => t.id === id);
+  state.groups ??= [];
   try {
     switch (kind) {
       case "add":
@@ -149,7 +172,10 @@ export function applyPending(state, op) {
         }
         if (find(body.tab.id)) return false;
         const key = uniqueKey(state.tabs, placeKey(state.tabs, body.place));
-        state.tabs.push({ ...normalTab(body.tab), key });
+        const t = { ...normalTab(body.tab), key };
+        state.tabs.push(t);
+        state.tabs.sort(byKey);
+        t.group = predictedGroup(state.tabs, state.groups, state.tabs.indexOf(t), t.group);
         if (kind === "open" || body.activate || !state.activeTabId) state.activeTabId = body.tab.id;
         break;
       }
@@ -157,7 +183,10 @@ export function applyPending(state, op) {
         const t = find(body.tabId);
         if (!t) return false;
         const others = state.tabs.filter((x) => x !== t);
+        const alone = t.group !== "" && !others.some((x) => x.group === t.group);
         t.key = uniqueKey(others, placeKey(others, body.place));
+        state.tabs.sort(byKey);
+        t.group = predictedGroup(state.tabs, state.groups, state.tabs.indexOf(t), t.group, alone);
         break;
       }
       case "remove": {
@@ -188,6 +217,7 @@ export function applyPending(state, op) {
         const oldIndex = state.tabs.findIndex((t) => t.id === state.activeTabId);
         let key = null;
         state.tabs = (body.tabs ?? []).map((t) => ({ ...normalTab(t), key: (key = generateKeyBetween(key, null)) }));
+        state.groups = (body.groups ?? []).map(normalGroup);
         if (!state.tabs.some((t) => t.id === state.activeTabId)) {
           state.activeTabId = (state.tabs[oldIndex] ?? state.tabs[0])?.id ?? "";
         }
@@ -198,12 +228,17 @@ export function applyPending(state, op) {
       case "restore":
       case "reopen":
         return false;
+      case "group": case "ungroup": case "updateGroup":
+        state.tabs.sort(byKey);
+        if (!applyPendingGroupOp(state, kind, body)) return false;
+        break;
       default: return false;
     }
   } catch {
     return false; // a key that cannot be computed against this state
   }
   state.tabs.sort(byKey);
+  settleGroups(state);
   return true;
 }
 
@@ -480,6 +515,24 @@ export class TabsyncClient extends EventTarget {
   restore(version) { return this.submit({ restore: { version: String(version) } }); }
   /** Brings back a recently closed tab (the server turns it into an `add` that activates it). */
   reopen(tabId) { return this.submit({ reopen: { tabId } }); }
+  /**
+   * Puts tabs into group `groupId` (made when new; `title`, `color` optional: one of GROUP_COLORS).
+   * The server places them (docs/design.md, "Tab groups"); the state shows its prediction at once.
+   */
+  group(tabIds, groupId, { title, color } = {}) {
+    const body = { tabIds, groupId };
+    if (title !== undefined) body.title = title;
+    if (color !== undefined) body.color = color;
+    return this.submit({ group: body });
+  }
+  ungroup(tabIds) { return this.submit({ ungroup: { tabIds } }); }
+  /** Sets a group's `title` and/or `color`. */
+  updateGroup(groupId, { title, color } = {}) {
+    const body = { groupId };
+    if (title !== undefined) body.title = title;
+    if (color !== undefined) body.color = color;
+    return this.submit({ updateGroup: body });
+  }
 
   /**
    * Asks the server for history over the open session: `query` is one of `{ ops: { before, limit } }`,

@@ -51,9 +51,9 @@ public struct TabUpdate: Sendable, Hashable {
 public enum Operation: Sendable, Hashable {
     case add(tab: Tab, place: Place, activate: Bool)
     case open(tab: Tab, place: Place)
-    /// `group` is nil in a submitted move (ignored if sent); a canonical move carries the tab's final
-    /// group ("" for none), decided by the placement rule (docs/design.md, "Tab groups").
-    case move(tabId: String, place: Place, group: String? = nil)
+    /// `group` is ignored in a submitted move; a canonical move carries the tab's final group ("" for
+    /// none), decided by the placement rule (docs/design.md, "Tab groups").
+    case move(tabId: String, place: Place, group: String = "")
     case remove(tabId: String)
     case activate(ActivateTarget)
     case update(TabUpdate)

@@ -261,7 +261,7 @@ extension Workspace {
                     i = insertionIndex(of: key)
                     tabs.insert(tab, at: i)
                 }
-                if let group { tabs[i].group = group }
+                tabs[i].group = group
             }
         case .move:
             preconditionFailure("a canonical move carries a key place")
@@ -327,7 +327,7 @@ extension Workspace {
             guard case .key(let key) = place, PositionKey.isValid(key),
                 !tabs.contains(where: { $0.key == key && $0.id != tabId })
             else { throw .invalidArgument("move carries no free valid key") }
-            if let group, group != tab(tabId)?.group { try needGroup(group) }
+            if group != tab(tabId)?.group { try needGroup(group) }
         case .remove(let tabId): try need(tabId)
         case .activate(.tabId(let tabId)): try need(tabId)
         case .activate(.index), .open:

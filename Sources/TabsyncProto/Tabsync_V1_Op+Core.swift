@@ -20,10 +20,11 @@ extension Tabsync_V1_Op {
             open.tab = Tabsync_V1_Tab(tab)
             if let place = Tabsync_V1_Place(place) { open.place = place }
             kind = .open(open)
-        case let .move(tabId, place, _):
+        case let .move(tabId, place, group):
             var move = Tabsync_V1_Move()
             move.tabID = tabId
             if let place = Tabsync_V1_Place(place) { move.place = place }
+            move.group = group
             kind = .move(move)
         case let .remove(tabId):
             var remove = Tabsync_V1_Remove()
@@ -37,9 +38,10 @@ extension Tabsync_V1_Op {
             var setEditable = Tabsync_V1_SetEditable()
             setEditable.editable = editable
             kind = .setEditable(setEditable)
-        case let .replace(tabs, _):
+        case let .replace(tabs, groups):
             var replace = Tabsync_V1_Replace()
             replace.tabs = tabs.map(Tabsync_V1_Tab.init)
+            replace.groups = groups.map(Tabsync_V1_TabGroup.init)
             kind = .replace(replace)
         case let .rekey(keys):
             var rekey = Tabsync_V1_Rekey()
@@ -53,6 +55,7 @@ extension Tabsync_V1_Op {
                 wire.tabs = state.tabs.map(Tabsync_V1_Tab.init)
                 wire.editable = state.editable
                 wire.activeTabID = state.activeTabId
+                wire.groups = state.groups.map(Tabsync_V1_TabGroup.init)
                 restore.state = wire
             }
             kind = .restore(restore)
@@ -60,8 +63,12 @@ extension Tabsync_V1_Op {
             var reopen = Tabsync_V1_Reopen()
             reopen.tabID = tabId
             kind = .reopen(reopen)
-        case .group, .ungroup, .updateGroup:
-            preconditionFailure("group ops reach the wire with the protocol's group messages")
+        case let .group(change):
+            kind = .group(Tabsync_V1_Group(change))
+        case let .ungroup(change):
+            kind = .ungroup(Tabsync_V1_Ungroup(change))
+        case let .updateGroup(update):
+            kind = .updateGroup(Tabsync_V1_UpdateGroup(update))
         }
     }
 }
@@ -83,7 +90,7 @@ extension Operation {
         case let .open(open)?:
             self = .open(tab: Tab(open.tab), place: Place(open.place))
         case let .move(move)?:
-            self = .move(tabId: move.tabID, place: Place(move.place))
+            self = .move(tabId: move.tabID, place: Place(move.place), group: move.group)
         case let .remove(remove)?:
             self = .remove(tabId: remove.tabID)
         case let .activate(activate)?:
@@ -93,7 +100,7 @@ extension Operation {
         case let .setEditable(setEditable)?:
             self = .setEditable(setEditable.editable)
         case let .replace(replace)?:
-            self = .replace(tabs: replace.tabs.map(Tab.init))
+            self = .replace(tabs: replace.tabs.map(Tab.init), groups: replace.groups.map(TabGroup.init))
         case let .rekey(rekey)?:
             self = .rekey(keys: rekey.keys.map(TabKey.init))
         case let .restore(restore)?:
@@ -102,10 +109,16 @@ extension Operation {
                 state: restore.hasState
                     ? RestoredState(
                         tabs: restore.state.tabs.map(Tab.init), activeTabId: restore.state.activeTabID,
-                        editable: restore.state.editable)
+                        editable: restore.state.editable, groups: restore.state.groups.map(TabGroup.init))
                     : nil)
         case let .reopen(reopen)?:
             self = .reopen(tabId: reopen.tabID)
+        case let .group(group)?:
+            self = .group(GroupTabs(group))
+        case let .ungroup(ungroup)?:
+            self = .ungroup(UngroupTabs(ungroup))
+        case let .updateGroup(update)?:
+            self = .updateGroup(GroupUpdate(update))
         }
     }
 }

@@ -2,7 +2,7 @@ import TabsyncCore
 
 extension Tabsync_V1_Snapshot {
     /// The wire form of a whole workspace: id, version, epoch, tabs in display order (with keys),
-    /// active tab and editable flag.
+    /// active tab, editable flag and groups (display order).
     public init(_ workspace: Workspace) {
         self.init()
         self.workspace = workspace.id
@@ -11,6 +11,7 @@ extension Tabsync_V1_Snapshot {
         tabs = workspace.tabs.map(Tabsync_V1_Tab.init)
         activeTabID = workspace.activeTabId
         editable = workspace.editable
+        groups = workspace.groups.map(Tabsync_V1_TabGroup.init)
     }
 }
 
@@ -22,7 +23,7 @@ extension Workspace {
         self.init(
             id: snapshot.workspace, version: snapshot.version, epoch: snapshot.epoch,
             tabs: snapshot.tabs.map(Tab.init), activeTabId: snapshot.activeTabID,
-            editable: snapshot.editable)
+            editable: snapshot.editable, groups: snapshot.groups.map(TabGroup.init))
     }
 }
 
@@ -35,11 +36,12 @@ extension Tabsync_V1_Limits {
         maxFrameBytes = UInt32(clamping: limits.maxFrameBytes)
         maxOpsPerSecond = UInt32(clamping: limits.maxOpsPerSecond)
         maxResumeOps = UInt32(clamping: limits.maxResumeOps)
+        maxGroups = UInt32(clamping: limits.maxGroups)
     }
 }
 
 extension Limits {
-    /// The limits a server announced. The four wire fields are taken as sent (0 = not
+    /// The limits a server announced. The wire fields are taken as sent (0 = not
     /// announced: the default stays); the server-only limits keep their defaults.
     public init(_ limits: Tabsync_V1_Limits) {
         self.init()
@@ -47,5 +49,6 @@ extension Limits {
         if limits.maxFrameBytes > 0 { maxFrameBytes = Int(limits.maxFrameBytes) }
         if limits.maxOpsPerSecond > 0 { maxOpsPerSecond = Int(limits.maxOpsPerSecond) }
         if limits.maxResumeOps > 0 { maxResumeOps = Int(limits.maxResumeOps) }
+        if limits.maxGroups > 0 { maxGroups = Int(limits.maxGroups) }
     }
 }

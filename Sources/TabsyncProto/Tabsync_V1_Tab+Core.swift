@@ -11,6 +11,7 @@ extension Tabsync_V1_Tab {
         badge = tab.badge
         locked = tab.locked
         key = tab.key
+        group = tab.group
     }
 }
 
@@ -19,7 +20,7 @@ extension Tab {
     public init(_ tab: Tabsync_V1_Tab) {
         self.init(
             id: tab.id, title: tab.title, url: tab.url, icon: tab.icon, badge: tab.badge,
-            locked: tab.locked, key: tab.key)
+            locked: tab.locked, key: tab.key, group: tab.group)
     }
 }
 

@@ -1256,9 +1256,159 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 </html>
 
 """#),
+        "tab-groups.js": WebAsset(
+            contentType: "text/javascript; charset=utf-8",
+            etag: #""944374e9fe2df62e04f7c76573a27b89""#,
+            text: #"""
+// Tab groups in a client's state (docs/design.md, "Tab groups"; proto/README.md, "Tab groups"),
+// for web/tabsync-client.js and every app built on it. No DOM, no socket.
+//
+// A state holds `groups` (`{ id, title, color }`, in the display order of their tabs) and each tab
+// its `group` ("" for none). What this file guarantees of a state it changes: every tab's group is
+// listed, no listed group is empty, and the list is in display order (`settleGroups`). The server's
+// canonical ops carry every placed tab's final key and group, so `applyCanonicalGroupOp` needs no
+// rule; `applyPendingGroupOp` and `predictedGroup` foresee the placement rule for this client's own
+// ops not yet answered (what the user sees at once). The server decides: its Applied replaces the
+// prediction whenever the two differ (another client's op came first).
+
+import { generateKeyBetween } from "./fractional-indexing.js";
+
+/** The browsers' nine group colours; a new group without one is `grey`. */
+export const GROUP_COLORS = ["grey", "blue", "red", "yellow", "green", "pink", "purple", "cyan", "orange"];
+
+/** A group of a Snapshot or an op, with protobuf JSON's left-out fields filled in. */
+export function normalGroup(g = {}) {
+  return { id: g.id ?? "", title: g.title ?? "", color: g.color || "grey" };
+}
+
+/** Makes `state.groups` exactly the groups some tab names, in display order (`state.tabs` sorted). */
+export function settleGroups(state) {
+  const byId = new Map((state.groups ?? []).map((g) => [g.id, g]));
+  const ordered = [];
+  for (const t of state.tabs) {
+    const g = t.group ? byId.get(t.group) : undefined;
+    if (g) { ordered.push(g); byId.delete(t.group); }
+  }
+  state.groups = ordered;
+}
+
+/** Sets a group's fields, adding it when new (`title`/`color` undefined: kept, or the defaults). */
+function upsertGroup(state, id, title, color) {
+  const old = state.groups.find((g) => g.id === id);
+  const made = { id, title: title ?? old?.title ?? "", color: color ?? old?.color ?? "grey" };
+  if (old) Object.assign(old, made); else state.groups.push(made);
+}
+
+/**
+ * Applies a canonical `group`, `ungroup` or `updateGroup` (as an Applied carries it) to `state` in
+ * place: each listed tab takes its key and the group (or none). Returns false when the op does not
+ * fit the state (a tab or group it names is missing: then resync). The caller sorts and settles.
+ */
+export function applyCanonicalGroupOp(state, kind, op) {
+  const find = (id) => state.tabs.find((t) => t.id === id);
+  switch (kind) {
+    case "group":
+    case "ungroup": {
+      const ids = op.tabIds ?? [];
+      const keys = op.keys ?? [];
+      if (ids.length !== keys.length || ids.some((id) => !find(id))) return false;
+      ids.forEach((id, i) => { const t = find(id); t.key = keys[i]; t.group = kind === "group" ? op.groupId : ""; });
+      if (kind === "group") upsertGroup(state, op.groupId, op.title, op.color);
+      return true;
+    }
+    case "updateGroup": {
+      const g = state.groups.find((x) => x.id === op.groupId);
+      if (!g) return false;
+      if ("title" in op) g.title = op.title;
+      if ("color" in op) g.color = op.color;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+/**
+ * The placement rule as the server applies it, for the tab at index `i` of the sorted `tabs`: between
+ * two tabs of G it joins G; else it keeps `asked` (the group it had, or asked for) if that group
+ * exists and a neighbour is in it, or if it was that group's only tab (`alone`); else none.
+ */
+export function predictedGroup(tabs, groups, i, asked, alone = false) {
+  const left = tabs[i - 1]?.group;
+  const right = tabs[i + 1]?.group;
+  if (left && left === right) return left;
+  if (!asked || !groups.some((g) => g.id === asked)) return "";
+  return left === asked || right === asked || alone ? asked : "";
+}
+
+/** Takes the named tabs out of `tabs` (in the order named) and returns them. */
+function take(tabs, ids) {
+  return ids.map((id) => tabs.splice(tabs.findIndex((t) => t.id === id), 1)[0]);
+}
+
+/** Puts `moved` right after index `after` of `tabs`, in order, with fresh keys and group `group`. */
+function insertAfter(tabs, after, moved, group) {
+  let previous = tabs[after]?.key ?? null;
+  const next = tabs[after + 1]?.key ?? null;
+  moved.forEach((t, n) => {
+    t.key = generateKeyBetween(previous, next);
+    t.group = group;
+    previous = t.key;
+    tabs.splice(after + 1 + n, 0, t);
+  });
+}
+
+/** Whether the tab at `i` of `tabs` is strictly inside its group's span (both neighbours in it). */
+function strictlyInside(tabs, i) {
+  const g = tabs[i].group;
+  return g !== "" && tabs[i - 1]?.group === g && tabs[i + 1]?.group === g;
+}
+
+/**
+ * Applies one of this client's own group ops, not yet answered, to the optimistic `state` (tabs
+ * sorted) as the server would apply it now. Returns false when it changes nothing the state can
+ * show (no listed tab is there, the group is gone). The caller sorts and settles.
+ */
+export function applyPendingGroupOp(state, kind, body) {
+  if (kind === "updateGroup") return applyCanonicalGroupOp(state, kind, body);
+  const tabs = state.tabs;
+  const present = [...new Set(body.tabIds ?? [])].filter((id) => tabs.some((t) => t.id === id));
+  if (present.length === 0) return false;
+  if (kind === "ungroup") {
+    for (const id of present) {
+      const i = tabs.findIndex((t) => t.id === id);
+      const old = tabs[i].group;
+      if (!old) continue;
+      if (!strictlyInside(tabs, i)) { tabs[i].group = ""; continue; }
+      const moved = take(tabs, [id]);
+      insertAfter(tabs, tabs.findLastIndex((t) => t.group === old), moved, "");
+    }
+    return true;
+  }
+  const g = body.groupId;
+  if (state.groups.some((x) => x.id === g)) {
+    const movers = take(tabs, present.filter((id) => tabs.find((t) => t.id === id).group !== g));
+    insertAfter(tabs, tabs.findLastIndex((t) => t.group === g), movers, g);
+  } else {
+    const others = take(tabs, present.slice(1));
+    const f = tabs.findIndex((t) => t.id === present[0]);
+    if (strictlyInside(tabs, f)) {
+      const old = tabs[f].group;
+      const block = take(tabs, [present[0]]).concat(others);
+      insertAfter(tabs, tabs.findLastIndex((t) => t.group === old), block, g);
+    } else {
+      tabs[f].group = g;
+      insertAfter(tabs, f, others, g);
+    }
+  }
+  upsertGroup(state, g, body.title, body.color);
+  return true;
+}
+
+"""#),
         "tabsync-client.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""bfde607ed53f08fa1288d45a4c302992""#,
+            etag: #""2c26896a417ab0d3ce1f0a9ded2831a1""#,
             text: #"""
 // A browser client of the tabsync protocol (subprotocol tabsync.v1.json), with no DOM and no UI:
 // connect, hello and resume (lastVersion + epoch), submit with optimistic pending ops rebased on
@@ -1282,13 +1432,17 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 // Saved state: `exportState()` gives what the client needs to resume after its page or worker is
 // gone (plain JSON: `{ confirmed, pending, nextSeq, seen, rekeys }`), `importState(saved)` takes
 // it back (checked whole; an older `{ confirmed, pending, nextSeq }` is enough) before connect().
-// `confirmed`, `pending` and `state` are for reading: nothing outside this file writes them.
+// `confirmed`, `pending` and `state` are for reading: nothing outside this file writes them. A state
+// is `{ workspace, version, epoch, tabs, activeTabId, editable, groups }`: tabs sorted by key, each
+// with its `group` ("" for none), `groups` ({ id, title, color }) in the display order of their
+// tabs, none empty (web/tab-groups.js).
 //
 //   const client = new TabsyncClient({ url: "ws://127.0.0.1:7070/", workspace: "team" });
 //   client.addEventListener("change", () => render(client.state));
 //   client.connect();
 //   client.add({ id: "t1", title: "Docs" }, { activate: true });
 //   client.restore(12);                      // the server decides the state; shown when applied
+//   client.group(["t1", "t2"], "g-work", { title: "Work", color: "blue" }); // web/tab-groups.js
 //   const page = await client.history({ ops: { limit: 50 } }); // a HistoryAnswer
 //
 // Events (EventTarget): "change" (state, pending ops or peers changed), "status" (detail:
@@ -1304,6 +1458,7 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 // { code, message }).
 
 import { generateKeyBetween } from "./fractional-indexing.js";
+import { applyCanonicalGroupOp, applyPendingGroupOp, normalGroup, predictedGroup, settleGroups } from "./tab-groups.js";
 
 const SUBPROTOCOL = "tabsync.v1.json";
 
@@ -1316,7 +1471,7 @@ function byKey(a, b) {
 }
 
 function cloneState(s) {
-  return { ...s, tabs: s.tabs.map((t) => ({ ...t })) };
+  return { ...s, tabs: s.tabs.map((t) => ({ ...t })), groups: (s.groups ?? []).map((g) => ({ ...g })) };
 }
 
 /** The state of a Snapshot (missing fields are their defaults, as protobuf JSON leaves them out). */
@@ -1328,13 +1483,14 @@ export function stateFromSnapshot(snapshot = {}, epoch = "") {
     tabs: (snapshot.tabs ?? []).map(normalTab).sort(byKey),
     activeTabId: snapshot.activeTabId ?? "",
     editable: snapshot.editable ?? false,
+    groups: (snapshot.groups ?? []).map(normalGroup),
   };
 }
 
 function normalTab(t) {
   return {
     id: t.id ?? "", title: t.title ?? "", url: t.url ?? "", icon: t.icon ?? "",
-    badge: t.badge ?? "", locked: t.locked ?? false, key: t.key ?? "",
+    badge: t.badge ?? "", locked: t.locked ?? false, key: t.key ?? "", group: t.group ?? "",
   };
 }
 
@@ -1347,9 +1503,17 @@ const UPDATE_FIELDS = ["title", "url", "icon", "badge", "locked"];
 export function applyCanonical(state, applied) {
   const [[kind, op]] = Object.entries(applied.op ?? { none: {} });
   const find = (id) => state.tabs.find((t) => t.id === id);
+  state.groups ??= [];
+  const known = (group) => !group || state.groups.some((g) => g.id === group);
   switch (kind) {
-    case "add": state.tabs.push(normalTab(op.tab)); break;
-    case "move": { const t = find(op.tabId); if (!t) return false; t.key = op.place?.key ?? t.key; break; }
+    case "add": if (!known(op.tab?.group)) return false; state.tabs.push(normalTab(op.tab)); break;
+    case "move": {
+      const t = find(op.tabId);
+      if (!t || !known(op.group)) return false;
+      t.key = op.place?.key ?? t.key;
+      t.group = op.group ?? "";
+      break;
+    }
     case "remove": state.tabs = state.tabs.filter((t) => t.id !== op.tabId); break;
     case "activate": break;
     case "update": {
@@ -1359,17 +1523,25 @@ export function applyCanonical(state, applied) {
       break;
     }
     case "setEditable": state.editable = op.editable ?? false; break;
-    case "replace": state.tabs = (op.tabs ?? []).map(normalTab); break;
-    // A restore as the server applied it: its `state` replaces tabs (keys as given) and editable;
-    // the active tab is the Applied's, as for every op.
+    case "replace":
+      state.tabs = (op.tabs ?? []).map(normalTab);
+      state.groups = (op.groups ?? []).map(normalGroup);
+      break;
+    // A restore as the server applied it: its `state` replaces tabs (keys and groups as given),
+    // groups and editable; the active tab is the Applied's, as for every op.
     case "restore":
       state.tabs = (op.state?.tabs ?? []).map(normalTab);
+      state.groups = (op.state?.groups ?? []).map(normalGroup);
       state.editable = op.state?.editable ?? false;
       break;
     case "rekey": for (const k of op.keys ?? []) { const t = find(k.tabId); if (t) t.key = k.key; } break;
+    case "group": case "ungroup": case "updateGroup":
+      if (!applyCanonicalGroupOp(state, kind, op)) return false;
+      break;
     default: return false;
   }
   state.tabs.sort(byKey);
+  settleGroups(state);
   state.activeTabId = applied.activeTabId ?? "";
   state.version = Number(applied.version);
   return true;
@@ -1401,6 +1573,7 @@ function uniqueKey(tabs, key) {
 export function applyPending(state, op) {
   const [[kind, body]] = Object.entries(op);
   const find = (id) => state.tabs.find((t) => t.id === id);
+  state.groups ??= [];
   try {
     switch (kind) {
       case "add":
@@ -1411,7 +1584,10 @@ export function applyPending(state, op) {
         }
         if (find(body.tab.id)) return false;
         const key = uniqueKey(state.tabs, placeKey(state.tabs, body.place));
-        state.tabs.push({ ...normalTab(body.tab), key });
+        const t = { ...normalTab(body.tab), key };
+        state.tabs.push(t);
+        state.tabs.sort(byKey);
+        t.group = predictedGroup(state.tabs, state.groups, state.tabs.indexOf(t), t.group);
         if (kind === "open" || body.activate || !state.activeTabId) state.activeTabId = body.tab.id;
         break;
       }
@@ -1419,7 +1595,10 @@ export function applyPending(state, op) {
         const t = find(body.tabId);
         if (!t) return false;
         const others = state.tabs.filter((x) => x !== t);
+        const alone = t.group !== "" && !others.some((x) => x.group === t.group);
         t.key = uniqueKey(others, placeKey(others, body.place));
+        state.tabs.sort(byKey);
+        t.group = predictedGroup(state.tabs, state.groups, state.tabs.indexOf(t), t.group, alone);
         break;
       }
       case "remove": {
@@ -1450,6 +1629,7 @@ export function applyPending(state, op) {
         const oldIndex = state.tabs.findIndex((t) => t.id === state.activeTabId);
         let key = null;
         state.tabs = (body.tabs ?? []).map((t) => ({ ...normalTab(t), key: (key = generateKeyBetween(key, null)) }));
+        state.groups = (body.groups ?? []).map(normalGroup);
         if (!state.tabs.some((t) => t.id === state.activeTabId)) {
           state.activeTabId = (state.tabs[oldIndex] ?? state.tabs[0])?.id ?? "";
         }
@@ -1460,12 +1640,17 @@ export function applyPending(state, op) {
       case "restore":
       case "reopen":
         return false;
+      case "group": case "ungroup": case "updateGroup":
+        state.tabs.sort(byKey);
+        if (!applyPendingGroupOp(state, kind, body)) return false;
+        break;
       default: return false;
     }
   } catch {
     return false; // a key that cannot be computed against this state
   }
   state.tabs.sort(byKey);
+  settleGroups(state);
   return true;
 }
 
@@ -1742,6 +1927,24 @@ export class TabsyncClient extends EventTarget {
   restore(version) { return this.submit({ restore: { version: String(version) } }); }
   /** Brings back a recently closed tab (the server turns it into an `add` that activates it). */
   reopen(tabId) { return this.submit({ reopen: { tabId } }); }
+  /**
+   * Puts tabs into group `groupId` (made when new; `title`, `color` optional: one of GROUP_COLORS).
+   * The server places them (docs/design.md, "Tab groups"); the state shows its prediction at once.
+   */
+  group(tabIds, groupId, { title, color } = {}) {
+    const body = { tabIds, groupId };
+    if (title !== undefined) body.title = title;
+    if (color !== undefined) body.color = color;
+    return this.submit({ group: body });
+  }
+  ungroup(tabIds) { return this.submit({ ungroup: { tabIds } }); }
+  /** Sets a group's `title` and/or `color`. */
+  updateGroup(groupId, { title, color } = {}) {
+    const body = { groupId };
+    if (title !== undefined) body.title = title;
+    if (color !== undefined) body.color = color;
+    return this.submit({ updateGroup: body });
+  }
 
   /**
    * Asks the server for history over the open session: `query` is one of `{ ops: { before, limit } }`,

@@ -110,6 +110,9 @@ extension ServerCore {
         case .rekey?: "rekey"
         case .restore?: "restore"
         case .reopen?: "reopen"
+        case .group?: "group"
+        case .ungroup?: "ungroup"
+        case .updateGroup?: "updateGroup"
         case nil: "an empty op"
         }
     }

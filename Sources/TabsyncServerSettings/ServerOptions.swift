@@ -15,6 +15,7 @@ public struct ServerOptions: ParsableArguments {
     @Option(SettingTable.idleUnload) public var idleUnload: String?
     @Option(SettingTable.logLevel) public var logLevel: String?
     @Option(SettingTable.maxTabs) public var maxTabs: String?
+    @Option(SettingTable.maxGroups) public var maxGroups: String?
     @Option(SettingTable.maxFrameBytes) public var maxFrameBytes: String?
     @Option(SettingTable.maxOpsPerSecond) public var maxOpsPerSecond: String?
     @Option(SettingTable.maxResumeOps) public var maxResumeOps: String?

@@ -83,6 +83,7 @@ public struct ServerSettings: Sendable {
         logLevel = try T.logLevel.resolve(flag: flags.logLevel, environment: env)
         limits = Limits(
             maxTabs: try T.maxTabs.resolve(flag: flags.maxTabs, environment: env),
+            maxGroups: try T.maxGroups.resolve(flag: flags.maxGroups, environment: env),
             maxFrameBytes: try T.maxFrameBytes.resolve(flag: flags.maxFrameBytes, environment: env),
             maxOpsPerSecond: try T.maxOpsPerSecond.resolve(flag: flags.maxOpsPerSecond, environment: env),
             maxResumeOps: try T.maxResumeOps.resolve(flag: flags.maxResumeOps, environment: env),

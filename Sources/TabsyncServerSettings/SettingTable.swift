@@ -54,6 +54,10 @@ public enum SettingTable {
     public static let maxTabs = Setting<Int>(
         "max-tabs", default: limits.maxTabs, doc: "Tabs per workspace.", expected: positive, parse: count)
 
+    public static let maxGroups = Setting<Int>(
+        "max-groups", default: limits.maxGroups, doc: "Tab groups per workspace (over it: LIMIT_EXCEEDED).",
+        expected: positive, parse: count)
+
     public static let maxFrameBytes = Setting<Int>(
         "max-frame-bytes", default: limits.maxFrameBytes,
         doc: "Bytes of one client message, all fragments together (over it: close 1009).", expected: positive, parse: count)
@@ -254,7 +258,7 @@ public enum SettingTable {
 
     /// Every setting, in `--help` order.
     public static let all: [SettingRow] = [
-        host.row, port.row, dataDir.row, memory.row, sync.row, idleUnload.row, logLevel.row, maxTabs.row,
+        host.row, port.row, dataDir.row, memory.row, sync.row, idleUnload.row, logLevel.row, maxTabs.row, maxGroups.row,
         maxFrameBytes.row, maxOpsPerSecond.row, maxResumeOps.row, logRetention.row, maxSendQueueBytes.row,
         maxConnections.row, helloTimeout.row, idleTimeout.row, eventLoop.row, noWeb.row, tlsCert.row, tlsKey.row,
         allowOrigin.row, insecureNoAuth.row, maxConnectionsPerIP.row, maxHandshakesPerSecondPerIP.row,

@@ -117,6 +117,13 @@ extension PostgresStore {
             PRIMARY KEY (workspace, version)
         );
         """,
+        // Version 7 (docs/design.md, "Tab groups"): stored snapshots, ops and milestones may carry tab
+        // groups. No table changes: the version makes a release before groups refuse this schema
+        // (newerSchema) instead of writing snapshots without them.
+        """
+        INSERT INTO tabsync_meta (key, value) VALUES ('tab_groups', now()::text)
+            ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+        """,
     ]
 
     /// Creates or migrates the schema to ``schemaVersion`` in one transaction under a transaction

@@ -36,6 +36,11 @@ extension SQLiteStore {
     /// Version 5 (docs/design.md, "History"): `milestones`, the workspace's state (a
     /// `tabsync.v1.Snapshot`) at some versions with the commit time, kept by ``HistoryRetention``:
     /// past states are replayed from the nearest one.
+    ///
+    /// Version 6 (docs/design.md, "Tab groups"): the stored snapshots, ops and milestones may carry
+    /// tab groups (`Tab.group`, `Snapshot.groups`, the group ops). No table changes; the version says
+    /// so, so a release before groups refuses this file (`newerSchema`) instead of writing snapshots
+    /// without them. The `meta` row `tab_groups` records when the file was migrated.
     static let migrations: [String] = [
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -103,6 +108,9 @@ extension SQLiteStore {
             snapshot BLOB NOT NULL,
             PRIMARY KEY (workspace, version)
         ) WITHOUT ROWID;
+        """,
+        """
+        INSERT OR REPLACE INTO meta (key, value) VALUES ('tab_groups', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));
         """,
     ]
 

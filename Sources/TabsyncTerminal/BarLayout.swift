@@ -7,6 +7,9 @@ import TabsyncCore
 /// the badge in parentheses, a lock mark when locked, `*` when it is the workspace's active tab (also
 /// drawn reversed). The tab this terminal views is drawn in brackets, `[N:title]`, and underlined,
 /// when it is not the active tab. A non-editable workspace starts the bar with ``readOnlyMark``.
+/// A tab group (docs/design.md, "Tab groups") opens with `{title` before its first tab and closes
+/// with `}` after its last, in the group's colour (``TermColor/init(group:)``), its tabs' numbers too;
+/// without colour the braces alone still show which tabs it holds.
 ///
 /// Guarantees: the line is exactly `width` cells; the focused tab is always shown (cut if it alone
 /// is wider than the bar); the shown tabs are contiguous; the hidden counts are exact; with a valid
@@ -40,7 +43,7 @@ struct BarLayout: Sendable, Equatable {
     ///   - firstHint: the first shown index of the previous layout (keeps scrolling steady).
     init(
         tabs: [Tab], activeTabId: String, viewedTabId: String, editable: Bool, focus: Int?, width: Int,
-        firstHint: Int = 0
+        firstHint: Int = 0, groups: [TabGroup] = []
     ) {
         let width = max(0, width)
         var line = Line()
@@ -49,9 +52,18 @@ struct BarLayout: Sendable, Equatable {
             line.append(Self.readOnlyMark + " ", .bold)
             room -= TerminalText.width(Self.readOnlyMark) + 1
         }
+        let byId = Dictionary(groups.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         let labels = tabs.enumerated().map { i, tab in
-            Self.cell(for: tab, index: i, active: tab.id == activeTabId,
-                      viewed: tab.id == viewedTabId && tab.id != activeTabId)
+            var cell = Self.cell(for: tab, index: i, active: tab.id == activeTabId,
+                                 viewed: tab.id == viewedTabId && tab.id != activeTabId, group: byId[tab.group])
+            if let group = byId[tab.group] {
+                let color = TermColor(group: group.color)
+                if i == 0 || tabs[i - 1].group != tab.group {
+                    cell.spans.insert(Span(Self.groupOpening(group), .bold, color: color), at: 0)
+                }
+                if i == tabs.count - 1 || tabs[i + 1].group != tab.group { cell.append("}", .bold, color: color) }
+            }
+            return cell
         }
         let widths = labels.map { $0.width }
         let window = Self.window(widths: widths, focus: focus, width: max(0, room), firstHint: firstHint)
@@ -86,12 +98,21 @@ struct BarLayout: Sendable, Equatable {
         self.cells = cells
     }
 
+    static let groupTitleCap = 16
+
+    /// What opens a group in the bar: `{` and its title, cut (`{·` for an untitled one).
+    static func groupOpening(_ group: TabGroup) -> String {
+        let title = TerminalText.truncate(TerminalText.clean(group.title), toWidth: groupTitleCap)
+        return "{" + (title.isEmpty ? "·" : title)
+    }
+
     static func leftMarker(_ count: Int) -> String { "‹\(count)" }
     static func rightMarker(_ count: Int) -> String { "\(count)›" }
 
     /// One tab's cell, with its styles.
-    static func cell(for tab: Tab, index: Int, active: Bool, viewed: Bool) -> Line {
-        var text = "\(index + 1):" + TerminalText.truncate(TerminalText.clean(tab.title), toWidth: titleCap)
+    static func cell(for tab: Tab, index: Int, active: Bool, viewed: Bool, group: TabGroup? = nil) -> Line {
+        let number = "\(index + 1):"
+        var text = TerminalText.truncate(TerminalText.clean(tab.title), toWidth: titleCap)
         if !tab.badge.isEmpty {
             text += "(" + TerminalText.truncate(TerminalText.clean(tab.badge), toWidth: badgeCap) + ")"
         }
@@ -100,7 +121,8 @@ struct BarLayout: Sendable, Equatable {
         var style: Style = []
         if active { style.insert(.reverse) }
         if viewed { style.insert(.underline) }
-        return Line([Span(viewed ? "[" : " "), Span(text, style), Span(viewed ? "]" : " ")])
+        let color = group.map { TermColor(group: $0.color) } ?? .none
+        return Line([Span(viewed ? "[" : " "), Span(number, style, color: color), Span(text, style), Span(viewed ? "]" : " ")])
     }
 
     /// The contiguous window of cells to show: contains `focus`, starts at `firstHint` when that

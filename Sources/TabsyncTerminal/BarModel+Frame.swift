@@ -8,7 +8,7 @@ import TabsyncCore
 /// the help screen, or the overflow list.
 extension BarModel {
     static let helpLine =
-        "←→/hl tab  HL move  1-9 go  n new  x close  r rename  b badge  k lock  e edit  o list  f follow  ? help  q quit"
+        "←→/hl tab  HL move  1-9 go  n new  x close  r rename  b badge  k lock  g group  d ungroup  e edit  o list  f follow  ? help  q quit"
 
     static let helpScreen: [String] = [
         "Keys",
@@ -21,6 +21,8 @@ extension BarModel {
         "  r                 rename the tab",
         "  b                 set or clear the tab's badge",
         "  k                 lock / unlock the tab",
+        "  g / G             group the tab with its neighbour / into the group with a title you type",
+        "  d / R / c         take the tab out of its group / rename the group / its next colour",
         "  e                 make the workspace editable / read-only",
         "  o                 list of every tab (↑ ↓, Enter picks, Esc closes)",
         "  u                 reopen the tab closed last here (else the workspace's last closed)",
@@ -29,7 +31,7 @@ extension BarModel {
         "  ?                 this help",
         "  q                 quit",
         "",
-        "Bar: N:title(badge)🔒*  * = active tab, [ ] = the tab viewed here, ‹N N› = tabs hidden",
+        "Bar: N:title(badge)🔒*  * active, [ ] viewed here, ‹N N› hidden, {title … } a group",
         "Any key closes this help.",
     ]
 
@@ -163,6 +165,12 @@ extension BarModel {
             if !tab.url.isEmpty { lines.append(Line("  url    " + tab.url)) }
             if !tab.badge.isEmpty { lines.append(Line("  badge  " + tab.badge)) }
             if tab.locked { lines.append(Line("  locked")) }
+            if let group = workspace.group(tab.group) {
+                var line = Line("  group  ")
+                line.append(group.title.isEmpty ? "(untitled)" : group.title, .bold, color: TermColor(group: group.color))
+                line.append(" (\(group.color), \(workspace.tabs(inGroup: group.id).count) tabs)")
+                lines.append(line)
+            }
         } else {
             lines.append(Line("No tabs. Press n to add one.", .bold))
         }

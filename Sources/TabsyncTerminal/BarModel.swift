@@ -99,6 +99,9 @@ public struct BarModel: Sendable {
             case newURL(title: String)
             case rename(tabId: String)
             case badge(tabId: String)
+            /// Put the tab in the group with this title (made when no group has it).
+            case groupInto(tabId: String)
+            case renameGroup(groupId: String)
         }
         var purpose: Purpose
         var text: String
@@ -109,6 +112,8 @@ public struct BarModel: Sendable {
             case .newURL: "URL (optional): "
             case .rename: "Rename to: "
             case .badge: "Badge (empty clears): "
+            case .groupInto: "Group into (title): "
+            case .renameGroup: "Rename group to: "
             }
         }
     }
@@ -131,7 +136,7 @@ public struct BarModel: Sendable {
     private(set) var workspace: Workspace
     public private(set) var viewedTabId: String = ""
     private(set) var mode: Mode = .follow
-    private(set) var overlay: Overlay = .none
+    internal(set) var overlay: Overlay = .none
     private(set) var peers: [Peer] = []
     /// Connected sessions `peers` does not name: shown as "+N others".
     private(set) var othersCount = 0
@@ -139,7 +144,7 @@ public struct BarModel: Sendable {
     private(set) var rttMillis: Int?
     private(set) var pendingOps = 0
     /// The last refusal or notice, shown until the next key.
-    private(set) var message: String = ""
+    internal(set) var message: String = ""
     private(set) var log: [LogEntry] = []
     private(set) var rows: Int
     private(set) var cols: Int
@@ -235,7 +240,8 @@ public struct BarModel: Sendable {
     func barLayout() -> BarLayout {
         BarLayout(
             tabs: workspace.tabs, activeTabId: workspace.activeTabId, viewedTabId: viewedTabId,
-            editable: workspace.editable, focus: viewedIndex, width: cols, firstHint: barFirst)
+            editable: workspace.editable, focus: viewedIndex, width: cols, firstHint: barFirst,
+            groups: workspace.groups)
     }
 
     private mutating func record(_ applied: AppliedOp) {
@@ -293,7 +299,7 @@ public struct BarModel: Sendable {
         case .reopen(let tabId):
             return "reopened \(tabId)"
         case .group, .ungroup, .updateGroup:
-            return op.summary
+            return describeGroupOp(op)
         }
     }
 
@@ -374,6 +380,8 @@ public struct BarModel: Sendable {
                 // Following again: this terminal's view becomes the shared active tab.
                 return submit(.activate(.tabId(tab.id)))
             }
+        case .char(let c) where Self.groupKeys.contains(c):
+            return handleGroupKey(c)
         case .char("?"):
             overlay = .help
         case .char("q"), .ctrl("c"), .ctrl("d"):
@@ -386,7 +394,7 @@ public struct BarModel: Sendable {
         return []
     }
 
-    private var viewedTab: Tab? { workspace.tab(viewedTabId) }
+    var viewedTab: Tab? { workspace.tab(viewedTabId) }
 
     /// Reopens closed tab `id` (the server resolves it from history, so the local workspace
     /// cannot check it beyond being editable).
@@ -455,7 +463,7 @@ public struct BarModel: Sendable {
         return []
     }
 
-    private mutating func noTab() -> [BarAction] {
+    mutating func noTab() -> [BarAction] {
         message = "no tab"
         return []
     }
@@ -497,7 +505,7 @@ public struct BarModel: Sendable {
     }
 
     /// Submits `op` unless the local workspace already refuses it; then the reason is shown instead.
-    private mutating func submit(_ op: Operation) -> [BarAction] {
+    mutating func submit(_ op: Operation) -> [BarAction] {
         do {
             _ = try workspace.resolve(op, limits: limits)
         } catch {
@@ -507,7 +515,7 @@ public struct BarModel: Sendable {
         return [.submit(op)]
     }
 
-    private mutating func newTabId() -> String {
+    mutating func newTabId() -> String {
         defer { nextIdNumber += 1 }
         return "\(idPrefix)-\(nextIdNumber)"
     }
@@ -561,6 +569,10 @@ public struct BarModel: Sendable {
             return submit(.update(TabUpdate(tabId: tabId, title: text)))
         case .badge(let tabId):
             return submit(.update(TabUpdate(tabId: tabId, badge: text)))
+        case .groupInto(let tabId):
+            return groupInto(tabId, title: text)
+        case .renameGroup(let groupId):
+            return submit(.updateGroup(GroupUpdate(groupId: groupId, title: text)))
         }
     }
 

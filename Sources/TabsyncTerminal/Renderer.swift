@@ -8,8 +8,10 @@
 /// are cleaned; the renderer adds nothing but cursor moves, SGR and erase sequences.
 struct Renderer: Sendable {
     private var previous: Frame?
+    /// False: colours are left out (the `NO_COLOR` convention); styles stay.
+    let colors: Bool
 
-    init() {}
+    init(colors: Bool = true) { self.colors = colors }
 
     /// Forgets what is on screen: the next render clears and draws every line.
     mutating func invalidate() { previous = nil }
@@ -22,7 +24,7 @@ struct Renderer: Sendable {
         for (row, line) in frame.lines.enumerated() {
             if !full, let previous, row < previous.lines.count, previous.lines[row] == line { continue }
             out += "\u{1B}[\(row + 1);1H"
-            out += Self.encode(line)
+            out += Self.encode(line, colors: colors)
         }
         if full || previous?.cursor != frame.cursor || !out.isEmpty {
             if let cursor = frame.cursor {
@@ -35,27 +37,29 @@ struct Renderer: Sendable {
         return out
     }
 
-    /// One line's spans with their SGR codes, attributes reset at the end.
-    static func encode(_ line: Line) -> String {
+    /// One line's spans with their SGR codes (colours only when `colors`), attributes reset at the end.
+    static func encode(_ line: Line, colors: Bool = true) -> String {
         var out = ""
-        var current: Style = []
+        var current: (Style, TermColor) = ([], .none)
         for span in line.spans {
-            if span.style != current {
-                out += sgr(span.style)
-                current = span.style
+            let wanted = (span.style, colors ? span.color : .none)
+            if wanted != current {
+                out += sgr(wanted.0, wanted.1)
+                current = wanted
             }
             out += span.text
         }
-        if current != [] { out += "\u{1B}[0m" }
+        if current != ([], .none) { out += "\u{1B}[0m" }
         return out
     }
 
-    static func sgr(_ style: Style) -> String {
+    static func sgr(_ style: Style, _ color: TermColor = .none) -> String {
         var codes = ["0"]
         if style.contains(.bold) { codes.append("1") }
         if style.contains(.dim) { codes.append("2") }
         if style.contains(.underline) { codes.append("4") }
         if style.contains(.reverse) { codes.append("7") }
+        if color != .none { codes.append(color.sgr) }
         return "\u{1B}[" + codes.joined(separator: ";") + "m"
     }
 }

@@ -37,31 +37,36 @@ public enum TabReference {
 }
 
 /// `tabsync ls` as a table: one row per tab in display order, every cell cleaned and cut by display
-/// width so columns line up whatever the titles hold.
+/// width so columns line up whatever the titles hold. When the workspace has tab groups, a GROUP
+/// column names each tab's group (its title, or its id when untitled) and the heading counts them.
 public enum TabTable {
     static let titleWidth = 32
     static let urlWidth = 48
 
     public static func render(_ workspace: Workspace) -> String {
-        var rows: [[String]] = [["#", "ID", "TITLE", "URL", "FLAGS"]]
+        let grouped = !workspace.groups.isEmpty
+        var rows: [[String]] = [["#", "ID", "TITLE", "URL"] + (grouped ? ["GROUP"] : []) + ["FLAGS"]]
         for (i, tab) in workspace.tabs.enumerated() {
             var flags: [String] = []
             if tab.id == workspace.activeTabId { flags.append("active") }
             if tab.locked { flags.append("locked") }
             if !tab.badge.isEmpty { flags.append("badge=" + TerminalText.clean(tab.badge)) }
+            let group = workspace.group(tab.group).map { $0.title.isEmpty ? $0.id : $0.title } ?? ""
             rows.append([
                 "\(i + 1)",
                 TerminalText.truncate(TerminalText.clean(tab.id), toWidth: 64),
                 TerminalText.truncate(TerminalText.clean(tab.title), toWidth: titleWidth),
                 TerminalText.truncate(TerminalText.clean(tab.url), toWidth: urlWidth),
+            ] + (grouped ? [TerminalText.truncate(TerminalText.clean(group), toWidth: titleWidth)] : []) + [
                 flags.joined(separator: ","),
             ])
         }
-        var widths = [Int](repeating: 0, count: 5)
+        var widths = [Int](repeating: 0, count: rows[0].count)
         for row in rows { for (c, cell) in row.enumerated() { widths[c] = max(widths[c], TerminalText.width(cell)) } }
         var out = "workspace \(TerminalText.clean(workspace.id)) v\(workspace.version)"
             + (workspace.editable ? "" : " (read-only)") + ", \(workspace.tabs.count) tab"
-            + (workspace.tabs.count == 1 ? "" : "s") + "\n"
+            + (workspace.tabs.count == 1 ? "" : "s")
+            + (grouped ? ", \(workspace.groups.count) group" + (workspace.groups.count == 1 ? "" : "s") : "") + "\n"
         for row in rows {
             var line = ""
             for (c, cell) in row.enumerated() {

@@ -66,8 +66,10 @@ struct BarCommand: AsyncParsableCommand {
             terminal.restore()
             throw CommandError.failed("tabsync bar: \(error)")
         }
+        // no-color.org: a NO_COLOR set and not empty turns colours off.
+        let colors = getenv("NO_COLOR").map { String(cString: $0).isEmpty } ?? true
         let exit = BarLoop.run(
-            model: &model, terminal: terminal, inbox: inbox,
+            model: &model, terminal: terminal, inbox: inbox, colors: colors,
             tick: {
                 let s = c.client.state
                 var events: [BarEvent] = [.stats(

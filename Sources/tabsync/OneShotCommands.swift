@@ -222,9 +222,10 @@ struct ImportCommand: AsyncParsableCommand {
         } catch {
             throw CommandError.badArgument("\(file) is not a snapshot as export prints it: \(error)")
         }
-        let tabs = Workspace(snapshot).tabs
+        let imported = Workspace(snapshot)
+        let tabs = imported.tabs
         try await Connection.with(connection) { c in
-            try await c.submit(.replace(tabs: tabs))
+            try await c.submit(.replace(tabs: tabs, groups: imported.groups))
             if !snapshot.activeTabID.isEmpty, tabs.contains(where: { $0.id == snapshot.activeTabID }),
                c.client.state.confirmed.activeTabId != snapshot.activeTabID
             {

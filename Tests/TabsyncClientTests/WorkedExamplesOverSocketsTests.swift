@@ -13,7 +13,7 @@ import TabsyncTestServer
     /// Sets the workspace up with `ids` (tab id = title), makes `active` active, then lets two clients
     /// submit their ops in `arrival` order; returns the settled workspace and the clients' rejections.
     func play(
-        _ ids: [String], active: String, arrival: Arrival, workspace: String,
+        _ ids: [String], active: String, arrival: Arrival, workspace: String, setupOps: [Operation] = [],
         first: (Workspace) -> Operation, second: (Workspace) -> Operation
     ) async throws -> (Workspace, [Rejection], [Rejection]) {
         let server = try TestServer.forClients()
@@ -22,6 +22,7 @@ import TabsyncTestServer
         setup.start()
         try await setup.waitUntil { $0.connection == .ready }
         for id in ids { setup.submit(.add(tab: Tab(id: id, title: id), place: .end, activate: id == active)) }
+        for op in setupOps { setup.submit(op) }
         try await setup.waitUntil { $0.pending.isEmpty && $0.unsequenced == 0 }
         let setupVersion = setup.state.confirmed.version
         setup.close()
@@ -110,6 +111,28 @@ import TabsyncTestServer
             first: { .add(tab: Tab(id: "X", title: "X"), place: .key(PositionKey.between(self.key($0, "A"), self.key($0, "B"))), activate: false) },
             second: { .add(tab: Tab(id: "Y", title: "Y"), place: .key(PositionKey.between(self.key($0, "A"), self.key($0, "B"))), activate: false) })
         #expect(names(ws) == ["A", "X", "Y", "B", "C"])
+        #expect(r1.isEmpty && r2.isEmpty)
+    }
+
+    /// docs/design.md, "Tab groups", the last worked example: `[a(G) b(G) x]`, client 1 (JSON) moves x
+    /// between a and b, client 2 (protobuf) ungroups b. `[a(G) x(G) b]` when the move arrives first,
+    /// `[a(G) x b]` when the ungroup does; racing, one of the two. Either way G stays contiguous and
+    /// both clients hold the same groups, applied from the `Applied`s alone.
+    @Test(arguments: Arrival.allCases)
+    func aMoveIntoAGroupAndAnUngroupKeepTheGroupWhole(arrival: Arrival) async throws {
+        let (ws, r1, r2) = try await play(
+            ["a", "b", "x"], active: "a", arrival: arrival, workspace: "groups-\(arrival)",
+            setupOps: [.group(GroupTabs(tabIds: ["a", "b"], groupId: "G", title: "Work", color: "cyan"))],
+            first: { .move(tabId: "x", place: .key(PositionKey.between(self.key($0, "a"), self.key($0, "b")))) },
+            second: { _ in .ungroup(UngroupTabs(tabIds: ["b"])) })
+        let listed = ws.tabs.map { $0.group.isEmpty ? $0.id : "\($0.id)(\($0.group))" }.joined(separator: " ")
+        switch arrival {
+        case .firstThenSecond: #expect(listed == "a(G) x(G) b")
+        case .secondThenFirst: #expect(listed == "a(G) x b")
+        case .racing: #expect(["a(G) x(G) b", "a(G) x b"].contains(listed))
+        }
+        #expect(ws.groups == [TabGroup(id: "G", title: "Work", color: "cyan")])
+        #expect(ws.invariantViolations(limits: Limits()) == [])
         #expect(r1.isEmpty && r2.isEmpty)
     }
 }

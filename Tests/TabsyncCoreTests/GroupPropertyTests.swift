@@ -47,8 +47,10 @@ import TabsyncTestSupport
                     history.append(client)
                     result.applied[applied.op.kind, default: 0] += 1
                 }
-                result.problems += checkPlacement(of: ops.last!.op, before: ops.count > 1 ? history[history.count - 2] : before,
-                                                  after: server.workspace).map { "\(what): \($0)" }
+                let placedFrom = ops.count > 1 ? history[history.count - 2] : before
+                result.problems += GroupPlacementOracle.check(ops.last!.op, asked: Self.asked(by: op), before: placedFrom, after: server.workspace).map {
+                    "\(what): \($0)\n  before \(GroupNotation.text(placedFrom))\n  after  \(GroupNotation.text(server.workspace))"
+                }
             case .rejected(let error):
                 result.refused[error.code, default: 0] += 1
                 if server.workspace != before { result.problems.append("\(what): refused \(error) but changed the workspace") }
@@ -64,43 +66,12 @@ import TabsyncTestSupport
         return result
     }
 
-    /// The placement rule restated from the state after an op: a placed tab between two tabs of G is in
-    /// G; else it is in the group it had or asked for exactly when that group existed before and a
-    /// neighbour is in it or it is that group's only tab; else in none. A group or ungroup leaves the
-    /// tabs it does not list as they were.
-    static func checkPlacement(of op: TabsyncCore.Operation, before: Workspace, after: Workspace) -> [String] {
-        func expectedGroup(_ id: String, asked: String) -> String {
-            let i = after.index(of: id)!
-            let left = i > 0 ? after.tabs[i - 1].group : nil
-            let right = i + 1 < after.tabs.count ? after.tabs[i + 1].group : nil
-            if let left, !left.isEmpty, left == right { return left }
-            guard !asked.isEmpty, before.group(asked) != nil else { return "" }
-            if left == asked || right == asked || after.tabs.filter({ $0.group == asked }).count == 1 { return asked }
-            return ""
-        }
+    /// The group a submitted add or open asked for.
+    static func asked(by op: TabsyncCore.Operation) -> String? {
         switch op {
-        case .add(let tab, _, _):
-            let got = after.tab(tab.id)!.group
-            return got == expectedGroup(tab.id, asked: tab.group) ? [] : ["add placed \(tab.id) in \"\(got)\""]
-        case .move(let id, _, _):
-            let got = after.tab(id)!.group
-            return got == expectedGroup(id, asked: before.tab(id)!.group) ? [] : ["move placed \(id) in \"\(got)\""]
-        case .group(let change):
-            var problems = unlistedUnchanged(change.tabIds, before: before, after: after)
-            if change.tabIds.contains(where: { after.tab($0)?.group != change.groupId }) { problems.append("a listed tab is not in the group") }
-            return problems
-        case .ungroup(let change):
-            var problems = unlistedUnchanged(change.tabIds, before: before, after: after)
-            if change.tabIds.contains(where: { after.tab($0)?.group != "" }) { problems.append("a listed tab is still grouped") }
-            return problems
-        default:
-            return []
+        case .add(let tab, _, _), .open(let tab, _): tab.group
+        default: nil
         }
-    }
-
-    static func unlistedUnchanged(_ listed: [String], before: Workspace, after: Workspace) -> [String] {
-        let others = { (w: Workspace) in w.tabs.filter { !listed.contains($0.id) } }
-        return others(before) == others(after) ? [] : ["a tab the op does not list changed"]
     }
 
     // MARK: - random ops
@@ -197,7 +168,8 @@ import TabsyncTestSupport
             if run.maxGroupsSeen == Self.limits.maxGroups { atLimit += 1 }
         }
         // The sequences reach what they are meant to test.
-        for kind in [TabsyncCore.Operation.Kind.add, .move, .group, .ungroup, .updateGroup, .replace, .restore, .rekey] {
+        // (A rekey needs hundreds of inserts into one gap: GroupWorkedExampleTests has its own test.)
+        for kind in [TabsyncCore.Operation.Kind.add, .move, .group, .ungroup, .updateGroup, .replace, .restore] {
             #expect(applied[kind, default: 0] > 100, "\(kind) applied \(applied[kind, default: 0]) times")
         }
         for code in [ErrorCode.tabGone, .locked, .notEditable, .limitExceeded] {

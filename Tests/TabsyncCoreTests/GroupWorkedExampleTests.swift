@@ -1,5 +1,6 @@
 import Testing
 import TabsyncCore
+import TabsyncTestSupport
 
 /// docs/design.md, "Tab groups": each worked example through the server's apply path (``Sequencer``),
 /// and each result applied by a client from the `Applied` alone (``Workspace/apply(applied:)``), which
@@ -41,6 +42,36 @@ import TabsyncCore
         guard case .rejected(let error) = outcomes[0] else { return nil }
         #expect(w.tabs == before.tabs && w.groups == before.groups, "a refused op changes nothing")
         return error.code
+    }
+
+    /// Rule 7's rekey renames every key and leaves every tab's group as it was: moves into one narrowing
+    /// gap between two tabs of G until the server rekeys.
+    @Test func aRekeyKeepsEveryTabsGroup() {
+        let start = GroupNotation.workspace("a(G) b(G) x y(H) z")
+        var server = Sequencer(workspace: start, limits: .default)
+        var client = start
+        var rekeyed = false
+        for seq in 1...2_000 where !rekeyed {
+            let w = server.workspace
+            let mover = seq % 2 == 0 ? "x" : "z"
+            let a = w.index(of: "a")!
+            let place = Place.key(PositionKey.between(w.tabs[a].key, w.tabs[a + 1].key))
+            guard case .applied(let applied) = server.submit(clientId: "c", seq: UInt64(seq), baseVersion: w.version,
+                                                             op: .move(tabId: mover, place: place)) else {
+                Issue.record("move \(seq) refused")
+                return
+            }
+            for op in applied {
+                if case .rekey = op.op { rekeyed = true }
+                do throws(OpError) { try client.apply(applied: op) } catch { Issue.record("client: \(error)") }
+            }
+        }
+        #expect(rekeyed, "the gap never needed a rekey")
+        let w = server.workspace
+        #expect(client == w)
+        #expect(w.invariantViolations(limits: .default) == [])
+        #expect(w.tabs.filter { $0.group == "G" }.count == 4, "every tab moved between a(G) and its neighbour joined G: \(GroupNotation.text(w))")
+        #expect(w.tab("y")?.group == "H")
     }
 
     // MARK: - the worked examples

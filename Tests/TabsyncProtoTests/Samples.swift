@@ -184,7 +184,65 @@ enum Samples {
         var reopen = Tabsync_V1_Reopen()
         reopen.tabID = "t7"
         pairs.append(Pair(name: "reopen", core: .reopen(tabId: "t7"), wire: op(.reopen(reopen))))
+        pairs += groupPairs
+        return pairs
+    }()
+
+    /// Tab groups (proto/README.md, "Tab groups"): each op as submitted and as applied, a move
+    /// carrying its final group, a tab asking for one, and replace and restore carrying groups.
+    static let groupPairs: [Pair] = {
+        var pairs: [Pair] = []
+        var group = Tabsync_V1_Group()
+        group.tabIds = ["t1", "t2"]
+        group.groupID = "g1"
+        pairs.append(Pair(name: "group as submitted, no fields", core: .group(GroupTabs(tabIds: ["t1", "t2"], groupId: "g1")),
+                          wire: op(.group(group))))
+        var applied = group
+        applied.title = ""
+        applied.color = "grey"
+        applied.keys = ["a0", "a0V"]
+        pairs.append(Pair(name: "group as applied, an empty title present",
+                          core: .group(GroupTabs(tabIds: ["t1", "t2"], groupId: "g1", title: "", color: "grey", keys: ["a0", "a0V"])),
+                          wire: op(.group(applied))))
+        var ungroup = Tabsync_V1_Ungroup()
+        ungroup.tabIds = ["t2"]
+        ungroup.keys = ["a3"]
+        pairs.append(Pair(name: "ungroup as applied", core: .ungroup(UngroupTabs(tabIds: ["t2"], keys: ["a3"])),
+                          wire: op(.ungroup(ungroup))))
+        var update = Tabsync_V1_UpdateGroup()
+        update.groupID = "g1"
+        update.color = "purple"
+        pairs.append(Pair(name: "updateGroup colour only", core: .updateGroup(GroupUpdate(groupId: "g1", color: "purple")),
+                          wire: op(.updateGroup(update))))
+        var moved = move("t1", wirePlace(key: "a2"))
+        if case .move(var m)? = moved.kind {
+            m.group = "g1"
+            moved.kind = .move(m)
+        }
+        pairs.append(Pair(name: "move as applied into a group", core: .move(tabId: "t1", place: .key("a2"), group: "g1"), wire: moved))
+        var askingTab = wirePlainTab
+        askingTab.group = "g1"
+        pairs.append(Pair(name: "add asking for a group", core: .add(tab: Tab(id: "t2", group: "g1"), place: .end, activate: false),
+                          wire: add(askingTab, nil, activate: false)))
+        var wireGroup = Tabsync_V1_TabGroup()
+        wireGroup.id = "g1"
+        wireGroup.title = "Work"
+        wireGroup.color = "blue"
+        var replace = Tabsync_V1_Replace()
+        replace.tabs = [askingTab]
+        replace.groups = [wireGroup]
+        let coreGroup = TabGroup(id: "g1", title: "Work", color: "blue")
+        pairs.append(Pair(name: "replace with a group", core: .replace(tabs: [Tab(id: "t2", group: "g1")], groups: [coreGroup]),
+                          wire: op(.replace(replace))))
+        var restore = Tabsync_V1_Restore()
+        restore.version = 9
+        restore.state.tabs = [askingTab]
+        restore.state.activeTabID = "t2"
+        restore.state.groups = [wireGroup]
+        pairs.append(Pair(name: "restore as applied with a group",
+                          core: .restore(version: 9, state: RestoredState(tabs: [Tab(id: "t2", group: "g1")], activeTabId: "t2",
+                                                                           editable: false, groups: [coreGroup])),
+                          wire: op(.restore(restore))))
         return pairs
     }()
 }
-

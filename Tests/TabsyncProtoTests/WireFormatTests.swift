@@ -137,7 +137,7 @@ private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8
             #expect(decoded == welcome)
             #expect(Workspace(decoded.welcome.snapshot) == workspace)
         }
-        #expect(text(WireFormat.json.encode(welcome)) == #"{"welcome":{"sessionId":"s1","clientId":"c1","epoch":"e1","snapshot":{"workspace":"team","version":"3","epoch":"e1","tabs":[{"id":"t1","key":"a0"}],"activeTabId":"t1","editable":true},"lastSeq":"2","limits":{"maxTabs":500,"maxFrameBytes":1048576,"maxOpsPerSecond":100,"maxResumeOps":1000}}}"#)
+        #expect(text(WireFormat.json.encode(welcome)) == #"{"welcome":{"sessionId":"s1","clientId":"c1","epoch":"e1","snapshot":{"workspace":"team","version":"3","epoch":"e1","tabs":[{"id":"t1","key":"a0"}],"activeTabId":"t1","editable":true},"lastSeq":"2","limits":{"maxTabs":500,"maxFrameBytes":1048576,"maxOpsPerSecond":100,"maxResumeOps":1000,"maxGroups":100}}}"#)
     }
 
     @Test func unknownJsonFieldIsRefused() {

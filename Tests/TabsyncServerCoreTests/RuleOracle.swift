@@ -49,6 +49,10 @@ struct RuleOracle {
         var ambiguousKeyPlaces = 0
         /// Restores and reopens by outcome.
         var historyOps: [String: Int] = [:]
+        /// Group ops applied by kind; adds and moves that placed a tab in a group; the most groups seen.
+        var groupOps: [String: Int] = [:]
+        var placedInGroup = 0
+        var mostGroups = 0
 
         mutating func add(_ other: Stats) {
             records += other.records
@@ -59,6 +63,9 @@ struct RuleOracle {
             staleKeyRefusals += other.staleKeyRefusals
             ambiguousKeyPlaces += other.ambiguousKeyPlaces
             for (what, n) in other.historyOps { historyOps[what, default: 0] += n }
+            for (what, n) in other.groupOps { groupOps[what, default: 0] += n }
+            placedInGroup += other.placedInGroup
+            mostGroups = max(mostGroups, other.mostGroups)
         }
     }
 
@@ -142,6 +149,7 @@ struct RuleOracle {
             return fail("\(what) stored after seq \(last) of the same client (consumed twice, or out of order)")
         }
         lastConsumed[record.clientId] = record.seq
+        let asked = askedGroup(by: submission.op)
         let applied: AppliedOp?
         let refusal: OpError?
         switch record.outcome {
@@ -154,6 +162,18 @@ struct RuleOracle {
                 fail("only a server rekey (clientId \"\", seq 0) may come before an op: \(ops)")
             }
             for op in ops { apply(op) }
+            // The placement rule decides the group of every tab the op placed (docs/design.md, "Tab groups").
+            let placedFrom = ops.count > 1 && history.count >= 2 ? history[history.count - 2] : before
+            switch last.op {
+            case .group, .ungroup, .updateGroup: stats.groupOps[last.op.kind.rawValue, default: 0] += 1
+            case .add(let tab, _, _) where !tab.group.isEmpty: stats.placedInGroup += 1
+            case .move(_, _, let group) where !group.isEmpty: stats.placedInGroup += 1
+            default: break
+            }
+            stats.mostGroups = max(stats.mostGroups, current.groups.count)
+            for problem in GroupPlacementOracle.check(last.op, asked: asked, before: placedFrom, after: current) {
+                fail("\(what) \(last.op) on \(placedFrom.tabs.map { "\($0.id)(\($0.group))" }): \(problem)")
+            }
             appliedAt[key] = last.version
             (applied, refusal) = (last, nil)
             stats.applied += 1
@@ -228,7 +248,7 @@ struct RuleOracle {
         // Not editable: nothing that changes the list.
         if !before.editable {
             switch applied.op {
-            case .add, .move, .remove, .replace, .restore: fail("\(applied.op) applied while the workspace was not editable")
+            case .add, .move, .remove, .replace, .restore, .group, .ungroup: fail("\(applied.op) applied while the workspace was not editable")
             default: break
             }
         }
@@ -275,7 +295,9 @@ struct RuleOracle {
             }
             guard case .restore(version, let state?) = applied.op else { return fail("restore of v\(version) became \(applied.op)") }
             let then = history[Int(version)]
-            if state.tabs != then.tabs || applied.activeTabId != then.activeTabId || state.editable != then.editable {
+            if state.tabs != then.tabs || state.groups != then.groups || applied.activeTabId != then.activeTabId
+                || state.editable != then.editable
+            {
                 fail("restore of v\(version) put back \(state.tabs.map(\.id)) active \(applied.activeTabId), "
                     + "not v\(version)'s \(then.tabs.map(\.id)) active \(then.activeTabId)")
             }
@@ -290,9 +312,20 @@ struct RuleOracle {
                 return fail("reopen of \(id) applied, but it was never in the workspace")
             }
             was.key = tab.key
+            was.group = tab.group  // the placement rule decides it (checked where the op is applied)
             if tab != was { fail("reopen of \(id) brought back \(tab), not its last fields \(was)") }
         default:
             break
+        }
+    }
+
+    /// The group a submitted op asked for its tab: an add's or open's own, a reopen's the group the tab
+    /// had when last seen (nil when nothing was asked).
+    private func askedGroup(by op: TabsyncCore.Operation?) -> String? {
+        switch op {
+        case .add(let tab, _, _), .open(let tab, _): tab.group
+        case .reopen(let id): lastSeen(id).flatMap { history[Int($0)].tab(id)?.group }
+        default: nil
         }
     }
 

@@ -31,12 +31,13 @@ extension SimulatedWorld {
         let kinds: [(Int, TabsyncCore.Operation.Kind)] = [
             (24, .add), (8, .open), (18, .move), (12, .remove), (9, .activate), (12, .update),
             (3, .setEditable), (4, .replace), (1, .rekey), (2, .restore), (3, .reopen),
+            (5, .group), (2, .ungroup), (2, .updateGroup),
         ]
         switch kinds[rng.weighted(kinds.map(\.0))].1 {
         case .add:
-            return .add(tab: newTab(for: c), place: randomPlace(in: view, moving: nil), activate: rng.chance(0.4))
+            return .add(tab: newTab(for: c, in: view), place: randomPlace(in: view, moving: nil), activate: rng.chance(0.4))
         case .open:
-            var tab = newTab(for: c)
+            var tab = newTab(for: c, in: view)
             if rng.chance(0.3), !view.tabs.isEmpty { tab.id = rng.pick(view.tabs).id }
             if rng.chance(0.5) { tab.url = rng.pick(Self.urls.dropFirst(2)) }
             return .open(tab: tab, place: randomPlace(in: view, moving: nil))
@@ -64,7 +65,7 @@ extension SimulatedWorld {
         case .setEditable:
             return .setEditable(view.editable ? rng.chance(0.2) : rng.chance(0.9))
         case .replace:
-            return .replace(tabs: replacement(of: view, for: c))
+            return .replace(tabs: replacement(of: view, for: c), groups: view.groups)
         case .rekey:
             return view.makeRekey()
         case .restore:
@@ -72,13 +73,20 @@ extension SimulatedWorld {
             return .restore(version: UInt64(rng.int(0...Int(view.version) + 1)), state: nil)
         case .reopen:
             return .reopen(tabId: rng.chance(0.9) && !knownTabIds.isEmpty ? rng.pick(knownTabIds) : "nobody")
-        case .group, .ungroup, .updateGroup:
-            preconditionFailure("group ops are not in the simulation's mix yet")
+        case .group:
+            let title = rng.chance(0.5) ? rng.pick(Self.titles) : nil
+            return .group(GroupTabs(tabIds: someTabIds(in: view), groupId: someGroupId(in: view), title: title, color: someColor()))
+        case .ungroup:
+            return .ungroup(UngroupTabs(tabIds: someTabIds(in: view)))
+        case .updateGroup:
+            var update = GroupUpdate(groupId: someGroupId(in: view), title: rng.chance(0.6) ? rng.pick(Self.titles) : nil, color: someColor())
+            if update.isEmpty && rng.chance(0.9) { update.color = TabGroup.defaultColor }
+            return .updateGroup(update)
         }
     }
 
     /// A tab with a fresh id (sometimes an id that exists or existed: `TAB_EXISTS` or a re-add).
-    mutating func newTab(for c: Int) -> Tab {
+    mutating func newTab(for c: Int, in view: Workspace) -> Tab {
         let id: String
         if rng.chance(0.08), !knownTabIds.isEmpty {
             id = rng.pick(knownTabIds)
@@ -89,7 +97,43 @@ extension SimulatedWorld {
         }
         var tab = Tab(id: id, title: rng.pick(Self.titles), url: rng.pick(Self.urls), locked: rng.chance(0.05))
         if rng.chance(0.02) { tab.badge = "too long for a badge field" }
+        // Sometimes asks for a group (the placement rule decides whether it gets it).
+        if rng.chance(0.25) { tab.group = someGroupId(in: view) }
         return tab
+    }
+
+    /// Group ids the simulated clients use: a few, so clients race on the same groups.
+    static let groupIds = ["g1", "g2", "g3", "g4", "g5"]
+
+    /// A group the client sees, or (sometimes) one that is gone or new; rarely a malformed id.
+    mutating func someGroupId(in view: Workspace) -> String {
+        if rng.chance(0.01) { return "bad group id" }
+        if !view.groups.isEmpty && rng.chance(0.6) { return rng.pick(view.groups).id }
+        return rng.pick(Self.groupIds)
+    }
+
+    /// A colour of the nine, none, or (rarely) one that is not a colour.
+    mutating func someColor() -> String? {
+        if rng.chance(0.02) { return "magenta" }
+        return rng.chance(0.5) ? nil : rng.pick(TabGroup.colors)
+    }
+
+    /// One to four tab ids for a group or ungroup, mostly neighbours in the view (as a user selects),
+    /// sometimes any the client knows (some gone), rarely one listed twice.
+    mutating func someTabIds(in view: Workspace) -> [String] {
+        var ids: [String] = []
+        if !view.tabs.isEmpty && rng.chance(0.6) {
+            let start = rng.int(0...view.tabs.count - 1)
+            ids = view.tabs[start..<min(view.tabs.count, start + rng.int(1...4))].map(\.id)
+            if rng.chance(0.3) { ids.reverse() }
+        } else {
+            for _ in 0..<rng.int(1...4) {
+                let id = someTabId(in: view)
+                if !ids.contains(id) { ids.append(id) }
+            }
+        }
+        if rng.chance(0.01), let first = ids.first { ids.append(first) }
+        return ids
     }
 
     /// A tab id the client sees, or (sometimes) any id ever made: removed by someone, or never added.
@@ -134,7 +178,9 @@ extension SimulatedWorld {
         } else {
             tabs = tabs.filter { _ in rng.chance(0.8) }.shuffled(using: &rng)
         }
-        for _ in 0..<rng.int(0...2) { tabs.append(newTab(for: c)) }
+        // Shuffled groups are mostly dropped; kept, they may be split (refused INVALID_ARGUMENT).
+        if tabs != view.tabs && rng.chance(0.8) { for i in tabs.indices { tabs[i].group = "" } }
+        for _ in 0..<rng.int(0...2) { tabs.append(newTab(for: c, in: view)) }
         if rng.chance(0.05), let t = tabs.first { tabs.append(t) }  // an id given twice
         return tabs
     }

@@ -106,7 +106,9 @@ struct SimulationTests {
             + "translated through a rekey), rejected [\(rejected.joined(separator: ", "))], \(rules.staleKeyRefusals) "
             + "refused as computed before a rekey that left the log, \(rules.ambiguousKeyPlaces) where the log window "
             + "may or may not have held it; history ops: "
-            + rules.historyOps.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+            + rules.historyOps.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            + "; groups: " + rules.groupOps.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            + ", \(rules.placedInGroup) adds and moves placed in a group, at most \(rules.mostGroups) groups")
         for line in failed { Issue.record(Comment(rawValue: line)) }
         // Over many worlds the mix must reach the awkward paths, or the runs prove little.
         guard failed.isEmpty, Self.seeds >= 1_000 else { return }
@@ -124,6 +126,8 @@ struct SimulationTests {
         #expect(totals.historyOpsChecked > 0, "no history answer named an op: the prefix check went untested")
         #expect(rules.historyOps["restore applied", default: 0] > 0 && rules.historyOps["reopen applied", default: 0] > 0,
                 "no restore or reopen applied: history's ops went untested")
+        #expect(["group", "ungroup", "updateGroup"].allSatisfy { rules.groupOps[$0, default: 0] > 0 } && rules.placedInGroup > 0,
+                "the group ops or the placement rule went untested")
         for code in [ErrorCode.invalidArgument, .tabGone, .notEditable, .locked, .tabExists, .limitExceeded] {
             #expect(rules.rejected[code, default: 0] > 0, "no \(code.wireName) in the mix")
         }

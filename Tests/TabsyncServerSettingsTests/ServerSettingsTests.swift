@@ -97,7 +97,7 @@ struct ServerSettingsTests {
         }
         let t = SettingTable.self
         try check(t.host); try check(t.port); try check(t.dataDir); try check(t.sync); try check(t.idleUnload)
-        try check(t.logLevel); try check(t.maxTabs); try check(t.maxFrameBytes); try check(t.maxOpsPerSecond)
+        try check(t.logLevel); try check(t.maxTabs); try check(t.maxGroups); try check(t.maxFrameBytes); try check(t.maxOpsPerSecond)
         try check(t.maxResumeOps); try check(t.logRetention); try check(t.maxSendQueueBytes)
         try check(t.maxConnections); try check(t.helloTimeout); try check(t.idleTimeout); try check(t.eventLoop)
         try check(t.checkpoint); try check(t.walLimit); try check(t.storePollInterval); try check(t.slowCloseGrace)
@@ -120,7 +120,7 @@ struct ServerSettingsTests {
         let s = try Self.settings([], [
             "TABSYNC_HOST": "0.0.0.0", "TABSYNC_PORT": "9000", "TABSYNC_DATA_DIR": "/var/lib/tabsync",
             "TABSYNC_MEMORY": "yes", "TABSYNC_SYNC": "FULL", "TABSYNC_IDLE_UNLOAD": "500ms", "TABSYNC_LOG_LEVEL": "debug",
-            "TABSYNC_MAX_TABS": "7", "TABSYNC_MAX_FRAME_BYTES": "2048", "TABSYNC_MAX_OPS_PER_SECOND": "5",
+            "TABSYNC_MAX_TABS": "7", "TABSYNC_MAX_GROUPS": "3", "TABSYNC_MAX_FRAME_BYTES": "2048", "TABSYNC_MAX_OPS_PER_SECOND": "5",
             "TABSYNC_MAX_RESUME_OPS": "6", "TABSYNC_LOG_RETENTION": "8", "TABSYNC_MAX_SEND_QUEUE_BYTES": "4096",
             "TABSYNC_MAX_CONNECTIONS": "3", "TABSYNC_HELLO_TIMEOUT": "0.5", "TABSYNC_IDLE_TIMEOUT": "2",
             "TABSYNC_EVENT_LOOP": "poll", "TABSYNC_NO_WEB": "on", "TABSYNC_TLS_CERT": "/c.pem", "TABSYNC_TLS_KEY": "/k.pem",
@@ -133,7 +133,8 @@ struct ServerSettingsTests {
         #expect(s.host == "0.0.0.0" && s.port == 9000 && s.dataDir == "/var/lib/tabsync" && s.dataDirGiven)
         #expect(s.memory && s.sync == .full && s.idleUnload == .milliseconds(500) && s.logLevel == .debug)
         #expect(s.limits == Limits(
-            maxTabs: 7, maxFrameBytes: 2048, maxOpsPerSecond: 5, maxResumeOps: 6, logRetention: 8, maxSendQueueBytes: 4096))
+            maxTabs: 7, maxGroups: 3, maxFrameBytes: 2048, maxOpsPerSecond: 5, maxResumeOps: 6, logRetention: 8,
+            maxSendQueueBytes: 4096))
         #expect(s.maxConnections == 3 && s.helloTimeout == .milliseconds(500) && s.idleTimeout == .seconds(2))
         #expect(s.eventLoop == .poll && !s.serveWeb)
         #expect(s.tlsCertificateFile == "/c.pem" && s.tlsKeyFile == "/k.pem")

@@ -334,6 +334,8 @@ struct ServerAuthTests {
             .move(tabId: "t", place: .end), .remove(tabId: "t"), .activate(.tabId("t")),
             .update(TabUpdate(tabId: "t", title: "x")), .setEditable(true), .replace(tabs: []),
             .rekey(keys: []), .restore(version: 1, state: nil), .reopen(tabId: "t"),
+            .group(GroupTabs(tabIds: ["t"], groupId: "g")), .ungroup(UngroupTabs(tabIds: ["t"])),
+            .updateGroup(GroupUpdate(groupId: "g", title: "x")),
         ]
         let kinds: [Tabsync_V1_Op.OneOf_Kind?] = ops.map { Tabsync_V1_Op($0).kind } + [nil]
         #expect(Set(ops.map(\.kind)) == Set(TabsyncCore.Operation.Kind.allCases))

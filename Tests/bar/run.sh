@@ -291,6 +291,27 @@ golden 07-list-picked
 tmux -L "$SOCKET" resize-window -t bar -x 100 -y 16
 golden 08-resized
 
+# Tab groups (docs/design.md, "Tab groups"): g groups the viewed tab with its neighbour, R names
+# the group, c gives it its next colour (blue after grey: SGR 34 in the pane's escapes), another
+# client's group shows, d ungroups.
+keys g
+wait_for "{· 14:tab10*  15:tab11 }"
+keys R
+wait_for "Rename group to:"
+typetext "Work"
+keys Enter
+wait_for "{Work 14:tab10*"
+keys c
+wait_until 5 sh -c "tmux -L '$SOCKET' capture-pane -e -p -t bar | head -1 | grep -q '34m{Work'" || fail "the group is not drawn blue after c"
+ts group tab12 --into Work >/dev/null
+wait_for "16:tab12 }"
+wait_for "group  Work (blue, 3 tabs)"
+golden 08b-groups
+ts ls | grep -q "tab11 .* Work" || fail "ls shows no group: $(ts ls)"
+keys d
+wait_for "ungrouped “tab10”"
+wait_for "{Work 15:tab11"
+
 # A hostile title (another client cannot send one: the server refuses it) is covered by the unit
 # tests of the cleaner and the renderer.
 

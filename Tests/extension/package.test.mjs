@@ -1,6 +1,6 @@
 // node --test: the extension's one dependency outside extension/ is visible and checked: every
 // module scripts/package-extension assembles resolves its imports inside the package, and the
-// shared modules (web/tabsync-client.js, web/fractional-indexing.js) are copied unchanged.
+// shared modules (web/tabsync-client.js, web/tab-groups.js, web/fractional-indexing.js) are copied unchanged.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
-const SHARED = ["tabsync-client.js", "fractional-indexing.js"];
+const SHARED = ["tabsync-client.js", "tab-groups.js", "fractional-indexing.js"];
 
 test("the package resolves every import, and the shared modules are web/'s, unchanged", () => {
   const dir = mkdtempSync(join(tmpdir(), "tabsync-ext-"));

@@ -258,7 +258,7 @@ def test_package_extension_makes_a_loadable_zip(extension):
         names = set(z.namelist())
         manifest = json.loads(z.read("manifest.json"))
     assert {"manifest.json", "background.js", "popup.html", "popup.js", "tabsync-client.js",
-            "fractional-indexing.js", "mirror.js", "placeholder.html", "placeholder.js"} <= names
+            "tab-groups.js", "fractional-indexing.js", "mirror.js", "placeholder.html", "placeholder.js"} <= names
     assert manifest["manifest_version"] == 3 and manifest["background"]["type"] == "module"
     assert extension["origin"] == f"chrome-extension://{extension['id']}"
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -70,7 +70,7 @@ def test_package_extension_makes_a_firefox_xpi(firefox_extension, extension):
         manifest = json.loads(z.read("manifest.json"))
         client = z.read("tabsync-client.js")
     assert {"manifest.json", "background.js", "browser-api.js", "popup.html", "popup.js", "tabsync-client.js",
-            "fractional-indexing.js", "mirror.js", "placeholder.html", "placeholder.js"} <= names
+            "tab-groups.js", "fractional-indexing.js", "mirror.js", "placeholder.html", "placeholder.js"} <= names
     assert manifest["background"] == {"scripts": ["background.js"], "type": "module"}
     assert manifest["browser_specific_settings"]["gecko"]["id"] == firefox_extension["id"]
     assert "key" not in manifest and "minimum_chrome_version" not in manifest

@@ -528,43 +528,64 @@ public nonisolated struct Tabsync_V1_HistoryAnswer: Sendable {
 }
 
 /// One stored op with who made it and when.
-public nonisolated struct Tabsync_V1_HistoryEntry: Sendable {
+public nonisolated struct Tabsync_V1_HistoryEntry: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var version: UInt64 = 0
+  public var version: UInt64 {
+    get {_storage._version}
+    set {_uniqueStorage()._version = newValue}
+  }
 
   /// canonical, as applied
   public var op: Tabsync_V1_Op {
-    get {_op ?? Tabsync_V1_Op()}
-    set {_op = newValue}
+    get {_storage._op ?? Tabsync_V1_Op()}
+    set {_uniqueStorage()._op = newValue}
   }
   /// Returns true if `op` has been explicitly set.
-  public var hasOp: Bool {self._op != nil}
+  public var hasOp: Bool {_storage._op != nil}
   /// Clears the value of `op`. Subsequent reads from it will return its default value.
-  public mutating func clearOp() {self._op = nil}
+  public mutating func clearOp() {_uniqueStorage()._op = nil}
 
-  public var clientID: String = String()
+  public var clientID: String {
+    get {_storage._clientID}
+    set {_uniqueStorage()._clientID = newValue}
+  }
 
-  public var seq: UInt64 = 0
+  public var seq: UInt64 {
+    get {_storage._seq}
+    set {_uniqueStorage()._seq = newValue}
+  }
 
-  public var activeTabID: String = String()
+  public var activeTabID: String {
+    get {_storage._activeTabID}
+    set {_uniqueStorage()._activeTabID = newValue}
+  }
 
   /// the token's sub, else the Hello's client_name; "" for server-made ops
-  public var author: String = String()
+  public var author: String {
+    get {_storage._author}
+    set {_uniqueStorage()._author = newValue}
+  }
 
   /// commit time, RFC 3339 with milliseconds; "" when not kept
-  public var at: String = String()
+  public var at: String {
+    get {_storage._at}
+    set {_uniqueStorage()._at = newValue}
+  }
 
   /// one line for people
-  public var summary: String = String()
+  public var summary: String {
+    get {_storage._summary}
+    set {_uniqueStorage()._summary = newValue}
+  }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
-  fileprivate var _op: Tabsync_V1_Op? = nil
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 /// A tab that was closed and is not in the workspace now: its fields as they were just before.
@@ -763,6 +784,30 @@ public nonisolated struct Tabsync_V1_Op: Sendable {
     set {kind = .reopen(newValue)}
   }
 
+  public var group: Tabsync_V1_Group {
+    get {
+      if case .group(let v)? = kind {return v}
+      return Tabsync_V1_Group()
+    }
+    set {kind = .group(newValue)}
+  }
+
+  public var ungroup: Tabsync_V1_Ungroup {
+    get {
+      if case .ungroup(let v)? = kind {return v}
+      return Tabsync_V1_Ungroup()
+    }
+    set {kind = .ungroup(newValue)}
+  }
+
+  public var updateGroup: Tabsync_V1_UpdateGroup {
+    get {
+      if case .updateGroup(let v)? = kind {return v}
+      return Tabsync_V1_UpdateGroup()
+    }
+    set {kind = .updateGroup(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -777,6 +822,9 @@ public nonisolated struct Tabsync_V1_Op: Sendable {
     case rekey(Tabsync_V1_Rekey)
     case restore(Tabsync_V1_Restore)
     case reopen(Tabsync_V1_Reopen)
+    case group(Tabsync_V1_Group)
+    case ungroup(Tabsync_V1_Ungroup)
+    case updateGroup(Tabsync_V1_UpdateGroup)
 
   }
 
@@ -862,6 +910,10 @@ public nonisolated struct Tabsync_V1_Move: Sendable {
   public var hasPlace: Bool {self._place != nil}
   /// Clears the value of `place`. Subsequent reads from it will return its default value.
   public mutating func clearPlace() {self._place = nil}
+
+  /// In an Applied: the tab's group after the move (absent or "" for none), decided by the placement
+  /// rule (proto/README.md#tab-groups). Ignored when a client sends it.
+  public var group: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1001,6 +1053,9 @@ public nonisolated struct Tabsync_V1_Replace: Sendable {
 
   public var tabs: [Tabsync_V1_Tab] = []
 
+  /// the groups its tabs name; in an Applied, those named, in display order
+  public var groups: [Tabsync_V1_TabGroup] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1056,6 +1111,9 @@ public nonisolated struct Tabsync_V1_RestoredState: Sendable {
 
   public var activeTabID: String = String()
 
+  /// display order
+  public var groups: [Tabsync_V1_TabGroup] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1073,6 +1131,101 @@ public nonisolated struct Tabsync_V1_Reopen: Sendable {
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+}
+
+/// Puts tabs into a group, making it when no group has that id (proto/README.md#tab-groups). In an
+/// Applied: only the listed tabs that were there, the group's final title and color (both set), and
+/// each listed tab's final key in `keys` (same order): each takes its key and the group.
+public nonisolated struct Tabsync_V1_Group: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var tabIds: [String] = []
+
+  /// as a tab id
+  public var groupID: String = String()
+
+  /// <= 256 chars
+  public var title: String {
+    get {_title ?? String()}
+    set {_title = newValue}
+  }
+  /// Returns true if `title` has been explicitly set.
+  public var hasTitle: Bool {self._title != nil}
+  /// Clears the value of `title`. Subsequent reads from it will return its default value.
+  public mutating func clearTitle() {self._title = nil}
+
+  /// one of TabGroup's nine; a new group without one is "grey"
+  public var color: String {
+    get {_color ?? String()}
+    set {_color = newValue}
+  }
+  /// Returns true if `color` has been explicitly set.
+  public var hasColor: Bool {self._color != nil}
+  /// Clears the value of `color`. Subsequent reads from it will return its default value.
+  public mutating func clearColor() {self._color = nil}
+
+  /// set by the server in an Applied only
+  public var keys: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _title: String? = nil
+  fileprivate var _color: String? = nil
+}
+
+/// Takes tabs out of their groups. In an Applied: the listed tabs that were there and each one's
+/// final key in `keys`: each takes its key and no group.
+public nonisolated struct Tabsync_V1_Ungroup: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var tabIds: [String] = []
+
+  /// set by the server in an Applied only
+  public var keys: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Sets a group's title or color (at least one).
+public nonisolated struct Tabsync_V1_UpdateGroup: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var groupID: String = String()
+
+  public var title: String {
+    get {_title ?? String()}
+    set {_title = newValue}
+  }
+  /// Returns true if `title` has been explicitly set.
+  public var hasTitle: Bool {self._title != nil}
+  /// Clears the value of `title`. Subsequent reads from it will return its default value.
+  public mutating func clearTitle() {self._title = nil}
+
+  public var color: String {
+    get {_color ?? String()}
+    set {_color = newValue}
+  }
+  /// Returns true if `color` has been explicitly set.
+  public var hasColor: Bool {self._color != nil}
+  /// Clears the value of `color`. Subsequent reads from it will return its default value.
+  public mutating func clearColor() {self._color = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _title: String? = nil
+  fileprivate var _color: String? = nil
 }
 
 public nonisolated struct Tabsync_V1_TabKey: Sendable {
@@ -1107,6 +1260,30 @@ public nonisolated struct Tabsync_V1_Tab: Sendable {
   public var locked: Bool = false
 
   public var key: String = String()
+
+  /// its group's id, "" for none; in an add, the group asked for
+  public var group: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A tab group: contiguous tabs, never empty, at most 100 per workspace. `collapsed` is each
+/// viewer's own and is not sent.
+public nonisolated struct Tabsync_V1_TabGroup: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// as a tab id, unique in its workspace
+  public var id: String = String()
+
+  /// <= 256 chars, may be empty
+  public var title: String = String()
+
+  /// grey blue red yellow green pink purple cyan orange
+  public var color: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1170,6 +1347,9 @@ public nonisolated struct Tabsync_V1_Snapshot: Sendable {
 
   public var editable: Bool = false
 
+  /// in the display order of their tabs
+  public var groups: [Tabsync_V1_TabGroup] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1192,6 +1372,9 @@ public nonisolated struct Tabsync_V1_Limits: Sendable {
   /// RATE_LIMITED (--max-ops-per-second-per-sub); 0: no per-user limit. A client paces under
   /// min(max_ops_per_second, max_ops_per_second_per_user) when this is set.
   public var maxOpsPerSecondPerUser: UInt32 = 0
+
+  /// tab groups per workspace (proto/README.md#tab-groups)
+  public var maxGroups: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1938,66 +2121,116 @@ nonisolated extension Tabsync_V1_HistoryEntry: SwiftProtobuf.Message, SwiftProto
   public static let protoMessageName: String = _protobuf_package + ".HistoryEntry"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}op\0\u{3}client_id\0\u{1}seq\0\u{3}active_tab_id\0\u{1}author\0\u{1}at\0\u{1}summary\0")
 
+  fileprivate class _StorageClass {
+    var _version: UInt64 = 0
+    var _op: Tabsync_V1_Op? = nil
+    var _clientID: String = String()
+    var _seq: UInt64 = 0
+    var _activeTabID: String = String()
+    var _author: String = String()
+    var _at: String = String()
+    var _summary: String = String()
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _version = source._version
+      _op = source._op
+      _clientID = source._clientID
+      _seq = source._seq
+      _activeTabID = source._activeTabID
+      _author = source._author
+      _at = source._at
+      _summary = source._summary
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
-      case 2: try { try decoder.decodeSingularMessageField(value: &self._op) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self.clientID) }()
-      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
-      case 5: try { try decoder.decodeSingularStringField(value: &self.activeTabID) }()
-      case 6: try { try decoder.decodeSingularStringField(value: &self.author) }()
-      case 7: try { try decoder.decodeSingularStringField(value: &self.at) }()
-      case 8: try { try decoder.decodeSingularStringField(value: &self.summary) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularUInt64Field(value: &_storage._version) }()
+        case 2: try { try decoder.decodeSingularMessageField(value: &_storage._op) }()
+        case 3: try { try decoder.decodeSingularStringField(value: &_storage._clientID) }()
+        case 4: try { try decoder.decodeSingularUInt64Field(value: &_storage._seq) }()
+        case 5: try { try decoder.decodeSingularStringField(value: &_storage._activeTabID) }()
+        case 6: try { try decoder.decodeSingularStringField(value: &_storage._author) }()
+        case 7: try { try decoder.decodeSingularStringField(value: &_storage._at) }()
+        case 8: try { try decoder.decodeSingularStringField(value: &_storage._summary) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if self.version != 0 {
-      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 1)
-    }
-    try { if let v = self._op {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
-    } }()
-    if !self.clientID.isEmpty {
-      try visitor.visitSingularStringField(value: self.clientID, fieldNumber: 3)
-    }
-    if self.seq != 0 {
-      try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 4)
-    }
-    if !self.activeTabID.isEmpty {
-      try visitor.visitSingularStringField(value: self.activeTabID, fieldNumber: 5)
-    }
-    if !self.author.isEmpty {
-      try visitor.visitSingularStringField(value: self.author, fieldNumber: 6)
-    }
-    if !self.at.isEmpty {
-      try visitor.visitSingularStringField(value: self.at, fieldNumber: 7)
-    }
-    if !self.summary.isEmpty {
-      try visitor.visitSingularStringField(value: self.summary, fieldNumber: 8)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if _storage._version != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._version, fieldNumber: 1)
+      }
+      try { if let v = _storage._op {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+      } }()
+      if !_storage._clientID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._clientID, fieldNumber: 3)
+      }
+      if _storage._seq != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._seq, fieldNumber: 4)
+      }
+      if !_storage._activeTabID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._activeTabID, fieldNumber: 5)
+      }
+      if !_storage._author.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._author, fieldNumber: 6)
+      }
+      if !_storage._at.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._at, fieldNumber: 7)
+      }
+      if !_storage._summary.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._summary, fieldNumber: 8)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Tabsync_V1_HistoryEntry, rhs: Tabsync_V1_HistoryEntry) -> Bool {
-    if lhs.version != rhs.version {return false}
-    if lhs._op != rhs._op {return false}
-    if lhs.clientID != rhs.clientID {return false}
-    if lhs.seq != rhs.seq {return false}
-    if lhs.activeTabID != rhs.activeTabID {return false}
-    if lhs.author != rhs.author {return false}
-    if lhs.at != rhs.at {return false}
-    if lhs.summary != rhs.summary {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._version != rhs_storage._version {return false}
+        if _storage._op != rhs_storage._op {return false}
+        if _storage._clientID != rhs_storage._clientID {return false}
+        if _storage._seq != rhs_storage._seq {return false}
+        if _storage._activeTabID != rhs_storage._activeTabID {return false}
+        if _storage._author != rhs_storage._author {return false}
+        if _storage._at != rhs_storage._at {return false}
+        if _storage._summary != rhs_storage._summary {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2219,7 +2452,7 @@ nonisolated extension Tabsync_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Tabsync_V1_Op: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Op"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}add\0\u{1}open\0\u{1}move\0\u{1}remove\0\u{1}activate\0\u{1}update\0\u{3}set_editable\0\u{1}replace\0\u{1}rekey\0\u{1}restore\0\u{1}reopen\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}add\0\u{1}open\0\u{1}move\0\u{1}remove\0\u{1}activate\0\u{1}update\0\u{3}set_editable\0\u{1}replace\0\u{1}rekey\0\u{1}restore\0\u{1}reopen\0\u{1}group\0\u{1}ungroup\0\u{3}update_group\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2370,6 +2603,45 @@ nonisolated extension Tabsync_V1_Op: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.kind = .reopen(v)
         }
       }()
+      case 12: try {
+        var v: Tabsync_V1_Group?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .group(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .group(v)
+        }
+      }()
+      case 13: try {
+        var v: Tabsync_V1_Ungroup?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .ungroup(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .ungroup(v)
+        }
+      }()
+      case 14: try {
+        var v: Tabsync_V1_UpdateGroup?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .updateGroup(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .updateGroup(v)
+        }
+      }()
       default: break
       }
     }
@@ -2424,6 +2696,18 @@ nonisolated extension Tabsync_V1_Op: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .reopen?: try {
       guard case .reopen(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
+    }()
+    case .group?: try {
+      guard case .group(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+    }()
+    case .ungroup?: try {
+      guard case .ungroup(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
+    }()
+    case .updateGroup?: try {
+      guard case .updateGroup(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
     }()
     case nil: break
     }
@@ -2522,7 +2806,7 @@ nonisolated extension Tabsync_V1_Open: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension Tabsync_V1_Move: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Move"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}tab_id\0\u{1}place\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}tab_id\0\u{1}place\0\u{1}group\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2532,6 +2816,7 @@ nonisolated extension Tabsync_V1_Move: SwiftProtobuf.Message, SwiftProtobuf._Mes
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.tabID) }()
       case 2: try { try decoder.decodeSingularMessageField(value: &self._place) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.group) }()
       default: break
       }
     }
@@ -2548,12 +2833,16 @@ nonisolated extension Tabsync_V1_Move: SwiftProtobuf.Message, SwiftProtobuf._Mes
     try { if let v = self._place {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
     } }()
+    if !self.group.isEmpty {
+      try visitor.visitSingularStringField(value: self.group, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Tabsync_V1_Move, rhs: Tabsync_V1_Move) -> Bool {
     if lhs.tabID != rhs.tabID {return false}
     if lhs._place != rhs._place {return false}
+    if lhs.group != rhs.group {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2737,7 +3026,7 @@ nonisolated extension Tabsync_V1_SetEditable: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Tabsync_V1_Replace: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Replace"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}tabs\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}tabs\0\u{1}groups\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2746,6 +3035,7 @@ nonisolated extension Tabsync_V1_Replace: SwiftProtobuf.Message, SwiftProtobuf._
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.tabs) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.groups) }()
       default: break
       }
     }
@@ -2755,11 +3045,15 @@ nonisolated extension Tabsync_V1_Replace: SwiftProtobuf.Message, SwiftProtobuf._
     if !self.tabs.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.tabs, fieldNumber: 1)
     }
+    if !self.groups.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.groups, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Tabsync_V1_Replace, rhs: Tabsync_V1_Replace) -> Bool {
     if lhs.tabs != rhs.tabs {return false}
+    if lhs.groups != rhs.groups {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2836,7 +3130,7 @@ nonisolated extension Tabsync_V1_Restore: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Tabsync_V1_RestoredState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RestoredState"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}tabs\0\u{1}editable\0\u{3}active_tab_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}tabs\0\u{1}editable\0\u{3}active_tab_id\0\u{1}groups\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2847,6 +3141,7 @@ nonisolated extension Tabsync_V1_RestoredState: SwiftProtobuf.Message, SwiftProt
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.tabs) }()
       case 2: try { try decoder.decodeSingularBoolField(value: &self.editable) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.activeTabID) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.groups) }()
       default: break
       }
     }
@@ -2862,6 +3157,9 @@ nonisolated extension Tabsync_V1_RestoredState: SwiftProtobuf.Message, SwiftProt
     if !self.activeTabID.isEmpty {
       try visitor.visitSingularStringField(value: self.activeTabID, fieldNumber: 3)
     }
+    if !self.groups.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.groups, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2869,6 +3167,7 @@ nonisolated extension Tabsync_V1_RestoredState: SwiftProtobuf.Message, SwiftProt
     if lhs.tabs != rhs.tabs {return false}
     if lhs.editable != rhs.editable {return false}
     if lhs.activeTabID != rhs.activeTabID {return false}
+    if lhs.groups != rhs.groups {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2899,6 +3198,139 @@ nonisolated extension Tabsync_V1_Reopen: SwiftProtobuf.Message, SwiftProtobuf._M
 
   public static func ==(lhs: Tabsync_V1_Reopen, rhs: Tabsync_V1_Reopen) -> Bool {
     if lhs.tabID != rhs.tabID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Tabsync_V1_Group: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Group"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}tab_ids\0\u{3}group_id\0\u{1}title\0\u{1}color\0\u{1}keys\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.tabIds) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.groupID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self._title) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self._color) }()
+      case 5: try { try decoder.decodeRepeatedStringField(value: &self.keys) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.tabIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.tabIds, fieldNumber: 1)
+    }
+    if !self.groupID.isEmpty {
+      try visitor.visitSingularStringField(value: self.groupID, fieldNumber: 2)
+    }
+    try { if let v = self._title {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 3)
+    } }()
+    try { if let v = self._color {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 4)
+    } }()
+    if !self.keys.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.keys, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Tabsync_V1_Group, rhs: Tabsync_V1_Group) -> Bool {
+    if lhs.tabIds != rhs.tabIds {return false}
+    if lhs.groupID != rhs.groupID {return false}
+    if lhs._title != rhs._title {return false}
+    if lhs._color != rhs._color {return false}
+    if lhs.keys != rhs.keys {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Tabsync_V1_Ungroup: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Ungroup"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}tab_ids\0\u{1}keys\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.tabIds) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.keys) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.tabIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.tabIds, fieldNumber: 1)
+    }
+    if !self.keys.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.keys, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Tabsync_V1_Ungroup, rhs: Tabsync_V1_Ungroup) -> Bool {
+    if lhs.tabIds != rhs.tabIds {return false}
+    if lhs.keys != rhs.keys {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Tabsync_V1_UpdateGroup: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UpdateGroup"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}group_id\0\u{1}title\0\u{1}color\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.groupID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self._title) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self._color) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.groupID.isEmpty {
+      try visitor.visitSingularStringField(value: self.groupID, fieldNumber: 1)
+    }
+    try { if let v = self._title {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._color {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 3)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Tabsync_V1_UpdateGroup, rhs: Tabsync_V1_UpdateGroup) -> Bool {
+    if lhs.groupID != rhs.groupID {return false}
+    if lhs._title != rhs._title {return false}
+    if lhs._color != rhs._color {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2941,7 +3373,7 @@ nonisolated extension Tabsync_V1_TabKey: SwiftProtobuf.Message, SwiftProtobuf._M
 
 nonisolated extension Tabsync_V1_Tab: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Tab"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}title\0\u{1}url\0\u{1}icon\0\u{1}badge\0\u{1}locked\0\u{1}key\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}title\0\u{1}url\0\u{1}icon\0\u{1}badge\0\u{1}locked\0\u{1}key\0\u{1}group\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2956,6 +3388,7 @@ nonisolated extension Tabsync_V1_Tab: SwiftProtobuf.Message, SwiftProtobuf._Mess
       case 5: try { try decoder.decodeSingularStringField(value: &self.badge) }()
       case 6: try { try decoder.decodeSingularBoolField(value: &self.locked) }()
       case 7: try { try decoder.decodeSingularStringField(value: &self.key) }()
+      case 8: try { try decoder.decodeSingularStringField(value: &self.group) }()
       default: break
       }
     }
@@ -2983,6 +3416,9 @@ nonisolated extension Tabsync_V1_Tab: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if !self.key.isEmpty {
       try visitor.visitSingularStringField(value: self.key, fieldNumber: 7)
     }
+    if !self.group.isEmpty {
+      try visitor.visitSingularStringField(value: self.group, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2994,6 +3430,47 @@ nonisolated extension Tabsync_V1_Tab: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if lhs.badge != rhs.badge {return false}
     if lhs.locked != rhs.locked {return false}
     if lhs.key != rhs.key {return false}
+    if lhs.group != rhs.group {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Tabsync_V1_TabGroup: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".TabGroup"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}title\0\u{1}color\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.id) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.title) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.color) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.id.isEmpty {
+      try visitor.visitSingularStringField(value: self.id, fieldNumber: 1)
+    }
+    if !self.title.isEmpty {
+      try visitor.visitSingularStringField(value: self.title, fieldNumber: 2)
+    }
+    if !self.color.isEmpty {
+      try visitor.visitSingularStringField(value: self.color, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Tabsync_V1_TabGroup, rhs: Tabsync_V1_TabGroup) -> Bool {
+    if lhs.id != rhs.id {return false}
+    if lhs.title != rhs.title {return false}
+    if lhs.color != rhs.color {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3058,7 +3535,7 @@ nonisolated extension Tabsync_V1_Place: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Tabsync_V1_Snapshot: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Snapshot"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}workspace\0\u{1}version\0\u{1}epoch\0\u{1}tabs\0\u{3}active_tab_id\0\u{1}editable\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}workspace\0\u{1}version\0\u{1}epoch\0\u{1}tabs\0\u{3}active_tab_id\0\u{1}editable\0\u{1}groups\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3072,6 +3549,7 @@ nonisolated extension Tabsync_V1_Snapshot: SwiftProtobuf.Message, SwiftProtobuf.
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.tabs) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.activeTabID) }()
       case 6: try { try decoder.decodeSingularBoolField(value: &self.editable) }()
+      case 7: try { try decoder.decodeRepeatedMessageField(value: &self.groups) }()
       default: break
       }
     }
@@ -3096,6 +3574,9 @@ nonisolated extension Tabsync_V1_Snapshot: SwiftProtobuf.Message, SwiftProtobuf.
     if self.editable != false {
       try visitor.visitSingularBoolField(value: self.editable, fieldNumber: 6)
     }
+    if !self.groups.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.groups, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3106,6 +3587,7 @@ nonisolated extension Tabsync_V1_Snapshot: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.tabs != rhs.tabs {return false}
     if lhs.activeTabID != rhs.activeTabID {return false}
     if lhs.editable != rhs.editable {return false}
+    if lhs.groups != rhs.groups {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3113,7 +3595,7 @@ nonisolated extension Tabsync_V1_Snapshot: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Tabsync_V1_Limits: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Limits"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}max_tabs\0\u{3}max_frame_bytes\0\u{3}max_ops_per_second\0\u{3}max_resume_ops\0\u{3}max_ops_per_second_per_user\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}max_tabs\0\u{3}max_frame_bytes\0\u{3}max_ops_per_second\0\u{3}max_resume_ops\0\u{3}max_ops_per_second_per_user\0\u{3}max_groups\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3126,6 +3608,7 @@ nonisolated extension Tabsync_V1_Limits: SwiftProtobuf.Message, SwiftProtobuf._M
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.maxOpsPerSecond) }()
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.maxResumeOps) }()
       case 5: try { try decoder.decodeSingularUInt32Field(value: &self.maxOpsPerSecondPerUser) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.maxGroups) }()
       default: break
       }
     }
@@ -3147,6 +3630,9 @@ nonisolated extension Tabsync_V1_Limits: SwiftProtobuf.Message, SwiftProtobuf._M
     if self.maxOpsPerSecondPerUser != 0 {
       try visitor.visitSingularUInt32Field(value: self.maxOpsPerSecondPerUser, fieldNumber: 5)
     }
+    if self.maxGroups != 0 {
+      try visitor.visitSingularUInt32Field(value: self.maxGroups, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3156,6 +3642,7 @@ nonisolated extension Tabsync_V1_Limits: SwiftProtobuf.Message, SwiftProtobuf._M
     if lhs.maxOpsPerSecond != rhs.maxOpsPerSecond {return false}
     if lhs.maxResumeOps != rhs.maxResumeOps {return false}
     if lhs.maxOpsPerSecondPerUser != rhs.maxOpsPerSecondPerUser {return false}
+    if lhs.maxGroups != rhs.maxGroups {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

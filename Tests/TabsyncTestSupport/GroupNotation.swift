@@ -2,8 +2,8 @@ import TabsyncCore
 
 /// Workspaces with groups written as docs/design.md writes them: `"a b(G) c(G)"` is tabs a, b, c in
 /// that order, b and c in group G. Groups get the title of their id and colour `blue`.
-enum GroupNotation {
-    static func workspace(_ text: String, editable: Bool = true) -> Workspace {
+public enum GroupNotation {
+    public static func workspace(_ text: String, editable: Bool = true) -> Workspace {
         let items = text.split(separator: " ").map { item -> (id: String, group: String) in
             guard let open = item.firstIndex(of: "(") else { return (String(item), "") }
             return (String(item[..<open]), String(item[item.index(after: open)..<item.index(before: item.endIndex)]))
@@ -20,7 +20,7 @@ enum GroupNotation {
     }
 
     /// The notation of a workspace's tabs.
-    static func text(_ w: Workspace) -> String {
+    public static func text(_ w: Workspace) -> String {
         w.tabs.map { $0.group.isEmpty ? $0.id : "\($0.id)(\($0.group))" }.joined(separator: " ")
     }
 }
