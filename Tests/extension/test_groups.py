@@ -1,0 +1,140 @@
+"""Tab groups in the browser extension (docs/extension.md, "Tab groups"), two headless Chromium
+profiles on a real tabsync-server. After each step — a group made, a tab added to or removed from
+one, a rename, a recolour, a whole group dragged, a group closed, a remote move, a collapse — the
+test waits until the server's snapshot and both windows agree: the same tabs in the same order
+(conftest.converged) and the same groups (membership, title, colour).
+"""
+import json
+
+from conftest import converged, submit, wait_for
+from test_extension import bound, join
+
+
+def server_groups(server, ws):
+    """The server's tabs as [id, group title, group colour] (None, None when ungrouped), and the
+    partition of its tabs into groups (a list of id lists, in order)."""
+    status, _, body = server.get(f"/v1/workspaces/{ws}")
+    assert status == 200
+    s = json.loads(body)
+    groups = {g["id"]: g for g in s.get("groups", [])}
+    rows, parts = [], {}
+    for t in s.get("tabs", []):
+        g = groups.get(t.get("group") or "")
+        rows.append([t["id"], g.get("title", "") if g else None, g.get("color", "grey") if g else None])
+        if g:
+            parts.setdefault(g["id"], []).append(t["id"])
+    return rows, list(parts.values())
+
+
+BROWSER_GROUPS = """
+    const b = arguments[0];
+    const k = 'status:' + b.id;
+    const s = (await chrome.storage.session.get(k))[k];
+    const map = new Map(s.map);
+    const tabs = (await chrome.tabs.query({ windowId: b.windowId })).sort((x, y) => x.index - y.index);
+    const groups = new Map((await chrome.tabGroups.query({ windowId: b.windowId })).map((g) => [g.id, g]));
+    return tabs.filter((t) => !t.pinned && map.get(t.id)).map((t) => {
+      const g = groups.get(t.groupId);
+      return { id: map.get(t.id), tab: t.id, group: g ? g.id : -1, title: g ? g.title : null, color: g ? g.color : null,
+               collapsed: g ? g.collapsed : null };
+    });"""
+
+
+def browser_groups(p):
+    return p.run(BROWSER_GROUPS, p.binding())
+
+
+def same_groups(server, ws, *profiles):
+    """True when every profile's mirrored tabs have the server's groups (membership, title, colour)."""
+    rows, parts = server_groups(server, ws)
+    for p in profiles:
+        mine = browser_groups(p)
+        if [[r["id"], r["title"], r["color"]] for r in mine] != rows:
+            return False
+        by = {}
+        for r in mine:
+            if r["group"] != -1:
+                by.setdefault(r["group"], []).append(r["id"])
+        if sorted(by.values()) != sorted(parts):
+            return False
+    return True
+
+
+def settled(server, ws, *profiles, what):
+    def check():
+        return converged(server, ws, *profiles) and same_groups(server, ws, *profiles)
+    try:
+        wait_for(check, what=what)
+    except AssertionError as error:
+        details = [f"server: {server_groups(server, ws)}"] + [f"{p.name}: {browser_groups(p)}" for p in profiles]
+        raise AssertionError(f"{error}\n" + "\n".join(details)) from None
+    return server.snapshot(ws)["ids"]
+
+
+def group(p, ids, title=None, color=None, into=None):
+    """Groups the real tabs of workspace ids `ids` (into browser group `into`, else a new one), as the
+    tab strip's "Add to group" does; then names and colours it. Returns the browser group id."""
+    tabs = [p.tab_of(i) for i in ids]
+    return p.run("""
+        const [tabIds, into, title, color, windowId] = arguments;
+        // A new group is made in the tabs' own window (by default it would be the control page's).
+        const id = await chrome.tabs.group(into === null ? { tabIds, createProperties: { windowId } } : { tabIds, groupId: into });
+        const props = {};
+        if (title !== null) props.title = title;
+        if (color !== null) props.color = color;
+        if (Object.keys(props).length) await chrome.tabGroups.update(id, props);
+        return id;""", tabs, into, title, color, p.binding()["windowId"])
+
+
+def group_of(p, ws_id):
+    return next(r["group"] for r in browser_groups(p) if r["id"] == ws_id)
+
+
+def test_groups_are_mirrored_both_ways(ext_server, profiles, pages):
+    server, ws = ext_server, "groups"
+    a = bound(profiles("A"), server, ws, "alice", [pages.url(n) for n in ("One", "Two", "Three", "Four", "Five")])
+    ids = settled(server, ws, a, what="A adopted")
+    b = profiles("B")
+    join(b, server, ws, "bob")
+    settled(server, ws, a, b, what="B joined")
+
+    # Create: A groups the first two tabs, named and coloured.
+    ga = group(a, ids[:2], "Read", "blue")
+    settled(server, ws, a, b, what="A's new group")
+    assert server_groups(server, ws)[1] == [ids[:2]]
+    # Add to: B adds the third tab to it.
+    group(b, [ids[2]], into=group_of(b, ids[0]))
+    settled(server, ws, a, b, what="B's tab added to the group")
+    assert server_groups(server, ws)[1] == [ids[:3]]
+    # Remove from: A takes the third out again.
+    a.run("await chrome.tabs.ungroup(arguments[0]);", [a.tab_of(ids[2])])
+    settled(server, ws, a, b, what="A's tab out of the group")
+    assert server_groups(server, ws)[1] == [ids[:2]]
+    # Rename and recolour in B.
+    b.run("await chrome.tabGroups.update(arguments[0], { title: 'Later', color: 'red' });", group_of(b, ids[0]))
+    settled(server, ws, a, b, what="B's rename and recolour")
+    assert server_groups(server, ws)[0][0][1:] == ["Later", "red"]
+    # Collapsed stays local: A collapses; B's group stays expanded, nothing is sent.
+    version = server.snapshot(ws)["version"]
+    a.run("await chrome.tabGroups.update(arguments[0], { collapsed: true });", ga)
+    b.run("await chrome.tabGroups.update(arguments[0], { title: 'Later!' });", group_of(b, ids[0]))
+    settled(server, ws, a, b, what="a rename after A's collapse")
+    assert server.snapshot(ws)["version"] == version + 1, "collapsing sent nothing"
+    assert browser_groups(a)[0]["collapsed"] is True, "a remote rename does not expand A's group"
+    assert browser_groups(b)[0]["collapsed"] is False, "A's collapse stays in A"
+    a.run("await chrome.tabGroups.update(arguments[0], { collapsed: false });", ga)
+
+    # Drag a whole group: A moves its group after the last tab.
+    a.run("await chrome.tabGroups.move(arguments[0], { index: -1 });", ga)
+    order = settled(server, ws, a, b, what="A's whole-group drag")
+    assert order[-2:] == ids[:2] and server_groups(server, ws)[1] == [ids[:2]]
+
+    # A remote move never ungroups: a program moves a grouped tab to the group's other edge.
+    submit(server, ws, {"move": {"tabId": ids[1], "place": {"index": len(ids) - 2}}})
+    order = settled(server, ws, a, b, what="a remote move inside the group")
+    assert order[-2:] == [ids[1], ids[0]] and server_groups(server, ws)[1] == [[ids[1], ids[0]]]
+
+    # Close a group: B closes it; its tabs close in A, nothing else does.
+    b.run("await chrome.tabs.remove(arguments[0]);", [b.tab_of(ids[0]), b.tab_of(ids[1])])
+    order = settled(server, ws, a, b, what="B closed the group")
+    assert order == ids[2:] and server_groups(server, ws)[1] == []
