@@ -290,11 +290,12 @@ export class Mirror {
 
   /**
    * The group half of a pass (docs/extension.md, "Tab groups"; group-plan.js): `local` sends the
-   * window's regroups and renames, else the window's groups take the workspace's. Only when the
+   * window's regroups and renames, else the window's groups take the workspace's (`moved`: the real
+   * tabs the arrange just moved, which the browser may have ungrouped). Only when the
    * browser has tab groups and the client knows the workspace's (a client without them would read
    * every group as gone); never in a paused mirror.
    */
-  async groupsPass(local) {
+  async groupsPass(local, moved = new Set()) {
     const state = this.client.state;
     if (!Array.isArray(state?.groups) || this.table.paused) return;
     const browserGroups = await windowGroups(this.b.windowId);
@@ -302,7 +303,7 @@ export class Mirror {
     if (!real) return;
     const ctx = {
       real, browserGroups, state, table: this.table, groups: this.table.groups, readOnly: this.readOnly,
-      groupBound: false, mirrorable: (t) => mirrorable(this.table, t),
+      groupBound: false, moved, mirrorable: (t) => mirrorable(this.table, t),
       newGroupId: (gid) => workspaceTabId(`g${this.tag}`, this.nonce, gid),
     };
     if (local) for (const op of localGroupOps(ctx)) this.client.submit(op);
@@ -335,7 +336,8 @@ export class Mirror {
       const arrange = planArrange({ ...this.context(real), deferred: changes.deferred });
       this.submitAll(arrange);
       await execute(arrange.actions, this.b.windowId, this.table);
-      await this.groupsPass(false); // after the moves: a tab the browser ungrouped moving it is grouped again
+      const moved = new Set(arrange.actions.filter((x) => x.move).map((x) => x.move.tabId));
+      await this.groupsPass(false, moved); // after the moves: a tab the browser ungrouped moving it is grouped again
       this.client.focus(arrange.focus);
       const wait = [changes.later, arrange.later].filter((x) => x !== null);
       if (wait.length > 0) this.schedule(Math.min(...wait));

@@ -104,8 +104,10 @@ export function localGroupOps(ctx) {
  * tab whose browser group is not its workspace group's is grouped into it (`create` when no
  * browser group shows it yet) or ungrouped; a title or colour that differs is set. Rule "a remote
  * move never ungroups": a tab the browser took out of its group while moving it reads as such a
- * difference and is grouped again. Everything is recorded as synced before the calls. Never
- * `collapsed`, never a close.
+ * difference and is grouped again (`ctx.moved`: the real tabs this pass moved). Rule "the user's
+ * change is not overwritten": a tab or a group that differs from what was last synced, and that the
+ * mirror did not move, was changed here since the local half ran: it is left for the next pass to
+ * send. What is applied is recorded as synced before the calls. Never `collapsed`, never a close.
  */
 export function remoteGroupActions(ctx) {
   if (ctx.groupBound) return [];
@@ -117,8 +119,9 @@ export function remoteGroupActions(ctx) {
   const leave = [];
   for (const { t, wsId, ws } of mirrored(ctx)) {
     const want = wsGroups.has(ws.group ?? "") ? ws.group : "";
-    groups.member.set(wsId, want);
     const have = t.groupId === NO_GROUP || t.groupId === undefined ? "" : groups.wsOf(t.groupId) ?? null;
+    if (have !== (groups.member.get(wsId) ?? "") && !ctx.moved?.has(t.id)) continue; // the user's, not sent yet
+    groups.member.set(wsId, want);
     if (have === want) continue;
     if (want === "") leave.push(t.id);
     else join.set(want, [...(join.get(want) ?? []), t.id]);
@@ -134,10 +137,13 @@ export function remoteGroupActions(ctx) {
   for (const b of ctx.browserGroups) {
     const g = groups.wsOf(b.id);
     const w = g !== undefined && wsGroups.get(g);
-    if (!w) continue;
+    const last = w && groups.fields.get(g);
+    if (!w || (last && ((b.title ?? "") !== last.title || b.color !== last.color))) { if (w) wsGroups.delete(g); continue; }
+    groups.fields.set(g, { title: w.title, color: w.color });
     if ((b.title ?? "") !== w.title || b.color !== w.color) actions.push({ updateGroup: { groupId: b.id, title: w.title, color: w.color } });
   }
-  for (const [g, w] of wsGroups) groups.fields.set(g, { title: w.title, color: w.color });
-  for (const g of [...groups.fields.keys()]) if (!wsGroups.has(g)) groups.fields.delete(g);
+  for (const [g, w] of wsGroups) if (!groups.fields.has(g) || groups.browserOf(g) === undefined) groups.fields.set(g, { title: w.title, color: w.color });
+  const live = new Set(ctx.state.groups.map((g) => g.id));
+  for (const g of [...groups.fields.keys()]) if (!live.has(g)) groups.fields.delete(g);
   return actions;
 }

@@ -71,9 +71,18 @@ test("a remote group, regroup, rename and ungroup become browser calls, never co
 test("a remote move never ungroups: a tab the browser took out of its group is grouped again, nothing sent", () => {
   const state = { tabs: wsTabs([[1, "G"], [2, "G"]]), groups: [{ id: "G", title: "", color: "red" }] };
   const groups = synced({ ws1: "G", ws2: "G" }, { G: { title: "", color: "red" } }, [[5, "G"]]);
-  const ctx = groupContext([tab(1, NO_GROUP), tab(2, 5)], [{ id: 5, title: "", color: "red" }], state, groups);
+  const ctx = groupContext([tab(1, NO_GROUP), tab(2, 5)], [{ id: 5, title: "", color: "red" }], state, groups, { moved: new Set([1]) });
   assert.deepEqual(remoteGroupActions(ctx), [{ group: { groupId: 5, tabIds: [1] } }]);
   assert.deepEqual(localGroupOps({ ...ctx, real: [tab(1, 5), tab(2, 5)] }), []);
+});
+
+test("a change the user made since the local half ran is not overwritten by the remote half", () => {
+  const state = { tabs: wsTabs([[1, "G"], [2, "G"], [3, ""]]), groups: [{ id: "G", title: "g", color: "red" }] };
+  const groups = synced({ ws1: "G", ws2: "G", ws3: "" }, { G: { title: "g", color: "red" } }, [[5, "G"]]);
+  const real = [tab(1), tab(2, 5), tab(3, 5)]; // 1 ungrouped and 3 grouped here, G renamed here
+  const ctx = groupContext(real, [{ id: 5, title: "mine", color: "red" }], state, groups);
+  assert.deepEqual(remoteGroupActions(ctx), []);
+  assert.deepEqual(localGroupOps(ctx), [{ group: { tabIds: ["ws3"], groupId: "G" } }, { ungroup: { tabIds: ["ws1"] } }, { updateGroup: { groupId: "G", title: "mine" } }]);
 });
 
 test("read-only and group-bound mirrors send no group op; local-only tabs are never sent", () => {

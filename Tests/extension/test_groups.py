@@ -5,9 +5,11 @@ test waits until the server's snapshot and both windows agree: the same tabs in 
 (conftest.converged) and the same groups (membership, title, colour).
 """
 import json
+import time
 
-from conftest import converged, submit, wait_for
+from conftest import WAIT, converged, submit, wait_for
 from test_extension import bound, join
+from test_safety import session_saved_after
 
 
 def server_groups(server, ws):
@@ -138,3 +140,28 @@ def test_groups_are_mirrored_both_ways(ext_server, profiles, pages):
     b.run("await chrome.tabs.remove(arguments[0]);", [b.tab_of(ids[0]), b.tab_of(ids[1])])
     order = settled(server, ws, a, b, what="B closed the group")
     assert order == ids[2:] and server_groups(server, ws)[1] == []
+
+
+def test_groups_survive_a_browser_restart_and_send_nothing(ext_server, profiles, pages):
+    """The browser gives restored groups new ids: they are matched by their tabs, so the restart
+    sends no op (no ungroup, no new group), and the groups go on syncing both ways after it."""
+    server, ws = ext_server, "restart-groups"
+    a = bound(profiles("A", cdp=True), server, ws, "alice", [pages.url(n) for n in ("R1", "R2", "R3", "R4")])
+    ids = settled(server, ws, a, what="A adopted")
+    before = group(a, ids[1:3], "Kept", "green")
+    settled(server, ws, a, what="A's group")
+    version = server.snapshot(ws)["version"]
+    session_saved_after(a, time.time())
+    a.restart()
+    wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
+             timeout=2 * WAIT, what="attached again after the restart")
+    a.target(a.binding()["windowId"])
+    settled(server, ws, a, what="converged after the restart")
+    assert server.snapshot(ws)["version"] == version, "the restart sent ops"
+    after = browser_groups(a)
+    assert after[1]["group"] == after[2]["group"] != -1 and after[1]["title"] == "Kept", after
+    assert after[1]["group"] != before, "the browser gave the restored group a new id (else this tests nothing)"
+    # The matched group is the workspace's: a rename after the restart goes out as an update.
+    a.run("await chrome.tabGroups.update(arguments[0], { title: 'Renamed' });", after[1]["group"])
+    settled(server, ws, a, what="a rename after the restart")
+    assert server_groups(server, ws)[0][1][1] == "Renamed" and server.snapshot(ws)["version"] == version + 1
