@@ -336,7 +336,9 @@ export class Mirror {
       const arrange = planArrange({ ...this.context(real), deferred: changes.deferred });
       this.submitAll(arrange);
       await execute(arrange.actions, this.b.windowId, this.table);
-      const moved = new Set(arrange.actions.filter((x) => x.move).map((x) => x.move.tabId));
+      // A move may change the group of the tab moved and of its neighbours (the browser keeps groups
+      // contiguous): after any, every tab's group is the workspace's, not read as the user's.
+      const moved = new Set(arrange.actions.some((x) => x.move) ? real.map((t) => t.id) : []);
       await this.groupsPass(false, moved); // after the moves: a tab the browser ungrouped moving it is grouped again
       this.client.focus(arrange.focus);
       const wait = [changes.later, arrange.later].filter((x) => x !== null);

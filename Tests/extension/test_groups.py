@@ -9,6 +9,7 @@ import time
 
 from conftest import WAIT, converged, submit, wait_for
 from test_extension import bound, join
+from test_firefox import firefox, firefox_extension, mixed_server  # noqa: F401 - fixtures
 from test_safety import session_saved_after
 
 
@@ -26,6 +27,12 @@ def server_groups(server, ws):
         if g:
             parts.setdefault(g["id"], []).append(t["id"])
     return rows, list(parts.values())
+
+
+def server_history(server, ws, since):
+    """The ops stored after version `since` (what each client sent), for a failure's message."""
+    status, _, body = server.get(f"/v1/workspaces/{ws}/history?limit=20")  # newest first
+    return body if status == 200 else status
 
 
 BROWSER_GROUPS = """
@@ -129,7 +136,7 @@ def test_groups_are_mirrored_both_ways(ext_server, profiles, pages):
     # Drag a whole group: A moves its group after the last tab.
     a.run("await chrome.tabGroups.move(arguments[0], { index: -1 });", ga)
     order = settled(server, ws, a, b, what="A's whole-group drag")
-    assert order[-2:] == ids[:2] and server_groups(server, ws)[1] == [ids[:2]]
+    assert order[-2:] == ids[:2] and server_groups(server, ws)[1] == [ids[:2]], (ids, server_history(server, ws, version))
 
     # A remote move never ungroups: a program moves a grouped tab to the group's other edge.
     submit(server, ws, {"move": {"tabId": ids[1], "place": {"index": len(ids) - 2}}})
@@ -157,7 +164,7 @@ def test_groups_survive_a_browser_restart_and_send_nothing(ext_server, profiles,
              timeout=2 * WAIT, what="attached again after the restart")
     a.target(a.binding()["windowId"])
     settled(server, ws, a, what="converged after the restart")
-    assert server.snapshot(ws)["version"] == version, "the restart sent ops"
+    assert server.snapshot(ws)["version"] == version, ("the restart sent ops", server_history(server, ws, version))
     after = browser_groups(a)
     assert after[1]["group"] == after[2]["group"] != -1 and after[1]["title"] == "Kept", after
     assert after[1]["group"] != before, "the browser gave the restored group a new id (else this tests nothing)"
@@ -165,3 +172,27 @@ def test_groups_survive_a_browser_restart_and_send_nothing(ext_server, profiles,
     a.run("await chrome.tabGroups.update(arguments[0], { title: 'Renamed' });", after[1]["group"])
     settled(server, ws, a, what="a rename after the restart")
     assert server_groups(server, ws)[0][1][1] == "Renamed" and server.snapshot(ws)["version"] == version + 1
+
+
+def test_groups_between_chromium_and_firefox(mixed_server, profiles, firefox, pages):
+    """Chromium A and Firefox B (tabGroups from Firefox 138; ESR 153.8 here): a group made in
+    Chromium appears in Firefox, Firefox renames, recolours and adds to it, and ungroups a tab."""
+    server, ws = mixed_server, "mixed-groups"
+    a = bound(profiles("A"), server, ws, "alice", [pages.url(n) for n in ("F1", "F2", "F3", "F4")])
+    ids = settled(server, ws, a, what="A adopted")
+    b = firefox("B")
+    b.new_window(["about:blank"])
+    join(b, server, ws, "bob")
+    settled(server, ws, a, b, what="Firefox B joined")
+    group(a, ids[:2], "Both", "purple")
+    settled(server, ws, a, b, what="A's group in Firefox")
+    gb = group_of(b, ids[0])
+    b.run("await chrome.tabGroups.update(arguments[0], { title: 'Renamed in Firefox', color: 'cyan' });", gb)
+    settled(server, ws, a, b, what="Firefox's rename and recolour")
+    group(b, [ids[2]], into=gb)
+    settled(server, ws, a, b, what="Firefox's add to the group")
+    assert server_groups(server, ws)[1] == [ids[:3]]
+    b.run("await chrome.tabs.ungroup(arguments[0]);", [b.tab_of(ids[0])])
+    settled(server, ws, a, b, what="Firefox's ungroup")
+    rows, parts = server_groups(server, ws)
+    assert parts == [ids[1:3]] and rows[1][1:] == ["Renamed in Firefox", "cyan"]
