@@ -108,7 +108,9 @@ ensure_packages() {
 # checks the exposition with prometheus_client's parser; a TLS test holds a wss:// session with
 # websockets (a third-party client). Installed with pip for the python3 on PATH (9-13 s on this
 # project's machine; promtool, from Debian's prometheus, took 14 s and 96 MB).
-TABSYNC_PYTHON_MODULES=(prometheus_client websockets)
+# setuptools and wheel build the Python client's wheel offline (Tests/clients/python/test_packages.py:
+# `pip wheel --no-build-isolation --no-index`).
+TABSYNC_PYTHON_MODULES=(prometheus_client websockets setuptools wheel)
 
 # ensure_python_modules [MODULE...]: installs only the modules python3 cannot import: with pip, or,
 # where pip may not install (Debian's own python3), Debian's python3-NAME package.

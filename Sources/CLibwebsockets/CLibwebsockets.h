@@ -100,6 +100,48 @@ fail:
     return 1;
 }
 
+/*
+ * The head of an answer whose body is streamed for as long as the connection lives (the change
+ * feed's Server-Sent Events): the status, the content type, no length, no caching, then lws is told
+ * the stream is SSE (no HTTP timeouts apply to it). The body goes out in pieces with
+ * clws_http_stream_write from HTTP_WRITEABLE; the stream ends when the connection is closed.
+ * Returns 0 on success.
+ */
+static inline int clws_http_stream_start(struct lws *wsi, unsigned int status, const char *content_type)
+{
+    unsigned char buf[LWS_PRE + 1024];
+    unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
+    static const char no_store[] = "no-store";
+    static const char no_buffering[] = "no";
+
+    if (lws_add_http_common_headers(wsi, status, content_type, LWS_ILLEGAL_HTTP_CONTENT_LEN, &p, end))
+        return 1;
+    if (lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
+                                    (const unsigned char *)no_store, (int)strlen(no_store), &p, end))
+        return 1;
+    if (lws_add_http_header_by_name(wsi, (const unsigned char *)"x-accel-buffering:",
+                                    (const unsigned char *)no_buffering, (int)strlen(no_buffering), &p, end))
+        return 1;
+    if (lws_finalize_write_http_header(wsi, start, &p, end))
+        return 1;
+    lws_http_mark_sse(wsi);
+    return 0;
+}
+
+/* Writes one piece of a streamed body (at most a few KiB, from HTTP_WRITEABLE). 0 on success. */
+static inline int clws_http_stream_write(struct lws *wsi, const unsigned char *bytes, size_t len)
+{
+    unsigned char *buf = (unsigned char *)malloc(LWS_PRE + len);
+    int n;
+
+    if (!buf)
+        return 1;
+    memcpy(buf + LWS_PRE, bytes, len);
+    n = lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_HTTP);
+    free(buf);
+    return n < (int)len ? 1 : 0;
+}
+
 /* A request header into buf; returns its length, 0 when absent (buf then ""), -1 on overflow. */
 static inline int clws_request_header(struct lws *wsi, enum lws_token_indexes token, char *buf, int len)
 {

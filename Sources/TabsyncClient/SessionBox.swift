@@ -26,13 +26,16 @@ final class SessionBox: Sendable {
         self.handler = handler
     }
 
-    /// Runs `body` on the session under its lock, then delivers the events it produced
-    /// (still under the lock, to keep their order).
+    /// Runs `body` on the session under its lock, then delivers the events it produced and, when
+    /// they or the state changed, the state (still under the lock, to keep their order). A change
+    /// with no event still reaches the state listeners: an answer repeated for a seq sent again
+    /// settles its op without a new version (a waiter for "settled" would otherwise wait on).
     func withSession<R>(_ body: (inout Session) -> R) -> R {
         session.withLock { session in
+            let before = session.state
             let result = body(&session)
             let events = session.takeEvents()
-            if !events.isEmpty { deliver(events, state: session.state) }
+            if !events.isEmpty || session.state != before { deliver(events, state: session.state) }
             return result
         }
     }

@@ -43,13 +43,15 @@ extension LoopDriver {
             return finishAdmin(id, wsi: wsi)
 
         case LWS_CALLBACK_HTTP_WRITEABLE:
+            if let id = user?.load(as: Int.self), id != 0, feedStreams[id] != nil { return writeFeed(id) }
             guard let id = user?.load(as: Int.self), id != 0,
                   let pending = pendingHTTP[id], let response = pending.response else { return 0 }
             pendingHTTP[id] = nil
             return respond(wsi, response)
 
         case LWS_CALLBACK_CLOSED_HTTP:
-            if let id = user?.load(as: Int.self), id != 0, pendingHTTP.removeValue(forKey: id) != nil {
+            if let id = user?.load(as: Int.self), id != 0,
+               pendingHTTP.removeValue(forKey: id) != nil || feedStreams.removeValue(forKey: id) != nil {
                 dispatch(.requestGone(id))
             }
             return 0
@@ -93,7 +95,15 @@ extension LoopDriver {
         let rest = String(path.dropFirst(prefix.count))
         let token = configuration.accessTokens != nil ? Self.bearerToken(wsi) : nil
         let query = Self.queryString(wsi)
-        if rest.hasSuffix("/history") {
+        if rest.hasSuffix("/events") {
+            guard case .from(let after) = Self.feedResume(wsi, query: query) else {
+                pendingHTTP[requestId] = nil
+                routing = nil
+                return HTTPResponse(status: 400, body: "after (or Last-Event-ID) must be a version: a whole number\n")
+            }
+            dispatch(.feedRequested(
+                requestId, workspaceId: String(rest.dropLast("/events".count)), after: after, bearerToken: token))
+        } else if rest.hasSuffix("/history") {
             dispatch(.historyRequested(
                 requestId, workspaceId: String(rest.dropLast("/history".count)), resource: .ops, query: query, bearerToken: token))
         } else if rest.hasSuffix("/closed") {

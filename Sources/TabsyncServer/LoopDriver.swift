@@ -52,6 +52,8 @@ final class LoopDriver {
     var pendingHTTP: [Int: PendingHTTP] = [:]
     /// The request being routed: an answer the core gives at once is written in the same callback.
     var routing: Int?
+    /// Open change feeds (`/events`, LoopDriver+Feed.swift), by request id.
+    var feedStreams: [Int: FeedStream] = [:]
     /// The workspace each upgrade's path named (`/v1/workspaces/{id}/ws`), from its confirmed
     /// upgrade to its `ESTABLISHED` (or its end, if the handshake fails in between).
     var upgradeWorkspaces: [OpaquePointer: String] = [:]
@@ -345,6 +347,16 @@ final class LoopDriver {
             }
             let inbox = server.inbox
             verifier.verify(token, now: Date()) { result in inbox.post(.event(.tokenVerified(request, result))) }
+        case .feedOpen(let id):
+            guard let pending = pendingHTTP.removeValue(forKey: id) else { return }
+            feedStreams[id] = FeedStream(wsi: pending.wsi)
+            lws_callback_on_writable(pending.wsi)
+        case .feedWrite(let id, let bytes):
+            queueFeed(id, bytes, raised: &raised)
+        case .feedClose(let id):
+            guard feedStreams[id] != nil else { return }
+            feedStreams[id]!.ending = true
+            lws_callback_on_writable(feedStreams[id]!.wsi)
         case .respond(let id, let response):
             guard pendingHTTP[id] != nil else { return }
             pendingHTTP[id]!.response = response

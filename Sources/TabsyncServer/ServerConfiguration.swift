@@ -43,6 +43,8 @@ extension Server {
         /// Peers a presence list names at most; the workspace's other sessions are counted in
         /// `Presence.othersCount` (proto/README.md#presence).
         public var maxPresencePeers: Int = 128
+        /// A change feed silent this long gets a comment line (docs/design.md, "The change feed").
+        public var feedKeepAlive: Duration = .seconds(15)
         /// How long a graceful stop may take: commits drain for at most 70% of it, then every
         /// session is closed 1001 and the close frames get the rest but 10% (the executable's
         /// `--shutdown-timeout`; its process deadline is the whole of it).
@@ -199,6 +201,7 @@ extension Server.Configuration {
             slowCloseGrace: slowCloseGrace, accessControl: accessTokens != nil,
             sharedStorePollInterval: sharedStore?.pollInterval, storeEpoch: storeEpoch, shutdownTimeout: shutdownTimeout)
         settings.idleTimeout = idleTimeout
+        settings.feedKeepAlive = feedKeepAlive
         settings.holderRegistry = sharedStore?.holders.map { .init(heartbeatInterval: $0.heartbeatInterval) }
         settings.yieldsSplitWorkspaces = sharedStore.map { $0.holders != nil && $0.movesSplitWorkspaces } ?? false
         settings.jitterSeed = UInt64.random(in: .min ... .max)

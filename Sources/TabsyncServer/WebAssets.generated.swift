@@ -5,7 +5,7 @@ extension WebAssets {
     static let files: [String: WebAsset] = [
         "bar.css": WebAsset(
             contentType: "text/css; charset=utf-8",
-            etag: #""e4a967a93c3f73a15c7e26318f30ceb5""#,
+            etag: #""5ce757f2f771a70062ec45d847124e3e""#,
             text: #"""
 :root {
   --bg: #f4f5f7;
@@ -45,6 +45,7 @@ extension WebAssets {
   }
 }
 * { box-sizing: border-box; }
+[hidden] { display: none !important; } /* over `.edit`'s display: a hidden form stays hidden */
 body { margin: 0; background: var(--bg); color: var(--text); display: flex; flex-direction: column; min-height: 100vh; }
 body.bar-bottom .bar-shell { order: 2; position: sticky; bottom: 0; border-top: 1px solid var(--border); border-bottom: 0; }
 body.bar-bottom main { order: 1; flex: 1; }
@@ -165,15 +166,29 @@ button.danger { background: var(--danger); color: #fff; border-color: var(--dang
 .history-older { margin: 10px 0 0; width: 100%; }
 button:disabled, button[aria-disabled="true"] { opacity: .6; cursor: default; }
 
+/* Tab groups (docs/design.md, "Tab groups"): a chip in the group's colour before its tabs, each tab
+   underlined in it; a collapsed group (this page's own) shows only its chip and its active tab. */
+.group-chip {
+  flex: 0 0 auto; align-self: center; max-width: 160px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap;
+  padding: 2px 10px; margin: 0 2px 0 6px; border-radius: 999px; border: 0; cursor: pointer;
+  background: var(--group-color); color: #ffffff; font-weight: 600; font-size: 12px;
+}
+.group-chip[aria-expanded="false"] { opacity: 0.85; }
+.group-chip.drop-target { outline: 2px dashed var(--focus); outline-offset: 2px; }
+.tab.grouped { box-shadow: inset 0 -3px 0 var(--group-color); }
+.tab.grouped[aria-selected="true"] { box-shadow: inset 0 3px 0 var(--accent), inset 0 -3px 0 var(--group-color); }
+.tab.collapsed-away { display: none; }
+
 """#),
         "bar.js": WebAsset(
             contentType: "text/javascript; charset=utf-8",
-            etag: #""08ec7eb9b8b1ff03cff7ac8fba2f8485""#,
+            etag: #""3bd96ac10b813b581647a24329d28dac""#,
             text: #"""
 // The live tab bar: renders a TabsyncClient's optimistic state and turns clicks, keys and drags
 // into ops. All network text is set with textContent (never as HTML), after cleanText.
 
 import { TabsyncClient } from "./tabsync-client.js";
+import { GROUP_COLORS } from "./tab-groups.js";
 
 /** Network text made safe to show: control characters become U+FFFD, bidi overrides go. */
 export function cleanText(s) {
@@ -212,6 +227,7 @@ const client = new TabsyncClient({
 window.tabsync = client; // for the console (and the browser tests)
 
 const tabElements = new Map(); // tab id -> its element in the bar
+const groupChips = new Map(); // group id -> its chip in the bar
 
 const ui = {
   drag: null,            // { id, el, pointerId, startX, started }
@@ -222,6 +238,8 @@ const ui = {
   shownActive: null,     // the tab id the edit form was filled from
   menuOpen: false,
   serverError: null,     // the last Error the server sent before closing
+  collapsed: new Set(),  // group ids collapsed in this page only (never sent: each viewer's own)
+  shownGroup: null,      // the group id the group form was filled from
 };
 
 // ------------------------------------------------------------------ rendering
@@ -237,6 +255,43 @@ function span(cls, text) {
   el.className = cls;
   el.textContent = text;
   return el;
+}
+
+/** The browsers' group colours as Chrome draws them (docs/design.md, "Tab groups"). */
+const GROUP_HEX = {
+  grey: "#5f6368", blue: "#1a73e8", red: "#d93025", yellow: "#f9ab00", green: "#188038",
+  pink: "#d01884", purple: "#a142f4", cyan: "#007b83", orange: "#fa903e",
+};
+
+/** A group's name as the page shows it. */
+function groupLabel(group) {
+  return cleanText(group.title) || "Untitled group";
+}
+
+/**
+ * The chip before a group's first tab: its title in its colour; a click collapses or expands the
+ * group here only (collapsed is each viewer's own: nothing is sent), and a tab dropped on it joins it.
+ */
+function groupChip(group, count) {
+  let chip = groupChips.get(group.id);
+  if (!chip) {
+    chip = document.createElement("button");
+    chip.type = "button";
+    chip.className = "group-chip";
+    chip.dataset.group = group.id;
+    chip.addEventListener("click", () => {
+      if (ui.collapsed.has(group.id)) ui.collapsed.delete(group.id); else ui.collapsed.add(group.id);
+      render();
+    });
+    chip.addEventListener("pointerdown", (e) => e.stopPropagation());
+    groupChips.set(group.id, chip);
+  }
+  const collapsed = ui.collapsed.has(group.id);
+  chip.textContent = (cleanText(group.title) || "·") + (collapsed ? ` +${count}` : "");
+  chip.style.setProperty("--group-color", GROUP_HEX[group.color] ?? GROUP_HEX.grey);
+  chip.setAttribute("aria-expanded", collapsed ? "false" : "true");
+  chip.title = `${groupLabel(group)} (${count} tab${count === 1 ? "" : "s"}): click to ${collapsed ? "expand" : "collapse"} here`;
+  return chip;
 }
 
 function tabLabel(tab) {
@@ -266,7 +321,13 @@ function renderTabs() {
   }
   const rejection = ui.rejection && ui.rejection.until > Date.now() ? ui.rejection : null;
   const ordered = [];
+  const groups = new Map(state.groups.map((g) => [g.id, g]));
+  for (const id of ui.collapsed) if (!groups.has(id)) ui.collapsed.delete(id);
   state.tabs.forEach((tab, index) => {
+    const group = groups.get(tab.group);
+    if (group && state.tabs[index - 1]?.group !== tab.group) {
+      ordered.push(groupChip(group, state.tabs.filter((t) => t.group === group.id).length));
+    }
     // One element per tab id for the tab's lifetime (focus, pointer capture and tests keep it).
     let el = tabElements.get(tab.id);
     if (!el) {
@@ -277,14 +338,18 @@ function renderTabs() {
       tabElements.set(tab.id, el);
     }
     el.replaceChildren();
-    el.className = "tab" + (pending.has(tab.id) ? " pending" : "");
+    el.className = "tab" + (pending.has(tab.id) ? " pending" : "") + (group ? " grouped" : "")
+      + (group && ui.collapsed.has(group.id) && tab.id !== state.activeTabId ? " collapsed-away" : "");
     el.style.transform = "";
+    if (group) el.style.setProperty("--group-color", GROUP_HEX[group.color] ?? GROUP_HEX.grey);
+    else el.style.removeProperty("--group-color");
     const active = tab.id === state.activeTabId;
     el.setAttribute("aria-selected", active ? "true" : "false");
     el.tabIndex = active || (!state.activeTabId && index === 0) ? 0 : -1;
     const description = [`position ${index + 1} of ${state.tabs.length}`];
     if (tab.badge) description.push(`badge ${cleanText(tab.badge)}`);
     if (tab.locked) description.push("locked");
+    if (group) description.push(`in group ${groupLabel(group)}`);
     el.setAttribute("aria-description", description.join(", "));
     el.title = [tabLabel(tab), cleanText(tab.url)].filter(Boolean).join("\n");
     if (tab.icon) el.append(span("icon", cleanText(tab.icon)));
@@ -323,6 +388,7 @@ function renderTabs() {
     ordered.push(el);
   });
   for (const id of tabElements.keys()) if (!state.tabs.some((t) => t.id === id)) tabElements.delete(id);
+  for (const id of groupChips.keys()) if (!groups.has(id)) groupChips.delete(id);
   const current = [...tabsEl.children];
   if (current.length !== ordered.length || current.some((el, i) => el !== ordered[i])) tabsEl.replaceChildren(...ordered);
   const barNote = document.querySelector(".bar-rejection");
@@ -340,7 +406,7 @@ function renderTabs() {
 function layoutOverflow() {
   const tabsEl = $("tabs");
   const more = $("more");
-  const els = [...tabsEl.querySelectorAll(".tab")];
+  const els = [...tabsEl.querySelectorAll(".tab:not(.collapsed-away)")];
   els.forEach((el) => el.classList.remove("hidden-overflow"));
   more.hidden = true;
   const widths = els.map((el) => el.getBoundingClientRect().width + 2);
@@ -421,6 +487,7 @@ function renderPanels() {
     $("lock").textContent = active.locked ? "Unlock" : "Lock";
     $("tab-url").textContent = cleanText(active.url);
   }
+  renderGroupEditor(active);
   client.focus(state.activeTabId);
 
   const people = $("people");
@@ -442,6 +509,30 @@ function renderPanels() {
     refused.append(li);
   }
   if (!ui.refused.length) refused.append(span("muted", "nothing"));
+}
+
+/** The active tab's group: which one (a select: none, each group, a new one) and its title and colour. */
+function renderGroupEditor(active) {
+  const select = $("edit-group");
+  const options = [["", "No group"], ...client.state.groups.map((g) => [g.id, groupLabel(g)]), ["new", "New group"]];
+  const signature = JSON.stringify(options);
+  if (select.dataset.signature !== signature) {
+    select.dataset.signature = signature;
+    select.replaceChildren(...options.map(([value, label]) => {
+      const option = document.createElement("option");
+      option.value = value;
+      option.textContent = label;
+      return option;
+    }));
+  }
+  const group = active && client.state.groups.find((g) => g.id === active.group);
+  if (document.activeElement !== select) select.value = group?.id ?? "";
+  $("group-edit").hidden = !group;
+  if (!group) return;
+  const typing = document.activeElement === $("group-title");
+  if (ui.shownGroup !== group.id || !typing) $("group-title").value = group.title;
+  if (document.activeElement !== $("group-color")) $("group-color").value = group.color;
+  ui.shownGroup = group.id;
 }
 
 function renderStatus() {
@@ -491,6 +582,16 @@ function moveTo(id, index) {
   const current = client.state.tabs.indexOf(tab);
   if (current === index) return;
   client.move(id, client.keyBetween(before, after));
+}
+
+/** Puts tab `id` into group `groupId` ("" takes it out; "new" makes an untitled group for it). */
+function setGroup(id, groupId) {
+  const tab = client.state.tabs.find((t) => t.id === id);
+  if (!tab || tab.group === groupId) return;
+  if (groupId === "") { client.ungroup([id]); return; }
+  const target = groupId === "new" ? "g-" + random() + random() : groupId;
+  client.group([id], target);
+  if (groupId === "new") requestAnimationFrame(() => $("group-title").focus());
 }
 
 function addTab({ title, url = "", icon = "", position = null }) {
@@ -907,6 +1008,12 @@ tabsEl.addEventListener("pointermove", (e) => {
   const visible = [...tabsEl.querySelectorAll(".tab:not(.hidden-overflow)")].filter((el) => el !== drag.el);
   let marker = tabsEl.querySelector(".drop-marker");
   if (!marker) { marker = document.createElement("div"); marker.className = "drop-marker"; tabsEl.append(marker); }
+  // Over a group's chip: the tab joins that group (after its last tab) when dropped.
+  const chip = document.elementsFromPoint(e.clientX, e.clientY).find((el) => el.classList?.contains("group-chip"));
+  drag.group = chip?.dataset.group ?? null;
+  tabsEl.querySelectorAll(".group-chip.drop-target").forEach((el) => el.classList.remove("drop-target"));
+  chip?.classList.add("drop-target");
+  marker.hidden = Boolean(chip);
   const target = visible.find((el) => { const r = el.getBoundingClientRect(); return e.clientX < r.left + r.width / 2; });
   const box = tabsEl.getBoundingClientRect();
   if (target) {
@@ -929,7 +1036,9 @@ function endDrag(e, cancelled) {
     render();
     return;
   }
-  if (!cancelled && drag.index !== null) moveTo(drag.id, drag.index);
+  tabsEl.querySelectorAll(".group-chip.drop-target").forEach((el) => el.classList.remove("drop-target"));
+  if (!cancelled && drag.group) client.group([drag.id], drag.group);
+  else if (!cancelled && drag.index !== null) moveTo(drag.id, drag.index);
   render();
 }
 tabsEl.addEventListener("pointerup", (e) => endDrag(e, false));
@@ -1021,6 +1130,28 @@ $("close-tab").addEventListener("click", () => {
   if (client.state.activeTabId) client.remove(client.state.activeTabId);
 });
 $("readonly").addEventListener("change", (e) => client.setEditable(!e.target.checked));
+$("edit-group").addEventListener("change", (e) => {
+  if (client.state.activeTabId) setGroup(client.state.activeTabId, e.target.value);
+});
+$("group-color").replaceChildren(...GROUP_COLORS.map((c) => {
+  const option = document.createElement("option");
+  option.value = c;
+  option.textContent = c;
+  return option;
+}));
+$("group-edit").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const active = client.state.tabs.find((t) => t.id === client.state.activeTabId);
+  const group = client.state.groups.find((g) => g.id === active?.group);
+  if (!group) return;
+  const title = $("group-title").value;
+  const color = $("group-color").value;
+  const change = {};
+  if (title !== group.title) change.title = title;
+  if (color !== group.color) change.color = color;
+  if (Object.keys(change).length) client.updateGroup(group.id, change);
+});
+$("group-color").addEventListener("change", () => $("group-edit").requestSubmit());
 
 function applyPosition(bottom) {
   document.body.classList.toggle("bar-bottom", bottom);
@@ -1160,7 +1291,7 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
 """#),
         "index.html": WebAsset(
             contentType: "text/html; charset=utf-8",
-            etag: #""afbf79975107cb3d2ff7b3afd2676f4a""#,
+            etag: #""6d35a3ff5c976d489a3c4609f0dda588""#,
             text: #"""
 <!doctype html>
 <html lang="en">
@@ -1224,10 +1355,21 @@ export function generateKeyBetween(a, b, digits = BASE_62_DIGITS) {
       <button type="submit">Save</button>
       <button type="button" id="lock">Lock</button>
       <button type="button" id="close-tab">Close</button>
+      <label>Group <select id="edit-group" aria-label="The tab's group"></select></label>
       <span id="tab-url" class="muted url"></span>
     </form>
   </section>
 
+  <section class="panel" aria-labelledby="group-heading">
+    <h2 id="group-heading">Tab group</h2>
+    <p class="muted">Choose the active tab's group above; drag a tab onto a group's chip to add it, or
+      between two of its tabs; click a chip to collapse it here (only on this page).</p>
+    <form id="group-edit" class="edit" hidden>
+      <label>Title <input id="group-title" maxlength="256" autocomplete="off"></label>
+      <label>Colour <select id="group-color"></select></label>
+      <button type="submit">Save</button>
+    </form>
+  </section>
   <section class="panel" aria-labelledby="add-heading">
     <h2 id="add-heading">New tab</h2>
     <form id="add-form" class="edit">

@@ -20,6 +20,9 @@ struct DeadlineTable {
         case session
         /// The next ping or the idle hangup (``ServerCore/keepaliveDue(_:)``).
         case keepalive
+        /// A change feed's next keep-alive comment (``ServerCore/feedKeepAliveDue(_:)``); the id is
+        /// the feed's request id, from the same counter as connection ids.
+        case feed
 
         static func < (a: Kind, b: Kind) -> Bool { a.rawValue < b.rawValue }
     }

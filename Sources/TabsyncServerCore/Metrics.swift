@@ -52,6 +52,9 @@ package struct Metrics {
     package var notificationsTaken: UInt64 = 0
     /// Other nodes' ops applied and broadcast here.
     package var opsCaughtUp: UInt64 = 0
+    /// Change feeds opened, and those ended because their reader did not keep up.
+    package var feedsOpened: UInt64 = 0
+    package var feedsCut: UInt64 = 0
     /// Times the listener connected again after losing its connection.
     package var listenerReconnects: UInt64 = 0
     /// The listener is connected and listening (a gauge: 0 without a shared store).
@@ -167,6 +170,8 @@ package struct Metrics {
         sample("tabsync_store_notifications_taken_total", "counter",
                "Other nodes' commits taken from their notification's payload, with no catch-up read.", notificationsTaken)
         sample("tabsync_ops_caught_up_total", "counter", "Other nodes' ops applied and broadcast by this node.", opsCaughtUp)
+        sample("tabsync_feeds_opened_total", "counter", "Change feeds (GET /v1/workspaces/{id}/events) opened.", feedsOpened)
+        sample("tabsync_feeds_cut_total", "counter", "Change feeds ended because their reader did not keep up.", feedsCut)
         sample("tabsync_store_listener_reconnects_total", "counter", "Reconnections of the store's notification listener.", listenerReconnects)
         sample("tabsync_store_listening", "gauge", "1 while the listener for other nodes' commits is connected.", storeListening ? 1 : 0)
         return out

@@ -217,6 +217,8 @@ extension ServerCore {
                 closed += 1
             }
             if closed > 0 { logger.notice("sessions of a revoked token closed", metadata: ["sessions": "\(closed)"]) }
+            let revocations = admin.revocations
+            endFeeds { grant, _ in revocations.revokes(grant) }
             return closed
         case .kickSession(let sessionId):
             return kickSession(sessionId, within: here ? granted : nil)
@@ -266,6 +268,7 @@ extension ServerCore {
             closed += 1
         }
         if closed > 0 { logger.notice("sessions kicked", metadata: ["sub": "\(sub)", "sessions": "\(closed)"]) }
+        endFeeds { grant, workspace in grant.subject == sub && pattern.matches(workspace) }
         return closed
     }
 
@@ -294,6 +297,7 @@ extension ServerCore {
 
     /// Closes every session of a workspace 4410 and takes it out of the workspace now.
     private mutating func closeSessions(of workspace: String) -> Int {
+        endFeeds(of: workspace)
         var closed = 0
         for (id, session) in sessions.sorted(by: { $0.key < $1.key }) where session.closing == nil && session.workspaceId == workspace {
             close(id, .workspaceDeleted)

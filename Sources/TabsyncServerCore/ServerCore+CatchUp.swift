@@ -139,6 +139,7 @@ extension ServerCore {
         } ?? []
         metrics.opsCaughtUp += UInt64(missed.ops.count)
         for op in missed.ops { broadcast(Tabsync_V1_ServerMessage(applied: op), to: members) }
+        feedApplied(missed.ops, of: id)
     }
 
     /// The hub cannot be brought up to date op by op: its members are closed 1013 (they resume by

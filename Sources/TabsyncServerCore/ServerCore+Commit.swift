@@ -114,6 +114,7 @@ extension ServerCore {
             metrics.opsApplied += UInt64(ops.count)
             guard let hub = workspaces.hub(workspaceId) else { return }
             for applied in ops { broadcast(Tabsync_V1_ServerMessage(applied: applied), to: hub.members) }
+            feedApplied(ops, of: workspaceId)
             metrics.opLatencySeconds.observe((now - receivedAt).seconds)
         case .reject(_, let sessionId, let seq, let error):
             metrics.opsRejected[error.code, default: 0] += 1

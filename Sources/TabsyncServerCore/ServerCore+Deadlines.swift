@@ -38,6 +38,7 @@ extension ServerCore {
             switch key.kind {
             case .session: timerFired(key.id)
             case .keepalive: keepaliveDue(key.id)
+            case .feed: feedKeepAliveDue(key.id)
             }
         }
     }

@@ -68,7 +68,12 @@ extension ServerCore {
         case adminRequested(RequestID, AdminRequest, bearerToken: String?)
         /// The store answered an admin call (``Action/admin(_:)``).
         case adminAnswered(AdminCall, Result<AdminAnswer, StoreError>)
-        /// The HTTP request went away before it was answered.
+        /// `GET /v1/workspaces/{id}/events` (ServerCore+Feed.swift): the id of the path, the version
+        /// to resume after (`Last-Event-ID`, else `?after=`; nil: none) and the bearer token if any.
+        case feedRequested(RequestID, workspaceId: String, after: UInt64?, bearerToken: String?)
+        /// A feed's reader does not keep up: its queue would pass `maxSendQueueBytes`.
+        case feedBacklogExceeded(RequestID)
+        /// The HTTP request (or feed) went away before it was answered (or ended).
         case requestGone(RequestID)
         /// Stop gracefully: drain commits, close every session 1001, then stop.
         case shutdown
@@ -120,6 +125,12 @@ extension ServerCore {
         case readHistory(HistoryCall)
         /// Answer an HTTP request.
         case respond(RequestID, HTTPResponse)
+        /// Start the feed's answer: 200, `text/event-stream`, no length, no cache; it stays open.
+        case feedOpen(RequestID)
+        /// Queue these bytes (whole events or a comment) to the open feed.
+        case feedWrite(RequestID, [UInt8])
+        /// End the feed: its queue first, then close the connection.
+        case feedClose(RequestID)
         /// The stop is over: leave the event loop.
         case stop
     }

@@ -39,6 +39,7 @@ extension ServerCore {
         case .success(let grant) where grant.admits(id) && !grant.isExpired(at: wallNow) && !admin.revocations.revokes(grant):
             guard Validation.isValidWorkspaceId(id) else { return emit(.respond(requestId, .notFound)) }
             if let history = pending.history { return readHistory(history, of: id, for: .http(requestId)) }
+            if let feed = pending.feed { return startFeed(requestId, id, feed, grant: grant) }
             snapshotOrLoad(requestId, id)
         case .success:
             logger.info("http unauthorized", metadata: ["reason": "\(AuthError.wrongWorkspace)"])
@@ -62,6 +63,10 @@ extension ServerCore {
         for (requestId, pending) in pendingHTTP.sorted(by: { $0.key < $1.key })
         where pending.workspaceId == id && !pending.authorizing {
             pendingHTTP[requestId] = nil
+            if let feed = pending.feed, !failed, workspaces.hub(id) != nil {
+                startFeed(requestId, id, feed, grant: pending.grant)
+                continue
+            }
             emit(.respond(requestId, failed ? .storeUnavailable : (snapshotResponse(id) ?? .notFound)))
         }
     }

@@ -65,5 +65,6 @@ extension ServerCore {
             "workspace": "\(id)", "sessions": "\(hub.members.count)",
         ])
         for member in hub.members { close(member, .moved) }
+        endFeeds(of: id)
     }
 }

@@ -13,6 +13,8 @@ extension ServerCore {
         /// after about half of it (ServerCore+Keepalive.swift). Nil: no keepalive (the core's
         /// tests that are not about it).
         package var idleTimeout: Duration?
+        /// A change feed silent this long gets a comment line (ServerCore+Feed.swift).
+        package var feedKeepAlive: Duration = .seconds(15)
         /// Presence goes out at most this often per workspace.
         package var presenceInterval: Duration
         /// Consecutive seconds with `RATE_LIMITED` ops after which a session is closed 1008.

@@ -101,10 +101,12 @@ extension ServerCore {
                 "workspace": "\(id)", "from": "\(before.version)", "to": "\(current.version)",
             ])
             for member in hub.members { close(member, .storeChanged) }
+            endFeeds(of: id)
             return
         }
         metrics.opsReadBack += UInt64(missed.count)
         for op in missed { broadcast(Tabsync_V1_ServerMessage(applied: op), to: hub.members) }
+        feedApplied(missed, of: id)
     }
 
     /// Reads back, once their pause is over, the workspaces whose read back failed.
@@ -135,10 +137,10 @@ extension ServerCore {
         if settings.sharedStore { emit(.release(id)) }
     }
 
-    /// True when a workspace is loaded, has no session (joined or being welcomed) and nothing in
-    /// the commit pipeline: dropping it loses nothing.
+    /// True when a workspace is loaded, has no session (joined or being welcomed), no change feed
+    /// and nothing in the commit pipeline: dropping it loses nothing.
     private func isIdle(_ id: String) -> Bool {
-        workspaces.hasNoSession(id) && !commits.isBusy(id)
+        workspaces.hasNoSession(id) && !commits.isBusy(id) && !hasFeeds(id)
     }
 
     /// Called whenever a workspace may have become idle: drops it at once when nothing of it is

@@ -48,6 +48,9 @@ package struct ServerCore {
     var jitter: Jitter
     /// Snapshot requests not answered yet: waiting for a token check or a load.
     var pendingHTTP: [RequestID: PendingHTTP] = [:]
+    /// Open change feeds (ServerCore+Feed.swift), and which follow each workspace.
+    var feeds: [RequestID: Feed] = [:]
+    var feedsByWorkspace: [String: Set<RequestID>] = [:]
     var shutdown: ShutdownState = .running
     /// The admin API's state: revocations in force, the admin log's cursor, deletes under way.
     var admin = AdminState()
@@ -104,6 +107,10 @@ package struct ServerCore {
         var authorizing: Bool
         /// A history read (`/history`, `/closed`, `?version=`, `?at=`); nil: the snapshot.
         var history: HistoryRead? = nil
+        /// The change feed (`/events`): how it starts; nil: not a feed.
+        var feed: FeedStart? = nil
+        /// The feed's grant, once its token was checked (with access control).
+        var grant: AccessGrant? = nil
     }
 
     /// `now`: the instant the core starts at; `wallClock`: the wall-clock time at that instant.
@@ -191,7 +198,13 @@ package struct ServerCore {
             adminRequested(id, request, bearerToken: token)
         case .adminAnswered(let call, let result):
             adminAnswered(call, result)
+        case .feedRequested(let requestId, let workspaceId, let after, let token):
+            feedRequested(requestId, workspaceId: workspaceId, after: after, bearerToken: token)
+        case .feedBacklogExceeded(let id):
+            metrics.feedsCut += 1
+            endFeed(id)
         case .requestGone(let id):
+            endFeed(id, tellDriver: false)
             pendingHTTP[id] = nil
             historyReads.forgetRequest(id)
             admin.authorizing[id] = nil
@@ -318,6 +331,7 @@ package struct ServerCore {
                 "commits_idle": "\(commits.isIdle)",
             ])
             for id in sessions.keys.sorted() { close(id, .shuttingDown) }
+            for id in feeds.keys.sorted() { endFeed(id) }
         }
         guard case .draining(_, _, _, true) = shutdown else { return }
         if sessions.isEmpty || now >= finishBy {

@@ -112,7 +112,7 @@ package struct StoreTurn: Sendable {
             } catch {
                 return .historyRead(call, .failure(error))
             }
-        case .send, .broadcast, .echo, .ping, .close, .verifyToken, .respond, .stop:
+        case .send, .broadcast, .echo, .ping, .close, .verifyToken, .respond, .feedOpen, .feedWrite, .feedClose, .stop:
             return nil
         }
     }

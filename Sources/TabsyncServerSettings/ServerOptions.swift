@@ -65,6 +65,7 @@ public struct ServerOptions: ParsableArguments {
     // MARK: presence
 
     @Option(SettingTable.maxPresencePeers) public var maxPresencePeers: String?
+    @Option(SettingTable.feedKeepAlive) public var feedKeepAlive: String?
 }
 
 extension Option where Value == String? {

@@ -65,6 +65,7 @@ public struct ServerSettings: Sendable {
     public var diagnosticsEcho: Bool
     /// Peers a presence list names at most (the rest are counted).
     public var maxPresencePeers: Int
+    public var feedKeepAlive: Duration
     /// `--data-dir` or `TABSYNC_DATA_DIR` was given (with a store URL it is not used, and the
     /// server says so).
     public var dataDirGiven: Bool
@@ -139,6 +140,7 @@ public struct ServerSettings: Sendable {
 
         // Presence.
         maxPresencePeers = try T.maxPresencePeers.resolve(flag: flags.maxPresencePeers, environment: env)
+        feedKeepAlive = try T.feedKeepAlive.resolve(flag: flags.feedKeepAlive, environment: env)
 
         // The SQLite store's checkpoints.
         checkpoint = try T.checkpoint.resolve(flag: flags.checkpoint, environment: env)
@@ -181,6 +183,7 @@ public struct ServerSettings: Sendable {
         configuration.slowCloseGrace = slowCloseGrace
         configuration.diagnosticsEcho = diagnosticsEcho
         configuration.maxPresencePeers = maxPresencePeers
+        configuration.feedKeepAlive = feedKeepAlive
         configuration.shutdownTimeout = shutdownTimeout
         configuration.quotas = .init(
             maxConnectionsPerSubject: maxConnectionsPerSub, maxOpsPerSecondPerSubject: maxOpsPerSecondPerSub,

@@ -256,6 +256,15 @@ public enum SettingTable {
             + "(Presence.othersCount).",
         valueName: "n", expected: positive, parse: count)
 
+    // MARK: the change feed
+
+    public static let feedKeepAlive = Setting<Duration>(
+        duration: "feed-keepalive", default: server.feedKeepAlive,
+        doc: "Time a change feed (GET /v1/workspaces/{id}/events) stays silent before a comment line keeps "
+            + "proxies from closing it: seconds or 15s, 500ms.",
+        expected: "a duration of more than 0 such as 15, 15s, 500ms"
+    ) { $0 > .zero }
+
     /// Every setting, in `--help` order.
     public static let all: [SettingRow] = [
         host.row, port.row, dataDir.row, memory.row, sync.row, idleUnload.row, logLevel.row, maxTabs.row, maxGroups.row,
@@ -264,7 +273,7 @@ public enum SettingTable {
         allowOrigin.row, insecureNoAuth.row, maxConnectionsPerIP.row, maxHandshakesPerSecondPerIP.row,
         maxConnectionsPerSub.row, maxOpsPerSecondPerSub.row, maxConnectionsPerWorkspace.row,
         authKeyFile.row, checkpoint.row, walLimit.row, historyRetention.row, storeTrace.row, store.row, storePollInterval.row, storeCommitLinger.row,
-        slowCloseGrace.row, shutdownTimeout.row, diagnosticsEcho.row, maxPresencePeers.row,
+        slowCloseGrace.row, shutdownTimeout.row, diagnosticsEcho.row, maxPresencePeers.row, feedKeepAlive.row,
     ]
 
     /// `10` for 10.0, `2.5` for 2.5.

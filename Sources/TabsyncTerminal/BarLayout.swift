@@ -7,9 +7,12 @@ import TabsyncCore
 /// the badge in parentheses, a lock mark when locked, `*` when it is the workspace's active tab (also
 /// drawn reversed). The tab this terminal views is drawn in brackets, `[N:title]`, and underlined,
 /// when it is not the active tab. A non-editable workspace starts the bar with ``readOnlyMark``.
-/// A tab group (docs/design.md, "Tab groups") opens with `{title` before its first tab and closes
-/// with `}` after its last, in the group's colour (``TermColor/init(group:)``), its tabs' numbers too;
-/// without colour the braces alone still show which tabs it holds.
+///
+/// Groups (docs/design.md, "Tab groups"): the first tab of a group's run is preceded by the group's
+/// chip, its title (or "(untitled)", cut at ``groupTitleCap``). With colour the chip is drawn
+/// reversed in the group's colour (``TermColor``) and each of its tabs' `N:` in that colour; without
+/// colour the chip reads `{title` and a `}` follows the group's last tab, so membership shows in
+/// plain text. Chip and close mark belong to the cell of the tab they touch.
 ///
 /// Guarantees: the line is exactly `width` cells; the focused tab is always shown (cut if it alone
 /// is wider than the bar); the shown tabs are contiguous; the hidden counts are exact; with a valid
@@ -21,6 +24,8 @@ struct BarLayout: Sendable, Equatable {
     static let lockMark = "🔒"
     static let activeMark = "*"
     static let readOnlyMark = "[RO]"
+    static let groupTitleCap = 16
+    static let untitledGroup = "(untitled)"
 
     /// The bar line, exactly `width` cells.
     var line: Line
@@ -43,7 +48,7 @@ struct BarLayout: Sendable, Equatable {
     ///   - firstHint: the first shown index of the previous layout (keeps scrolling steady).
     init(
         tabs: [Tab], activeTabId: String, viewedTabId: String, editable: Bool, focus: Int?, width: Int,
-        firstHint: Int = 0, groups: [TabGroup] = []
+        firstHint: Int = 0, groups: [TabGroup] = [], color: Bool = true
     ) {
         let width = max(0, width)
         var line = Line()
@@ -52,18 +57,14 @@ struct BarLayout: Sendable, Equatable {
             line.append(Self.readOnlyMark + " ", .bold)
             room -= TerminalText.width(Self.readOnlyMark) + 1
         }
-        let byId = Dictionary(groups.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        let groupById = Dictionary(groups.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         let labels = tabs.enumerated().map { i, tab in
-            var cell = Self.cell(for: tab, index: i, active: tab.id == activeTabId,
-                                 viewed: tab.id == viewedTabId && tab.id != activeTabId, group: byId[tab.group])
-            if let group = byId[tab.group] {
-                let color = TermColor(group: group.color)
-                if i == 0 || tabs[i - 1].group != tab.group {
-                    cell.spans.insert(Span(Self.groupOpening(group), .bold, color: color), at: 0)
-                }
-                if i == tabs.count - 1 || tabs[i + 1].group != tab.group { cell.append("}", .bold, color: color) }
-            }
-            return cell
+            let group = tab.group.isEmpty ? nil : groupById[tab.group] ?? TabGroup(id: tab.group)
+            let first = i == 0 || tabs[i - 1].group != tab.group
+            let last = i == tabs.count - 1 || tabs[i + 1].group != tab.group
+            return Self.cell(for: tab, index: i, active: tab.id == activeTabId,
+                             viewed: tab.id == viewedTabId && tab.id != activeTabId,
+                             group: group.map { ($0, first, last) }, color: color)
         }
         let widths = labels.map { $0.width }
         let window = Self.window(widths: widths, focus: focus, width: max(0, room), firstHint: firstHint)
@@ -98,19 +99,23 @@ struct BarLayout: Sendable, Equatable {
         self.cells = cells
     }
 
-    static let groupTitleCap = 16
-
-    /// What opens a group in the bar: `{` and its title, cut (`{·` for an untitled one).
-    static func groupOpening(_ group: TabGroup) -> String {
-        let title = TerminalText.truncate(TerminalText.clean(group.title), toWidth: groupTitleCap)
-        return "{" + (title.isEmpty ? "·" : title)
-    }
-
     static func leftMarker(_ count: Int) -> String { "‹\(count)" }
     static func rightMarker(_ count: Int) -> String { "\(count)›" }
 
-    /// One tab's cell, with its styles.
-    static func cell(for tab: Tab, index: Int, active: Bool, viewed: Bool, group: TabGroup? = nil) -> Line {
+    /// A group's chip: its title in its colour, or `{title` without colour.
+    static func chip(_ group: TabGroup, color: Bool) -> Span {
+        let title = group.title.isEmpty ? untitledGroup
+            : TerminalText.truncate(TerminalText.clean(group.title), toWidth: groupTitleCap)
+        return color ? Span(" \(title) ", [.reverse, .bold], color: TermColor.group(group.color))
+                     : Span("{" + title, .bold)
+    }
+
+    /// One tab's cell, with its styles; `group` is the tab's group and whether the tab is the first
+    /// and the last of its run.
+    static func cell(
+        for tab: Tab, index: Int, active: Bool, viewed: Bool,
+        group: (group: TabGroup, first: Bool, last: Bool)? = nil, color: Bool = true
+    ) -> Line {
         let number = "\(index + 1):"
         var text = TerminalText.truncate(TerminalText.clean(tab.title), toWidth: titleCap)
         if !tab.badge.isEmpty {
@@ -121,8 +126,19 @@ struct BarLayout: Sendable, Equatable {
         var style: Style = []
         if active { style.insert(.reverse) }
         if viewed { style.insert(.underline) }
-        let color = group.map { TermColor(group: $0.color) } ?? .none
-        return Line([Span(viewed ? "[" : " "), Span(number, style, color: color), Span(text, style), Span(viewed ? "]" : " ")])
+        var spans: [Span] = []
+        if let group, group.first { spans.append(chip(group.group, color: color)) }
+        spans.append(Span(viewed ? "[" : " "))
+        let numberColor = color ? group.map { TermColor.group($0.group.color) } : nil
+        if let numberColor {
+            spans.append(Span(number, style, color: numberColor))
+            spans.append(Span(text, style))
+        } else {
+            spans.append(Span(number + text, style))
+        }
+        spans.append(Span(viewed ? "]" : " "))
+        if let group, group.last, !color { spans.append(Span("}", .bold)) }
+        return Line(spans)
     }
 
     /// The contiguous window of cells to show: contains `focus`, starts at `firstHint` when that

@@ -71,13 +71,11 @@ public enum BarLoop {
     ///   - tick: called about once a second when nothing else happens, and after each batch of
     ///     inbox events; returns events (stats, reconnect countdowns).
     ///   - perform: carries out an action; returns a reason to stop, or nil to go on.
-    ///   - colors: false leaves colours out (a set `NO_COLOR`, no-color.org); group membership still
-    ///     shows by its braces.
     public static func run(
-        model: inout BarModel, terminal: Terminal, inbox: BarInbox, colors: Bool = true,
+        model: inout BarModel, terminal: Terminal, inbox: BarInbox,
         tick: () -> [BarEvent], perform: (BarAction) -> String?
     ) -> Exit {
-        var renderer = Renderer(colors: colors)
+        var renderer = Renderer()
         var decoder = KeyDecoder()
         var dirty = true
         let size = terminal.size()

@@ -8,30 +8,28 @@ import TabsyncCore
 /// the help screen, or the overflow list.
 extension BarModel {
     static let helpLine =
-        "←→/hl tab  HL move  1-9 go  n new  x close  r rename  b badge  k lock  g group  d ungroup  e edit  o list  f follow  ? help  q quit"
+        "←→/hl tab  HL move  1-9 go  n new  x close  r rename  b badge  k lock  e edit  o list  f follow  ? help  q quit"
 
     static let helpScreen: [String] = [
         "Keys",
         "  ← → or h l        previous / next tab",
         "  Shift+← → or H L  move the tab left / right",
-        "  1 … 9             go to the tab at that position",
-        "  Home End          first / last tab",
+        "  1 … 9, Home End   go to the tab at that position / the first / the last",
         "  n                 new tab (asks the title, then an optional url)",
         "  x                 close the tab",
-        "  r                 rename the tab",
-        "  b                 set or clear the tab's badge",
+        "  r / b             rename the tab / set or clear its badge",
         "  k                 lock / unlock the tab",
-        "  g / G             group the tab with its neighbour / into the group with a title you type",
-        "  d / R / c         take the tab out of its group / rename the group / its next colour",
         "  e                 make the workspace editable / read-only",
         "  o                 list of every tab (↑ ↓, Enter picks, Esc closes)",
         "  u                 reopen the tab closed last here (else the workspace's last closed)",
         "  U                 recently closed tabs (↑ ↓, Enter reopens, Esc closes)",
+        "  g / G             group the tab with the next one / into a group by title",
+        "  d t / c C         ungroup / rename its group; next / previous group colour",
         "  f                 follow mode (moving activates for everyone) / browse mode (only this view)",
-        "  ?                 this help",
-        "  q                 quit",
+        "  ? / q             this help / quit",
         "",
-        "Bar: N:title(badge)🔒*  * active, [ ] viewed here, ‹N N› hidden, {title … } a group",
+        "Bar: N:title(badge)🔒*  * = active tab, [ ] = the tab viewed here, ‹N N› = tabs hidden",
+        "Groups: the group's title in its colour before its tabs ({title … } without colour)",
         "Any key closes this help.",
     ]
 
@@ -122,9 +120,18 @@ extension BarModel {
                 if !tab.badge.isEmpty { text += "(\(TerminalText.clean(tab.badge)))" }
                 if tab.locked { text += BarLayout.lockMark }
                 if tab.id == workspace.activeTabId { text += BarLayout.activeMark }
-                if !tab.url.isEmpty { text += "  " + TerminalText.clean(tab.url) }
                 let marker = i == selection ? "> " : "  "
-                lines.append(Line(marker + text, i == selection ? .reverse : []))
+                let style: Style = i == selection ? .reverse : []
+                var line = Line(marker + text, style)
+                if let group = workspace.group(tab.group) {
+                    // The group as the bar's chip names it, in its colour, or in braces without colour.
+                    let title = group.title.isEmpty ? BarLayout.untitledGroup : group.title
+                    line.append("  ", style)
+                    line.append(color ? title : "{\(title)}", style.union(.bold),
+                                color: color ? TermColor.group(group.color) : nil)
+                }
+                if !tab.url.isEmpty { line.append("  " + TerminalText.clean(tab.url), style) }
+                lines.append(line)
             }
         }
         return lines
@@ -167,8 +174,9 @@ extension BarModel {
             if tab.locked { lines.append(Line("  locked")) }
             if let group = workspace.group(tab.group) {
                 var line = Line("  group  ")
-                line.append(group.title.isEmpty ? "(untitled)" : group.title, .bold, color: TermColor(group: group.color))
-                line.append(" (\(group.color), \(workspace.tabs(inGroup: group.id).count) tabs)")
+                line.append(group.title.isEmpty ? BarLayout.untitledGroup : group.title, .bold,
+                            color: color ? TermColor.group(group.color) : nil)
+                line.append(" (\(group.color), \(group.id))")
                 lines.append(line)
             }
         } else {

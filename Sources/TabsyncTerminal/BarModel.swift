@@ -99,8 +99,9 @@ public struct BarModel: Sendable {
             case newURL(title: String)
             case rename(tabId: String)
             case badge(tabId: String)
-            /// Put the tab in the group with this title (made when no group has it).
+            /// `G`: the title of the group to put the tab in (an existing title means that group).
             case groupInto(tabId: String)
+            /// `t`: the new title of the tab's group.
             case renameGroup(groupId: String)
         }
         var purpose: Purpose
@@ -112,7 +113,7 @@ public struct BarModel: Sendable {
             case .newURL: "URL (optional): "
             case .rename: "Rename to: "
             case .badge: "Badge (empty clears): "
-            case .groupInto: "Group into (title): "
+            case .groupInto: "Into group (title; a new one if none has it): "
             case .renameGroup: "Rename group to: "
             }
         }
@@ -131,12 +132,14 @@ public struct BarModel: Sendable {
     let clientId: String
     var limits: Limits
     var position: Position
+    /// Whether the bar draws group colours (off with `NO_COLOR` or `--no-color`: braces mark groups).
+    let color: Bool
 
     // State.
     private(set) var workspace: Workspace
     public private(set) var viewedTabId: String = ""
     private(set) var mode: Mode = .follow
-    internal(set) var overlay: Overlay = .none
+    private(set) var overlay: Overlay = .none
     private(set) var peers: [Peer] = []
     /// Connected sessions `peers` does not name: shown as "+N others".
     private(set) var othersCount = 0
@@ -144,7 +147,7 @@ public struct BarModel: Sendable {
     private(set) var rttMillis: Int?
     private(set) var pendingOps = 0
     /// The last refusal or notice, shown until the next key.
-    internal(set) var message: String = ""
+    private(set) var message: String = ""
     private(set) var log: [LogEntry] = []
     private(set) var rows: Int
     private(set) var cols: Int
@@ -165,7 +168,7 @@ public struct BarModel: Sendable {
     ///   base-62 chars chosen per run; ids are `idPrefix-N`.
     public init(
         server: String, clientId: String, workspace: Workspace, rows: Int, cols: Int,
-        position: Position = .top, limits: Limits = .default, idPrefix: String
+        position: Position = .top, limits: Limits = .default, idPrefix: String, color: Bool = true
     ) {
         self.server = server
         self.clientId = clientId
@@ -175,6 +178,7 @@ public struct BarModel: Sendable {
         self.position = position
         self.limits = limits
         self.idPrefix = idPrefix
+        self.color = color
         self.viewedTabId = workspace.activeTabId
         settleScroll()
     }
@@ -241,7 +245,7 @@ public struct BarModel: Sendable {
         BarLayout(
             tabs: workspace.tabs, activeTabId: workspace.activeTabId, viewedTabId: viewedTabId,
             editable: workspace.editable, focus: viewedIndex, width: cols, firstHint: barFirst,
-            groups: workspace.groups)
+            groups: workspace.groups, color: color)
     }
 
     private mutating func record(_ applied: AppliedOp) {
@@ -298,9 +302,30 @@ public struct BarModel: Sendable {
             return "restored version \(version)"
         case .reopen(let tabId):
             return "reopened \(tabId)"
-        case .group, .ungroup, .updateGroup:
-            return describeGroupOp(op)
+        case .group(let change):
+            let tabs = change.tabIds.count == 1 ? name(of: change.tabIds[0]) : "\(change.tabIds.count) tabs"
+            let title = change.title ?? workspace.group(change.groupId)?.title ?? ""
+            return "grouped \(tabs) into " + (title.isEmpty ? "(untitled)" : "“\(title)”")
+        case .ungroup(let change):
+            let tabs = change.tabIds.count == 1 ? name(of: change.tabIds[0]) : "\(change.tabIds.count) tabs"
+            return "ungrouped \(tabs)"
+        case .updateGroup(let update):
+            let group = groupName(update.groupId)
+            var parts: [String] = []
+            if let title = update.title {
+                let new = title.isEmpty ? "(untitled)" : "“\(title)”"
+                // This terminal's own rename is in its workspace already: the old title is gone.
+                parts.append(group == new ? "renamed group to \(new)" : "renamed group \(group) to \(new)")
+            }
+            if let color = update.color { parts.append("coloured group \(group) \(color)") }
+            return parts.joined(separator: ", ")
         }
+    }
+
+    /// A group named by title (“Work”), "(untitled)", or its id when this workspace does not hold it.
+    private func groupName(_ id: String) -> String {
+        guard let group = workspace.group(id) else { return id }
+        return group.title.isEmpty ? "(untitled)" : "“\(group.title)”"
     }
 
     // MARK: - Keys
@@ -368,6 +393,27 @@ public struct BarModel: Sendable {
             return submit(.update(TabUpdate(tabId: tab.id, locked: !tab.locked)))
         case .char("e"):
             return submit(.setEditable(!workspace.editable))
+        case .char("g"):
+            return groupWithRightNeighbour()
+        case .char("G"):
+            guard let tab = viewedTab else { return noTab() }
+            overlay = .prompt(Prompt(purpose: .groupInto(tabId: tab.id), text: ""))
+        case .char("d"):
+            guard let tab = viewedTab else { return noTab() }
+            guard !tab.group.isEmpty else {
+                message = "the tab is in no group"
+                return []
+            }
+            return submit(.ungroup(UngroupTabs(tabIds: [tab.id])))
+        case .char("t"):
+            guard let group = viewedGroup() else { return [] }
+            overlay = .prompt(Prompt(purpose: .renameGroup(groupId: group.id), text: group.title))
+        case .char("c"), .char("C"):
+            guard let group = viewedGroup() else { return [] }
+            let colors = TabGroup.colors
+            let i = colors.firstIndex(of: group.color) ?? 0
+            let next = colors[(i + (key == .char("c") ? 1 : colors.count - 1)) % colors.count]
+            return submit(.updateGroup(GroupUpdate(groupId: group.id, color: next)))
         case .char("o"):
             let selection = viewedIndex ?? 0
             overlay = .list(selection: selection, top: 0)
@@ -380,8 +426,6 @@ public struct BarModel: Sendable {
                 // Following again: this terminal's view becomes the shared active tab.
                 return submit(.activate(.tabId(tab.id)))
             }
-        case .char(let c) where Self.groupKeys.contains(c):
-            return handleGroupKey(c)
         case .char("?"):
             overlay = .help
         case .char("q"), .ctrl("c"), .ctrl("d"):
@@ -394,7 +438,39 @@ public struct BarModel: Sendable {
         return []
     }
 
-    var viewedTab: Tab? { workspace.tab(viewedTabId) }
+    private var viewedTab: Tab? { workspace.tab(viewedTabId) }
+
+    /// The viewed tab's group; nil (and the reason shown) when there is no tab or it is in none.
+    private mutating func viewedGroup() -> TabGroup? {
+        guard let tab = viewedTab else {
+            message = "no tab"
+            return nil
+        }
+        guard let group = workspace.group(tab.group) else {
+            message = "the tab is in no group"
+            return nil
+        }
+        return group
+    }
+
+    /// `g`: the viewed tab joins its right neighbour's group, or the two make a new untitled group.
+    private mutating func groupWithRightNeighbour() -> [BarAction] {
+        guard let i = viewedIndex else { return noTab() }
+        let tabs = workspace.tabs
+        guard i + 1 < tabs.count else {
+            message = "no tab to the right to group with"
+            return []
+        }
+        let (tab, neighbour) = (tabs[i], tabs[i + 1])
+        if !neighbour.group.isEmpty {
+            guard neighbour.group != tab.group else {
+                message = "already in the group of the tab to the right"
+                return []
+            }
+            return submit(.group(GroupTabs(tabIds: [tab.id], groupId: neighbour.group)))
+        }
+        return submit(.group(GroupTabs(tabIds: [tab.id, neighbour.id], groupId: newGroupId())))
+    }
 
     /// Reopens closed tab `id` (the server resolves it from history, so the local workspace
     /// cannot check it beyond being editable).
@@ -463,7 +539,7 @@ public struct BarModel: Sendable {
         return []
     }
 
-    mutating func noTab() -> [BarAction] {
+    private mutating func noTab() -> [BarAction] {
         message = "no tab"
         return []
     }
@@ -505,7 +581,7 @@ public struct BarModel: Sendable {
     }
 
     /// Submits `op` unless the local workspace already refuses it; then the reason is shown instead.
-    mutating func submit(_ op: Operation) -> [BarAction] {
+    private mutating func submit(_ op: Operation) -> [BarAction] {
         do {
             _ = try workspace.resolve(op, limits: limits)
         } catch {
@@ -515,9 +591,15 @@ public struct BarModel: Sendable {
         return [.submit(op)]
     }
 
-    mutating func newTabId() -> String {
+    private mutating func newTabId() -> String {
         defer { nextIdNumber += 1 }
         return "\(idPrefix)-\(nextIdNumber)"
+    }
+
+    /// A new group id, `idPrefix-gN` (the same counter as tabs, so it is unique here too).
+    private mutating func newGroupId() -> String {
+        defer { nextIdNumber += 1 }
+        return "\(idPrefix)-g\(nextIdNumber)"
     }
 
     private mutating func handlePromptKey(_ key: Key, _ prompt: Prompt) -> [BarAction] {
@@ -570,7 +652,14 @@ public struct BarModel: Sendable {
         case .badge(let tabId):
             return submit(.update(TabUpdate(tabId: tabId, badge: text)))
         case .groupInto(let tabId):
-            return groupInto(tabId, title: text)
+            if let existing = workspace.groups.first(where: { $0.title == text }) {
+                guard workspace.tab(tabId)?.group != existing.id else {
+                    message = "already in “\(text)”"
+                    return []
+                }
+                return submit(.group(GroupTabs(tabIds: [tabId], groupId: existing.id)))
+            }
+            return submit(.group(GroupTabs(tabIds: [tabId], groupId: newGroupId(), title: text)))
         case .renameGroup(let groupId):
             return submit(.updateGroup(GroupUpdate(groupId: groupId, title: text)))
         }

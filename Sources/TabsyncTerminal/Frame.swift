@@ -9,50 +9,15 @@ struct Style: OptionSet, Sendable, Hashable {
     static let reverse = Style(rawValue: 1 << 3)
 }
 
-/// A foreground colour: the terminal's default, one of the 16 ANSI colours (0–15) or one of the
-/// 256-colour palette. ``Renderer`` leaves colours out when told to (`NO_COLOR`).
-enum TermColor: Sendable, Hashable {
-    case none
-    case ansi(UInt8)
-    case palette(UInt8)
-
-    /// A tab group's colour (docs/design.md, "Tab groups") as a terminal shows it: the browsers'
-    /// nine mapped to the nearest ANSI colours (grey is bright black, pink bright magenta, purple
-    /// magenta); orange has no ANSI colour, so it is palette colour 208.
-    init(group color: String) {
-        switch color {
-        case "blue": self = .ansi(4)
-        case "red": self = .ansi(1)
-        case "yellow": self = .ansi(3)
-        case "green": self = .ansi(2)
-        case "pink": self = .ansi(13)
-        case "purple": self = .ansi(5)
-        case "cyan": self = .ansi(6)
-        case "orange": self = .palette(208)
-        default: self = .ansi(8)  // grey, and anything else
-        }
-    }
-
-    /// The SGR parameter that sets it ("" for the default).
-    var sgr: String {
-        switch self {
-        case .none: ""
-        case .ansi(let n) where n < 8: "\(30 + Int(n))"
-        case .ansi(let n): "\(90 + Int(n) - 8)"
-        case .palette(let n): "38;5;\(n)"
-        }
-    }
-}
-
-/// A run of text with one style and colour. Its text has always passed through
-/// ``TerminalText/clean(_:)``: the initializer cleans, so nothing reaches a ``Line`` (and so the
-/// terminal) without the cleaner.
+/// A run of text with one style and an optional foreground colour. Its text has always passed through ``TerminalText/clean(_:)``:
+/// the initializer cleans, so nothing reaches a ``Line`` (and so the terminal) without the cleaner.
 struct Span: Sendable, Hashable {
     let text: String
     let style: Style
-    let color: TermColor
+    /// nil = the terminal's default colour.
+    let color: TermColor?
 
-    init(_ text: String, _ style: Style = [], color: TermColor = .none) {
+    init(_ text: String, _ style: Style = [], color: TermColor? = nil) {
         self.text = TerminalText.clean(text)
         self.style = style
         self.color = color
@@ -72,7 +37,7 @@ struct Line: Sendable, Hashable {
     /// The text without attributes, as `tmux capture-pane` shows it (before trailing spaces are cut).
     var plain: String { spans.map(\.text).joined() }
 
-    mutating func append(_ text: String, _ style: Style = [], color: TermColor = .none) {
+    mutating func append(_ text: String, _ style: Style = [], color: TermColor? = nil) {
         spans.append(Span(text, style, color: color))
     }
 

@@ -8,10 +8,8 @@
 /// are cleaned; the renderer adds nothing but cursor moves, SGR and erase sequences.
 struct Renderer: Sendable {
     private var previous: Frame?
-    /// False: colours are left out (the `NO_COLOR` convention); styles stay.
-    let colors: Bool
 
-    init(colors: Bool = true) { self.colors = colors }
+    init() {}
 
     /// Forgets what is on screen: the next render clears and draws every line.
     mutating func invalidate() { previous = nil }
@@ -24,7 +22,7 @@ struct Renderer: Sendable {
         for (row, line) in frame.lines.enumerated() {
             if !full, let previous, row < previous.lines.count, previous.lines[row] == line { continue }
             out += "\u{1B}[\(row + 1);1H"
-            out += Self.encode(line, colors: colors)
+            out += Self.encode(line)
         }
         if full || previous?.cursor != frame.cursor || !out.isEmpty {
             if let cursor = frame.cursor {
@@ -37,29 +35,30 @@ struct Renderer: Sendable {
         return out
     }
 
-    /// One line's spans with their SGR codes (colours only when `colors`), attributes reset at the end.
-    static func encode(_ line: Line, colors: Bool = true) -> String {
+    /// One line's spans with their SGR codes (attributes and colour), attributes reset at the end.
+    static func encode(_ line: Line) -> String {
         var out = ""
-        var current: (Style, TermColor) = ([], .none)
+        var current: Style = []
+        var currentColor: TermColor?
         for span in line.spans {
-            let wanted = (span.style, colors ? span.color : .none)
-            if wanted != current {
-                out += sgr(wanted.0, wanted.1)
-                current = wanted
+            if span.style != current || span.color != currentColor {
+                out += sgr(span.style, color: span.color)
+                current = span.style
+                currentColor = span.color
             }
             out += span.text
         }
-        if current != ([], .none) { out += "\u{1B}[0m" }
+        if current != [] || currentColor != nil { out += "\u{1B}[0m" }
         return out
     }
 
-    static func sgr(_ style: Style, _ color: TermColor = .none) -> String {
+    static func sgr(_ style: Style, color: TermColor? = nil) -> String {
         var codes = ["0"]
+        if let color { codes.append(color.sgr) }
         if style.contains(.bold) { codes.append("1") }
         if style.contains(.dim) { codes.append("2") }
         if style.contains(.underline) { codes.append("4") }
         if style.contains(.reverse) { codes.append("7") }
-        if color != .none { codes.append(color.sgr) }
         return "\u{1B}[" + codes.joined(separator: ";") + "m"
     }
 }

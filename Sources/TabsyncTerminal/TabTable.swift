@@ -37,11 +37,19 @@ public enum TabReference {
 }
 
 /// `tabsync ls` as a table: one row per tab in display order, every cell cleaned and cut by display
-/// width so columns line up whatever the titles hold. When the workspace has tab groups, a GROUP
-/// column names each tab's group (its title, or its id when untitled) and the heading counts them.
+/// width so columns line up whatever the titles hold. When the workspace has groups, a GROUP column
+/// names each tab's group as `title (colour) id` ("(untitled)" for an empty title; empty when none).
 public enum TabTable {
     static let titleWidth = 32
     static let urlWidth = 48
+    static let groupTitleWidth = 24
+
+    /// A group as the GROUP column shows it.
+    static func groupCell(_ group: TabGroup) -> String {
+        let title = group.title.isEmpty ? "(untitled)"
+            : TerminalText.truncate(TerminalText.clean(group.title), toWidth: groupTitleWidth)
+        return "\(title) (\(group.color)) " + TerminalText.truncate(TerminalText.clean(group.id), toWidth: 64)
+    }
 
     public static func render(_ workspace: Workspace) -> String {
         let grouped = !workspace.groups.isEmpty
@@ -51,13 +59,12 @@ public enum TabTable {
             if tab.id == workspace.activeTabId { flags.append("active") }
             if tab.locked { flags.append("locked") }
             if !tab.badge.isEmpty { flags.append("badge=" + TerminalText.clean(tab.badge)) }
-            let group = workspace.group(tab.group).map { $0.title.isEmpty ? $0.id : $0.title } ?? ""
             rows.append([
                 "\(i + 1)",
                 TerminalText.truncate(TerminalText.clean(tab.id), toWidth: 64),
                 TerminalText.truncate(TerminalText.clean(tab.title), toWidth: titleWidth),
                 TerminalText.truncate(TerminalText.clean(tab.url), toWidth: urlWidth),
-            ] + (grouped ? [TerminalText.truncate(TerminalText.clean(group), toWidth: titleWidth)] : []) + [
+            ] + (grouped ? [workspace.group(tab.group).map(groupCell) ?? ""] : []) + [
                 flags.joined(separator: ","),
             ])
         }

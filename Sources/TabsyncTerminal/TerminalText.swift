@@ -10,14 +10,14 @@
 /// Widths follow what terminals (and tmux) do for the common cases: East Asian wide and fullwidth
 /// characters and emoji with default emoji presentation take two cells, nonspacing and enclosing marks
 /// and format characters none, everything else one. Ambiguous-width characters count as one.
-public enum TerminalText {
+enum TerminalText {
     /// What a control or unassigned character is replaced with: visible, ASCII, one cell.
     static let replacement: Character = "?"
     /// The mark a truncated text ends with.
     static let ellipsis: Character = "…"
 
     /// The cleaned text: safe to write to a terminal between our own escape sequences.
-    public static func clean(_ text: String) -> String {
+    static func clean(_ text: String) -> String {
         var out = String.UnicodeScalarView()
         var changed = false
         for scalar in text.unicodeScalars {

@@ -19,12 +19,17 @@ struct BarCommand: AsyncParsableCommand {
         discussion: """
             Keys: ←/→ or h/l previous/next tab; Shift+←/→ or H/L move the tab; 1–9 go to a position; \
             n new tab; x close; r rename; b badge; k lock/unlock; e toggle editable; o overflow list; \
-            f follow/browse mode; ? help; q quit.
+            g group the tab with the next one; G put it into a group by title; d ungroup it; t rename its \
+            group; c/C cycle the group's colour; f follow/browse mode; ? help; q quit. Groups show as \
+            their title in their colour before their tabs; with NO_COLOR set or --no-color, as \
+            {title … }.
             """)
 
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "The workspace (overrides --workspace).") var workspaceName: String?
     @Option(help: "Where the bar goes: top or bottom.") var position: BarModel.Position = .top
+    @Flag(help: "No colours: groups are marked {title … } (also when NO_COLOR is set and not empty).")
+    var noColor = false
 
     func validate() throws {
         if let workspaceName, !ConnectionOptions.isValidWorkspace(workspaceName) {
@@ -53,7 +58,8 @@ struct BarCommand: AsyncParsableCommand {
         var model = BarModel(
             server: c.server, clientId: c.client.configuration.clientId, workspace: state.optimistic,
             rows: size.rows, cols: size.cols, position: position, limits: state.limits ?? .default,
-            idPrefix: ClientIdentity.randomId(prefix: "t-", count: 8))
+            idPrefix: ClientIdentity.randomId(prefix: "t-", count: 8),
+            color: !noColor && (getenv("NO_COLOR").map { String(cString: $0) } ?? "").isEmpty)
         _ = model.handle(.link(BarCommand.link(state.connection)))
         _ = model.handle(.presence(state.peers))
         _ = model.handle(.othersCount(state.othersCount))
@@ -66,10 +72,8 @@ struct BarCommand: AsyncParsableCommand {
             terminal.restore()
             throw CommandError.failed("tabsync bar: \(error)")
         }
-        // no-color.org: a NO_COLOR set and not empty turns colours off.
-        let colors = getenv("NO_COLOR").map { String(cString: $0).isEmpty } ?? true
         let exit = BarLoop.run(
-            model: &model, terminal: terminal, inbox: inbox, colors: colors,
+            model: &model, terminal: terminal, inbox: inbox,
             tick: {
                 let s = c.client.state
                 var events: [BarEvent] = [.stats(

@@ -1,47 +1,53 @@
 import ArgumentParser
 import TabsyncCore
-import TabsyncTerminal
 
-/// One of the browsers' nine group colours given on the command line (another is a bad argument, 2).
+// The one-shot group commands (docs/design.md, "Tab groups"): `group`, `ungroup`, `group-edit`.
+
+/// A group colour argument: one of the browsers' nine (anything else is a bad argument, exit 2).
 struct GroupColor: ExpressibleByArgument {
     let name: String
 
     init?(argument: String) {
-        guard TabGroup.colors.contains(argument.lowercased()) else { return nil }
-        name = argument.lowercased()
+        guard TabGroup.colors.contains(argument) else { return nil }
+        name = argument
     }
 
     static var allValueStrings: [String] { TabGroup.colors }
 }
 
-/// The group a GROUP argument names: an exact group id first, then the one group with that title.
+/// The group GROUP names in `workspace`: an exact id first, then the one group with that title.
+/// nil when none has it; a title several groups share is a bad argument.
 func resolveGroup(_ reference: String, in workspace: Workspace) throws(CommandError) -> TabGroup? {
     if let group = workspace.group(reference) { return group }
     let titled = workspace.groups.filter { $0.title == reference }
     if titled.count > 1 {
-        throw .badArgument("several groups are titled \"\(TerminalText.clean(reference))\" (ids: "
-            + titled.map { TerminalText.clean($0.id) }.joined(separator: ", ") + "); give an id")
+        throw .badArgument("\"\(reference)\" is the title of several groups (ids: "
+            + titled.map(\.id).joined(separator: ", ") + "); give a group id")
     }
     return titled.first
 }
 
+/// A new group id: `g-` and 12 random base-62 chars.
+func newGroupId() -> String { ClientIdentity.randomId(prefix: "g-", count: 12) }
+
 struct GroupCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "group",
-        abstract: "Put tabs into a tab group (made when no group has that id or title); prints the group's id.",
+        abstract: "Put tabs into a group (made when --into names none); prints the group id.",
         discussion: """
-            The server places them (docs/design.md, "Tab groups"): into an existing group, after its \
-            last tab; into a new one, the first tab stays and the others follow it.
+            --into is a group id or title. An existing group takes the tabs right after its last tab; \
+            otherwise a new group is made, titled --title (default: the --into text) and coloured \
+            --color (default grey), and the tabs follow the first one.
             """)
 
     @OptionGroup var connection: ConnectionOptions
-    @Argument(help: "Tab ids or unique title prefixes, in the order wanted.") var tabs: [String]
-    @Option(help: "The group: an id or a title (a new group gets this title unless --title says).") var into: String
+    @Argument(help: "Tab ids or unique title prefixes, in the order they go.") var tabs: [String]
+    @Option(help: "A group id or title.") var into: String
     @Option(help: "Set the group's title.") var title: String?
-    @Option(help: "Set the group's colour: grey blue red yellow green pink purple cyan orange.") var color: GroupColor?
+    @Option(help: "Set the group's colour: \(TabGroup.colors.joined(separator: ", ")).") var color: GroupColor?
 
     func validate() throws {
-        guard !tabs.isEmpty else { throw ValidationError("name at least one tab") }
+        if tabs.isEmpty { throw ValidationError("name at least one TAB") }
     }
 
     func run() async throws {
@@ -49,24 +55,27 @@ struct GroupCommand: AsyncParsableCommand {
             let ws = c.workspace
             var ids: [String] = []
             for reference in tabs { ids.append(try resolveTab(reference, in: ws).id) }
-            let existing = try resolveGroup(into, in: ws)
-            let id = existing?.id ?? ClientIdentity.randomId(prefix: "g-", count: 12)
-            let newTitle = existing == nil ? (title ?? into) : title
-            try await c.submit(.group(GroupTabs(tabIds: ids, groupId: id, title: newTitle, color: color?.name)))
-            printOut(id)
+            let change: GroupTabs
+            if let group = try resolveGroup(into, in: ws) {
+                change = GroupTabs(tabIds: ids, groupId: group.id, title: title, color: color?.name)
+            } else {
+                change = GroupTabs(tabIds: ids, groupId: newGroupId(), title: title ?? into, color: color?.name)
+            }
+            try await c.submit(.group(change))
+            printOut(change.groupId)
         }
     }
 }
 
 struct UngroupCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "ungroup", abstract: "Take tabs out of their groups (a group whose last tab leaves is gone).")
+        commandName: "ungroup", abstract: "Take tabs out of their groups.")
 
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "Tab ids or unique title prefixes.") var tabs: [String]
 
     func validate() throws {
-        guard !tabs.isEmpty else { throw ValidationError("name at least one tab") }
+        if tabs.isEmpty { throw ValidationError("name at least one TAB") }
     }
 
     func run() async throws {
@@ -80,21 +89,21 @@ struct UngroupCommand: AsyncParsableCommand {
 
 struct GroupEditCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "group-edit", abstract: "Rename or recolour a tab group.")
+        commandName: "group-edit", abstract: "Rename or recolour a group.")
 
     @OptionGroup var connection: ConnectionOptions
-    @Argument(help: "The group: an id or a title.") var group: String
-    @Option(help: "Its new title.") var title: String?
-    @Option(help: "Its new colour: grey blue red yellow green pink purple cyan orange.") var color: GroupColor?
+    @Argument(help: "A group id or title.") var group: String
+    @Option(help: "The new title (may be empty).") var title: String?
+    @Option(help: "The new colour: \(TabGroup.colors.joined(separator: ", ")).") var color: GroupColor?
 
     func validate() throws {
-        guard title != nil || color != nil else { throw ValidationError("give --title, --color or both") }
+        if title == nil && color == nil { throw ValidationError("give --title or --color") }
     }
 
     func run() async throws {
         try await Connection.with(connection) { c in
             guard let found = try resolveGroup(group, in: c.workspace) else {
-                throw CommandError.badArgument("no group has the id or title \"\(TerminalText.clean(group))\"")
+                throw CommandError.badArgument("no group has the id or title \"\(group)\"")
             }
             try await c.submit(.updateGroup(GroupUpdate(groupId: found.id, title: title, color: color?.name)))
         }

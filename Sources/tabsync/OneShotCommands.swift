@@ -204,7 +204,7 @@ struct ExportCommand: AsyncParsableCommand {
 struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Replace every tab with those of a snapshot JSON file (as export prints; - reads stdin).")
+        abstract: "Replace every tab and group with those of a snapshot JSON file (as export prints; - reads stdin).")
 
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "The snapshot file, or - for standard input.") var file: String

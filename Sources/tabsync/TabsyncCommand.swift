@@ -32,8 +32,8 @@ struct TabsyncCommand: AsyncParsableCommand {
         subcommands: [
             BarCommand.self, LsCommand.self, AddCommand.self, OpenCommand.self, MvCommand.self, RmCommand.self,
             ActivateCommand.self, RenameCommand.self, WatchCommand.self, ExportCommand.self, ImportCommand.self,
-            LogCommand.self, RestoreCommand.self, ReopenCommand.self, GroupCommand.self, UngroupCommand.self,
-            GroupEditCommand.self,
+            LogCommand.self, RestoreCommand.self, ReopenCommand.self,
+            GroupCommand.self, UngroupCommand.self, GroupEditCommand.self,
             Bench.self,
         ]
     )

@@ -25,9 +25,9 @@ import TabsyncTestSupport
     /// proxy drops it and cuts): the server consumed the seq, so the next `Welcome.lastSeq` covers
     /// it. The client sends it again with its seq, gets the stored refusal, and retries it as a new
     /// op: it lands. Taken as settled by `lastSeq`, it was lost (the tab the user closed came back
-    /// in the extension). Whether the server refused it depends on the machine being quick enough
-    /// to send it within the second after the op before (the rate is 1 a second); the store tells,
-    /// and a try where it was applied instead is made again.
+    /// in the extension). The rate is 1 a second and a session starts with one token: `a` takes
+    /// it and `b`, submitted right behind it, is refused, unless the server read the two more than
+    /// a second apart; the store tells, and a try where `b` was applied instead is made again.
     @Test func aRefusalLostWithItsConnectionIsAskedForAgainNotTakenAsSettled() async throws {
         let server = try TestServer { $0.limits.maxOpsPerSecond = 1 }
         defer { server.stop() }
@@ -35,27 +35,26 @@ import TabsyncTestSupport
         defer { proxy.close() }
         let client = try Self.client(port: proxy.port, workspace: "answers", "closer")
         client.start()
-        try await client.waitUntil(timeout: scaled(.seconds(10))) { $0.connection == .ready }
         var refusedAndCut: UInt64?
         for attempt in 1...5 where refusedAndCut == nil {
-            let a = try #require(client.submit(.add(tab: Tab(id: "a\(attempt)"), place: .end, activate: true)))
-            try await client.waitUntil(timeout: scaled(.seconds(20))) { !$0.isWaiting(firstSeq: a) && $0.isSettled }
-            // The bucket is empty for about a second: the next op is refused. Its answer is the
-            // first thing the server sends after it; the proxy drops that and cuts both sides.
+            let ready = try await client.waitUntil(timeout: scaled(.seconds(20))) { $0.connection == .ready && $0.isSettled }
+            // The two Submits go out back to back; the proxy forwards both, drops the server's
+            // next bytes (an answer) and cuts both sides.
             let cuts = proxy.cuts
-            let welcomes = client.state.welcomes
-            proxy.arm(onBytes: [0x82], .afterAnswer)
+            proxy.arm(onBinaryFrame: 2, .afterAnswer)
+            let a = try #require(client.submit(.add(tab: Tab(id: "a\(attempt)"), place: .end, activate: true)))
             let b = try #require(client.submit(.add(tab: Tab(id: "b\(attempt)"), place: .end, activate: false)))
             let settled = try await client.waitUntil(timeout: scaled(.seconds(30))) {
-                $0.welcomes > welcomes && !$0.isWaiting(firstSeq: b) && $0.isSettled
+                $0.welcomes > ready.welcomes && !$0.isWaiting(firstSeq: a) && !$0.isWaiting(firstSeq: b) && $0.isSettled
             }
             #expect(proxy.cuts == cuts + 1)
             let stored = try server.store.load(workspaceId: "answers")
             guard stored?.rejections.contains(where: { $0.clientId == "closer" && $0.seq == b && $0.error.code == .rateLimited }) == true
-            else { continue }  // applied in time: its Applied was the answer cut; try again
+            else { continue }  // read more than a second apart: both applied; try again
             refusedAndCut = b
             #expect(settled.lastTransientRefusal?.firstSeq == b, "the stored refusal was not asked for")
             #expect(settled.rejections.isEmpty, "\(settled.rejections)")
+            #expect(settled.confirmed.tab("a\(attempt)") != nil)
             #expect(settled.confirmed.tab("b\(attempt)") != nil, "the refused op was taken as settled and lost")
         }
         #expect(refusedAndCut != nil, "the server never refused the op cut on its way in 5 tries: the test proved nothing")

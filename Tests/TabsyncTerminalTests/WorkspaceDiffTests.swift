@@ -29,4 +29,38 @@ import Testing
         let lines = WorkspaceDiff(from: current, to: target).lines(naming: current, target)
         #expect(lines == ["active: t1 “A” → t2 “B”", "editable: editable → read-only"])
     }
+
+    @Test func groupChangesAreNamed() throws {
+        // current: [A(G “Work” blue) B(G) C(H “Old” red)]; target: G renamed and recoloured, B out
+        // of G, H gone, C in a new untitled group K.
+        var current = workspace(["A", "B", "C"])
+        _ = try current.apply(.group(GroupTabs(tabIds: ["t1", "t2"], groupId: "G", title: "Work", color: "blue")), limits: .default)
+        _ = try current.apply(.group(GroupTabs(tabIds: ["t3"], groupId: "H", title: "Old", color: "red")), limits: .default)
+        var target = current
+        _ = try target.apply(.updateGroup(GroupUpdate(groupId: "G", title: "Job", color: "green")), limits: .default)
+        _ = try target.apply(.ungroup(UngroupTabs(tabIds: ["t2"])), limits: .default)
+        _ = try target.apply(.group(GroupTabs(tabIds: ["t3"], groupId: "K")), limits: .default)
+        let diff = WorkspaceDiff(from: current, to: target)
+        #expect(diff.groupsAdded.map(\.id) == ["K"])
+        #expect(diff.groupsRemoved.map(\.id) == ["H"])
+        #expect(diff.groupsChanged.map(\.group.id) == ["G"])
+        #expect(!diff.isEmpty)
+        let lines = diff.lines(naming: current, target)
+        #expect(lines.contains("* change t2 “B”: group “Work” [G] → (none)"))
+        #expect(lines.contains("* change t3 “C”: group “Old” [H] → (untitled) [K]"))
+        #expect(lines.contains("+ add group (untitled) [K] grey"))
+        #expect(lines.contains("- remove group “Old” [H]"))
+        #expect(lines.contains("* change group “Work” [G]: title “Work” → “Job”, colour blue → green"))
+        #expect(!lines.contains { $0.contains("t1") })  // A stays in G: no tab line
+    }
+
+    @Test func aGroupRecolouredAloneIsADifference() throws {
+        var current = workspace(["A"])
+        _ = try current.apply(.group(GroupTabs(tabIds: ["t1"], groupId: "G", title: "W")), limits: .default)
+        var target = current
+        _ = try target.apply(.updateGroup(GroupUpdate(groupId: "G", color: "cyan")), limits: .default)
+        let diff = WorkspaceDiff(from: current, to: target)
+        #expect(!diff.isEmpty)
+        #expect(diff.lines(naming: current, target) == ["* change group “W” [G]: colour grey → cyan"])
+    }
 }

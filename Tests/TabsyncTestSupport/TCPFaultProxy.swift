@@ -15,7 +15,9 @@ import Glibc
 ///   cut or until either side closes (then both are closed).
 /// - An armed cut fires once, on the first client-to-server chunk that contains its pattern (the
 ///   chunk as one `read` returned it: a short message sent in one write, such as a statement, is
-///   one chunk on loopback), then disarms:
+///   one chunk on loopback), or that starts the Nth WebSocket binary frame the client sends after
+///   arming (frames are counted from their headers, which masking leaves readable, however the
+///   chunks split or join them), then disarms:
 ///   - ``Cut/beforeForwarding``: the chunk is dropped and both sides are closed (the server never
 ///     saw it);
 ///   - ``Cut/afterAnswer``: the chunk is forwarded, the proxy waits for the server's first answer
@@ -35,13 +37,18 @@ package final class TCPFaultProxy: @unchecked Sendable {
     private let targetPort: Int
     private let listener: Int32
     private struct State {
-        var armed: (pattern: [UInt8], cut: Cut)?
+        var armed: (trigger: Trigger, cut: Cut)?
         var refusing = false
         var cuts = 0
         var sockets: Set<Int32> = []
         var closed = false
     }
     private let state = Lock(State())
+    private enum Trigger {
+        case pattern([UInt8])
+        /// Binary frames still to start before the cut; the chunk starting the last one is cut.
+        case binaryFrames(Int)
+    }
 
     /// Listens on an ephemeral port of 127.0.0.1 and forwards to `host`:`port`.
     package init(toHost host: String, port: Int) throws {
@@ -88,10 +95,17 @@ package final class TCPFaultProxy: @unchecked Sendable {
         arm(onBytes: Array(pattern.utf8), cut)
     }
 
-    /// Cuts the next connection whose client sends a chunk containing these bytes (a WebSocket
-    /// client's frames are masked: only their first byte, `0x82` for a binary frame, can be told).
+    /// Cuts the next connection whose client sends a chunk containing these bytes.
     package func arm(onBytes pattern: [UInt8], _ cut: Cut) {
-        state.withLock { $0.armed = (pattern, cut) }
+        state.withLock { $0.armed = (.pattern(pattern), cut) }
+    }
+
+    /// Cuts the connection whose client starts its `count`th WebSocket binary frame from now (a
+    /// client's payloads are masked, and one `read` may hold several frames or part of one: the
+    /// frames are told by their headers). Meant for a proxy with one client connection.
+    package func arm(onBinaryFrame count: Int, _ cut: Cut) {
+        precondition(count >= 1)
+        state.withLock { $0.armed = (.binaryFrames(count), cut) }
     }
 
     /// While true, new connections are closed as soon as they are accepted.
@@ -150,6 +164,8 @@ package final class TCPFaultProxy: @unchecked Sendable {
         /// Set by the client-to-server thread when it forwarded the armed chunk: the next answer is dropped.
         let dropNextAnswer = Atomic<Bool>(false)
         let ended = Atomic<Bool>(false)
+        /// The client's WebSocket frames, read by the client-to-server thread only.
+        var frames = WebSocketFrameReader()
         init(client: Int32, server: Int32) {
             self.client = client
             self.server = server
@@ -162,8 +178,18 @@ package final class TCPFaultProxy: @unchecked Sendable {
             let n = read(pair.client, &buffer, buffer.count)
             guard n > 0 else { break }
             let chunk = Array(buffer[0..<n])
+            let binaryFrames = pair.frames.binaryFramesStarted(in: chunk)
             let cut = state.withLock { state -> Cut? in
-                guard let armed = state.armed, Self.contains(chunk, armed.pattern) else { return nil }
+                guard let armed = state.armed else { return nil }
+                switch armed.trigger {
+                case .pattern(let pattern):
+                    guard Self.contains(chunk, pattern) else { return nil }
+                case .binaryFrames(let count):
+                    guard binaryFrames >= count else {
+                        state.armed = (.binaryFrames(count - binaryFrames), armed.cut)
+                        return nil
+                    }
+                }
                 state.armed = nil
                 state.cuts += 1
                 return armed.cut
@@ -246,5 +272,48 @@ package final class TCPFaultProxy: @unchecked Sendable {
     package struct ProxyError: Error, CustomStringConvertible {
         package var description: String
         init(_ description: String) { self.description = description }
+    }
+}
+
+/// Finds where a WebSocket client's frames start in a byte stream read in arbitrary chunks, after
+/// the HTTP upgrade request (RFC 6455 section 5.2: the header's lengths are not masked, only the
+/// payload is).
+struct WebSocketFrameReader {
+    /// The upgrade request's last bytes read, until its blank line ends it.
+    private var requestTail: [UInt8] = []
+    private var upgraded = false
+    private var header: [UInt8] = []
+    private var payloadLeft: UInt64 = 0
+
+    /// The binary frames (opcode 2) whose header ends in `chunk`, the stream's next bytes.
+    mutating func binaryFramesStarted(in chunk: [UInt8]) -> Int {
+        var started = 0
+        var index = 0
+        while index < chunk.count {
+            if !upgraded {
+                requestTail = Array((requestTail + [chunk[index]]).suffix(4))
+                upgraded = requestTail == Array("\r\n\r\n".utf8)
+                index += 1
+                continue
+            }
+            if payloadLeft > 0 {
+                let skipped = Int(min(payloadLeft, UInt64(chunk.count - index)))
+                payloadLeft -= UInt64(skipped)
+                index += skipped
+                continue
+            }
+            header.append(chunk[index])
+            index += 1
+            guard header.count >= 2 else { continue }
+            let shortLength = header[1] & 0x7F
+            let lengthBytes = shortLength == 126 ? 2 : shortLength == 127 ? 8 : 0
+            let maskBytes = header[1] & 0x80 != 0 ? 4 : 0
+            guard header.count == 2 + lengthBytes + maskBytes else { continue }
+            payloadLeft = lengthBytes == 0
+                ? UInt64(shortLength) : header[2..<(2 + lengthBytes)].reduce(0) { $0 << 8 | UInt64($1) }
+            if header[0] & 0x0F == 2 { started += 1 }
+            header.removeAll(keepingCapacity: true)
+        }
+        return started
     }
 }

@@ -4,7 +4,7 @@ groups, the groups, the active tab, the version and the epoch. It applies result
 every Applied carries the final key and group of each tab it placed, so a replica needs no ordering
 or placement logic of its own.
 
-Guarantees: `tabs()` is in display order (keys compared bytewise, as the server orders them);
+Guarantees: `tabs()` is in display order, each tab with its `group` ("" for none) (keys compared bytewise, as the server orders them);
 `groups()` lists exactly the groups some tab names, in the display order of their tabs (a group
 whose last tab left is gone); `apply` raises `Diverged` for an op that does not fit (a tab or group
 it names is missing), leaving the replica unchanged, so the caller can ask for a snapshot instead of
@@ -34,7 +34,7 @@ class Replica:
         self.epoch = snapshot.get("epoch") or epoch
         self.active = snapshot.get("activeTabId", "")
         self.editable = snapshot.get("editable", True)
-        self._tabs = {t["id"]: dict(t) for t in snapshot.get("tabs", [])}
+        self._tabs = {t["id"]: _tab(t) for t in snapshot.get("tabs", [])}
         self._groups = {g["id"]: _group(g) for g in snapshot.get("groups", [])}
 
     def tabs(self):
@@ -61,7 +61,7 @@ class Replica:
             if "add" in op or "open" in op:
                 tab = (op.get("add") or op.get("open"))["tab"]
                 _need_group(groups, tab.get("group", ""))
-                tabs[tab["id"]] = dict(tab)
+                tabs[tab["id"]] = _tab(tab)
             elif "move" in op:
                 move = op["move"]
                 _need_group(groups, move.get("group", ""))
@@ -81,7 +81,7 @@ class Replica:
                     tabs[k["tabId"]]["key"] = k["key"]
             elif "replace" in op or "restore" in op:
                 whole = op["replace"] if "replace" in op else op["restore"].get("state", {})
-                new = {t["id"]: dict(t) for t in whole.get("tabs", [])}
+                new = {t["id"]: _tab(t) for t in whole.get("tabs", [])}
                 removed = [t for t in tabs if t not in new]
                 tabs = new
                 groups = {g["id"]: _group(g) for g in whole.get("groups", [])}
@@ -119,6 +119,13 @@ class Replica:
         self.version = int(applied.get("version", self.version + 1))
         self.active = applied.get("activeTabId", "")
         return removed
+
+
+def _tab(t):
+    """A tab as the replica keeps it: its fields as sent, and `group` always there ("" for none)."""
+    tab = dict(t)
+    tab.setdefault("group", "")
+    return tab
 
 
 def _group(g):

@@ -104,11 +104,13 @@ class _Pacer:
 
 class _Entry:
     """One submitted op: its seq while sent and unanswered (None before it goes, or once refused for
-    a reason that passes), and the future its answer settles."""
-    __slots__ = ("op", "future", "seq", "first", "tries")
+    a reason that passes), the confirmed version when it first went (its `baseVersion`: the version
+    any key in it was computed against, sent with every seq it gets), and the future its answer
+    settles."""
+    __slots__ = ("op", "future", "seq", "first", "tries", "base")
 
     def __init__(self, op, future):
-        self.op, self.future, self.seq, self.first, self.tries = op, future, None, None, 0
+        self.op, self.future, self.seq, self.first, self.tries, self.base = op, future, None, None, 0, None
 
 
 class Session:
@@ -235,12 +237,14 @@ class Session:
                 self.on_event("retry", seq=entry.seq, first=entry.first)
             else:
                 entry.first = entry.seq
+                entry.base = self.state.version
             entry.tries += 1
             await self._send(entry, resubmit=False)
 
     async def _send(self, entry, resubmit):
         self.on_event("submit", seq=entry.seq, op=entry.op, resubmit=resubmit)
-        await self._conn.send(json.dumps({"submit": {"seq": str(entry.seq), "op": entry.op}}, separators=(",", ":")))
+        submit = {"seq": str(entry.seq), "baseVersion": str(entry.base), "op": entry.op}
+        await self._conn.send(json.dumps({"submit": submit}, separators=(",", ":")))
 
     async def _pump_quietly(self):
         try:

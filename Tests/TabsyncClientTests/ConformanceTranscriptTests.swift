@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+import TabsyncClient
+import TabsyncCore
+import TabsyncProto
+import TabsyncTestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The conformance transcripts (Tests/conformance/README.md) replayed to the Swift client:
+/// Tests/conformance/playback.py plays the server's recorded frames over a real WebSocket, the
+/// client runs unmodified (JSON frames), and this runner takes the transcript's `do` steps and
+/// checks its `state` steps, telling the playback each one it saw (lock-step). The JS and Python
+/// clients replay the same files in their own runners.
+@Suite(.serialized) struct ConformanceTranscriptTests {
+    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("conformance")
+
+    static var transcripts: [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("transcripts").path)) ?? []
+        return names.filter { $0.hasSuffix(".json") }.sorted()
+    }
+
+    /// The `state` step's fields, as `ClientState` shows them.
+    struct Shown: Equatable, CustomStringConvertible {
+        var version: UInt64?
+        var epoch: String?
+        var tabs: [String]?
+        var active: String?
+        var pending: Int?
+
+        init(_ step: [String: Any]) {
+            version = (step["version"] as? NSNumber).map { $0.uint64Value }
+            epoch = step["epoch"] as? String
+            tabs = step["tabs"] as? [String]
+            active = step["active"] as? String ?? ""
+            pending = (step["pending"] as? NSNumber).map { $0.intValue }
+        }
+
+        init(_ state: ClientState) {
+            version = state.confirmed.version
+            epoch = state.confirmed.epoch
+            tabs = state.confirmed.tabs.map(\.id)
+            active = state.confirmed.activeTabId
+            pending = state.pending.count + state.held.count + state.unsequenced
+        }
+
+        /// True when `state` shows every field this step names.
+        func isShown(by state: ClientState) -> Bool {
+            let got = Shown(state)
+            return (version == nil || version == got.version) && (epoch == nil || epoch == got.epoch)
+                && (tabs == nil || tabs == got.tabs) && (active == nil || active == got.active)
+                && (pending == nil || pending == got.pending)
+        }
+
+        var description: String {
+            "version \(version.map(String.init) ?? "-") epoch \(epoch ?? "-") tabs \(tabs ?? []) active \(active ?? "-") pending \(pending.map(String.init) ?? "-")"
+        }
+    }
+
+    @Test(arguments: transcripts) func transcript(_ name: String) async throws {
+        let path = Self.directory.appendingPathComponent("transcripts").appendingPathComponent(name).path
+        let transcript = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+        let client = try #require(transcript["client"] as? [String: String])
+        let steps = try #require(transcript["steps"] as? [[String: Any]])
+
+        let playback = Process()
+        let output = Pipe()
+        let input = Pipe()
+        playback.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        playback.arguments = ["python3", Self.directory.appendingPathComponent("playback.py").path, path]
+        playback.standardOutput = output
+        playback.standardInput = input
+        try playback.run()
+        defer {
+            kill(playback.processIdentifier, SIGKILL)
+            var status: Int32 = 0
+            _ = waitpid(playback.processIdentifier, &status, 0)
+        }
+        let first = output.firstLine(within: scaled(.seconds(30)))
+        let port = try #require(first.hasPrefix("PORT ") ? Int(first.dropFirst(5)) : nil, "the playback said \(first)")
+
+        let session = try TabsyncClient(.init(
+            url: ServerURL(usesTLS: false, host: "127.0.0.1", port: port), workspace: try #require(client["workspace"]),
+            clientId: try #require(client["clientId"]), clientName: "", format: .json,
+            backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200))))
+        session.start()
+        defer { session.close() }
+        for (index, step) in steps.enumerated() {
+            if let action = step["do"] as? [String: Any] {
+                let json = try JSONSerialization.data(withJSONObject: try #require(action["submit"]))
+                let op = try Operation(Tabsync_V1_Op(jsonUTF8Data: json))
+                session.submit(op)
+            } else if let expected = step["state"] as? [String: Any] {
+                let want = Shown(expected)
+                do {
+                    _ = try await session.waitUntil(timeout: scaled(.seconds(20))) { want.isShown(by: $0) }
+                } catch {
+                    input.fileHandleForWriting.write(Data("PROGRESS\n".utf8))
+                    let said = output.firstLine(within: .seconds(5))
+                    Issue.record("step \(index): want \(want), got \(Shown(session.state)); the playback: \(said)")
+                    return
+                }
+                input.fileHandleForWriting.write(Data("STATE \(index)\n".utf8))
+            }
+        }
+        let verdict = output.firstLine(within: scaled(.seconds(40)))
+        #expect(verdict == "OK", "the playback: \(verdict)")
+    }
+}
