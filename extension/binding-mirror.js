@@ -4,7 +4,7 @@
 
 import { api as chrome } from "./browser-api.js";
 import { generateKeyBetween } from "./fractional-indexing.js";
-import { tokenRole, workspaceTabId } from "./mirror.js";
+import { movedTabs, tokenRole, workspaceTabId } from "./mirror.js";
 import { TabTable } from "./tab-table.js";
 import { URL_WAIT_MS, mirrorable, planArrange, planChanges } from "./plan.js";
 import { localGroupOps, remoteGroupActions } from "./group-plan.js";
@@ -331,8 +331,13 @@ export class Mirror {
     this.submitAll(changes);
     await execute(changes.actions, this.b.windowId, this.table); // a pause plans no closes
     await this.groupsPass(true);
-    if (!changes.pause) {
-      real = (await windowTabs(this.b.windowId)) ?? [];
+    const first = real;
+    if (!changes.pause) real = (await windowTabs(this.b.windowId)) ?? [];
+    if (!changes.pause && movedTabs(first.map((t) => t.id), real.map((t) => t.id)).length > 0) {
+      // The user moved tabs since the first half read the window (a drag during the pass): the
+      // arrange would put them back. The next pass sends the move first, then arranges.
+      this.schedule(0);
+    } else if (!changes.pause) {
       const arrange = planArrange({ ...this.context(real), deferred: changes.deferred });
       this.submitAll(arrange);
       await execute(arrange.actions, this.b.windowId, this.table);
