@@ -10,6 +10,7 @@ import subprocess, sys, os
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BG = "extension/background.js"; CL = "web/tabsync-client.js"; MI = "extension/mirror.js"
 PL = "extension/plan.js"; TT = "extension/tab-table.js"
+GP = "extension/group-plan.js"; GM = "extension/group-moves.js"
 cases = [
   ("view_only_token", [(BG, "      } else if (this.readOnly) {\n        // A view-only binding never adopts: the workspace opens in a window of its own.\n        await this.openWindow(state);\n", ""),
                        (BG, "    } else if (kind === \"replace\") {", "    } else if (false) {")]),
@@ -81,11 +82,19 @@ node_cases = [
   ("retired_mirror_never_passes", [("extension/binding-mirror.js", "    if (this.phase === \"retired\") return;\n    this.dirty = true;", "    this.dirty = true;")]),
   ("new_history_matches_by_page", [("extension/welcome.js", "    if (ids?.length) table.map(tid, ids.shift());", "")]),
   ("deleted_binding_offers_no_way_back", [("extension/welcome.js", "  if (b?.deleted) return", "  if (false) return")]),
+  # Tab groups (docs/extension.md, "Tab groups"): group-plan.js and group-moves.js.
+  ("group_matched_by_its_tabs", [(GP, "    if (g !== \"\" && groups.browserOf(g) === undefined) groups.map(b.id, g);", "")]),
+  ("local_regroup_is_a_group_op", [(GP, "    if (now === (groups.member.get(wsId) ?? \"\")) continue;", "    continue;")]),
+  ("local_rename_is_an_update", [(GP, "    if ((b.title ?? \"\") !== last.title) update.title = b.title ?? \"\";", "")]),
+  ("remote_move_never_ungroups", [(GP, "&& !ctx.moved?.has(t.id)) continue; // the user's", "&& true) continue; // the user's")]),
+  ("users_group_change_not_overwritten", [(GP, "&& !ctx.moved?.has(t.id)) continue; // the user's", "&& false) continue; // the user's")]),
+  ("a_group_moves_whole", [(GM, "    if (g && !keep.has(`\\0${g}`)) {", "    if (false) {")]),
   ("restored_window_matched_against_its_table", [(MI, "    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();",
                                                   "    return [...restored.tabs, ...stateTabs.filter((t) => !restored.tabs.some((r) => r.id === t.id))];")]),
 ]
 NODE_TESTS = ["Tests/extension/plan.test.mjs", "Tests/extension/tab-table.test.mjs", "Tests/extension/welcome.test.mjs",
-              "Tests/extension/try-again.test.mjs", "Tests/extension/plan.property.test.mjs"]
+              "Tests/extension/try-again.test.mjs", "Tests/extension/group-plan.test.mjs", "Tests/extension/group-moves.test.mjs",
+              "Tests/extension/plan.property.test.mjs"]
 
 
 def node_mode(only):
