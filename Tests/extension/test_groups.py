@@ -5,10 +5,13 @@ test waits until the server's snapshot and both windows agree: the same tabs in 
 (conftest.converged) and the same groups (membership, title, colour).
 """
 import json
+import os
 import time
 
-from conftest import WAIT, converged, submit, wait_for
-from test_extension import bound, join
+import pytest
+
+from conftest import WAIT, converged, submit, wait_for, write_artifact
+from test_extension import bound, join, percentile
 from test_firefox import firefox, firefox_extension, mixed_server  # noqa: F401 - fixtures
 from test_safety import session_saved_after
 
@@ -221,3 +224,30 @@ def test_a_drag_during_a_pass_is_not_undone(ext_server, profiles, pages):
         if order != (rest + ids[:2] if to_end else ids[:2] + rest):
             undone.append((i, order))
     assert undone == [], (ids, undone)
+
+
+@pytest.mark.skipif(os.environ.get("TABSYNC_MEASURE") != "1", reason="a measurement: TABSYNC_MEASURE=1 runs it")
+def test_measure_group_rename_window_to_window(ext_server, profiles, pages):
+    """Opt-in measurement, no timed assertion: 40 renames of a group in A, each from a settled state,
+    timed from just before A's chrome.tabGroups.update to B's tabGroups.onUpdated carrying the new
+    title (Date.now() in both: one machine, one clock). Writes group-rename-latency.json."""
+    server, ws = ext_server, "rename-latency"
+    a = bound(profiles("A"), server, ws, "alice", [pages.url(n) for n in ("M1", "M2", "M3")])
+    ids = settled(server, ws, a, what="A adopted")
+    b = profiles("B")
+    join(b, server, ws, "bob")
+    ga = group(a, ids[:2], "N", "blue")
+    settled(server, ws, a, b, what="the group in both")
+    b.run("""window.renames = [];
+             chrome.tabGroups.onUpdated.addListener((g) => renames.push({ title: g.title, t: Date.now() }));""")
+    samples = []
+    for i in range(40):
+        title = f"Name {i}"
+        t0 = a.run("const t = Date.now(); await chrome.tabGroups.update(arguments[0], { title: arguments[1] }); return t;", ga, title)
+        t1 = wait_for(lambda: min([e["t"] for e in b.run("return window.renames;") if e["title"] == title], default=None),
+                      what=f"rename {i} in B")
+        samples.append(t1 - t0)
+        settled(server, ws, a, b, what=f"rename {i} settled")
+    report = {"n": len(samples), "p50_ms": percentile(samples, 50), "p99_ms": percentile(samples, 99), "max_ms": max(samples)}
+    write_artifact("group-rename-latency.json", report)
+    print(f"group rename A to B: n={report['n']} p50 {report['p50_ms']} ms p99 {report['p99_ms']} ms max {report['max_ms']} ms")
