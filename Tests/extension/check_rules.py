@@ -49,7 +49,7 @@ node_cases = [
   ("local_close_is_a_remove", [(PL, "else submit(plan, work, { remove: { tabId: wid } });", "else {}")]),
   ("pinning_a_tab", [(PL, "    if (t && !t.pinned) continue;", "    if (t) continue;")]),
   ("read_only_closes_here_only", [(PL, "      if (ctx.readOnly) table.dismissed.add(wid);", "      if (false) table.dismissed.add(wid);")]),
-  ("local_move_is_a_move", [(PL, "  for (const id of moved) {", "  for (const id of []) {")]),
+  ("local_move_is_a_move", [(PL, "  for (const m of moves) {", "  for (const m of []) {")]),
   ("ours_from_before_a_restart", [(PL, "    if (!mapped && work.has(id)) { table.map(t.id, id); left = id; continue; }", "")]),
   ("local_only_never_published", [(PL, "  return !table.ignored(t.id) && !table.localOnly(t.id) && !t.pinned;", "  return !table.ignored(t.id) && !t.pinned;")]),
   ("read_only_keeps_local", [(PL, "    if (ctx.readOnly) {\n      table.unmap(t.id);", "    if (false) {\n      table.unmap(t.id);")]),
@@ -114,8 +114,8 @@ def node_mode(only):
                 if old not in text:
                     sys.exit(f"{name}: PATTERN MISSING in {path}: {old[:60]!r}")
                 open(p, "w").write(text.replace(old, new, 1))
-            # The rule tests first; the generated cases only if none of them failed.
-            for stage in (NODE_TESTS[:-1], NODE_TESTS[-1:]):
+            # The rule tests first; the group tests and the generated cases only if none of them failed.
+            for stage in (NODE_TESTS[:-3], NODE_TESTS[-3:]):
                 start = time.monotonic()
                 r = subprocess.run(["node", "--test", "--test-reporter=dot", *stage], cwd=tmp, capture_output=True, text=True,
                                    env={**os.environ, "TABSYNC_PLAN_CASES": "1000", "TABSYNC_PLAN_SEED": "1"}, timeout=120)
@@ -123,7 +123,7 @@ def node_mode(only):
                 failed = r.returncode != 0
                 if failed: break
             bad += not failed
-            by = "rule tests" if stage is not NODE_TESTS[-1:] else "generated cases"
+            by = "rule tests" if stage == NODE_TESTS[:-3] else "group tests or generated cases"
             print(f"{name}: rule out -> {'FAILS (good)' if failed else 'PASSES (bad)'}{f' ({by})' if failed else ''} in {took:.2f} s", flush=True)
     sys.exit(1 if bad else 0)
 
