@@ -38,6 +38,15 @@ Checks (each a violation count in the report):
   in its window, and the acknowledgements per second in it against the run's mean;
 - notConverged: a client's final state (version, epoch, tabs with keys, fields and groups, active
   tab, the tab groups) is not the store's; unsettled: a client still holds pending ops at the end.
+
+With the change feed's records (RUN_DIR/feed/*.jsonl, one file per workspace: a reader of
+`GET /v1/workspaces/{id}/events` from version 0 through the faults, resuming by itself; each line
+{t, kind: op|snapshot, version, client, seq}, {t, error}, or last {t, resumes}):
+- feedBroken: the reader failed (a gap or repeat the client library refused, a final refusal, no
+  server for its give-up time), or its events skipped or repeated a version (a `snapshot` after the
+  first event counts only when it skips a version);
+- feedMissing: a version of the store's log, or an acknowledged op, that the feed never delivered;
+- feedWrong: the feed named another (client, seq) at a version than the log holds.
 """
 import json
 import math
@@ -46,7 +55,8 @@ import sys
 from collections import defaultdict
 
 VIOLATIONS = ("lost", "doubled", "misplaced", "versionReused", "gaps", "outOfOrder", "rejectedYetStored",
-              "phantom", "diverged", "notConverged", "unsettled", "historyNotALog")
+              "phantom", "diverged", "notConverged", "unsettled", "historyNotALog", "feedBroken", "feedMissing",
+              "feedWrong")
 
 TAB_FIELDS = ("id", "title", "url", "icon", "badge", "locked", "key", "group")
 
@@ -120,9 +130,50 @@ def split_merge(placement):
     return {"splits": splits, "merges": merges, "splitSeconds": round(split_seconds, 1)}
 
 
-def check(histories, store, faults=(), placement=None):
-    """histories: {client: [event, ...]}; store: as store.json. Returns the report (a dict) with
-    `violations` {name: count} and `problems` (lines, the first few of each kind)."""
+def check_feeds(feeds, store, acked, problem):
+    """The feed checks (see the header); `acked` {(ws, client, seq): version}. Returns the counts
+    for the report: versions delivered, and the readers' reconnections."""
+    logged = {(o["ws"], int(o["version"])): (o.get("client", ""), int(o.get("seq", 0))) for o in store.get("ops", [])}
+    delivered = resumes = 0
+    for ws, events in sorted(feeds.items()):
+        got = {}
+        last = None
+        for e in events:
+            if "resumes" in e:
+                resumes += int(e["resumes"])
+                continue
+            if "error" in e:
+                problem("feedBroken", f"{ws}: the reader failed at t={e['t']}: {e['error']}")
+                continue
+            ver = int(e["version"])
+            if e["kind"] == "snapshot":
+                if last is not None and ver != last:
+                    problem("feedBroken", f"{ws}: a snapshot at {ver} after version {last}: versions skipped")
+                last = ver
+                continue
+            if last is not None and ver != last + 1:
+                problem("feedBroken", f"{ws}: op {ver} after version {last}")
+            if ver in got:
+                problem("feedBroken", f"{ws}: version {ver} delivered twice")
+            got[ver] = (e.get("client", ""), int(e.get("seq", 0)))
+            last = ver
+        delivered += len(got)
+        top = int(store.get("workspaces", {}).get(ws, {}).get("version", 0))
+        for ver in range(1, top + 1):
+            if (ws, ver) in logged and ver not in got:
+                problem("feedMissing", f"{ws}: logged version {ver} never came in the feed")
+            elif (ws, ver) in logged and got[ver] != logged[(ws, ver)]:
+                problem("feedWrong", f"{ws}: version {ver} is {got[ver]} in the feed, {logged[(ws, ver)]} in the log")
+    for (ws, client, seq), ver in sorted(acked.items()):
+        if ws in feeds and feeds[ws] and ver not in {int(e["version"]) for e in feeds[ws] if e.get("kind") == "op"}:
+            problem("feedMissing", f"{ws}: {client} seq {seq}, acknowledged at {ver}, never came in the feed")
+    return delivered, resumes
+
+
+def check(histories, store, faults=(), placement=None, feeds=None):
+    """histories: {client: [event, ...]}; store: as store.json; feeds: {ws: [line, ...]} or None
+    (no feed was read). Returns the report (a dict) with `violations` {name: count} and `problems`
+    (lines, the first few of each kind)."""
     faults = list(faults)
     v = {name: 0 for name in VIOLATIONS}
     problems = []
@@ -371,6 +422,9 @@ def check(histories, store, faults=(), placement=None):
     }
     if placement is not None:
         report["placement"] = split_merge(placement)
+    if feeds is not None:
+        report["feedVersions"], report["feedResumes"] = check_feeds(feeds, store, acked, problem)
+        report["feeds"] = len(feeds)
     return report
 
 
@@ -394,6 +448,9 @@ def format_report(r):
         f"converged: {r['converged']} of {r['finals']} clients hold the store's workspace",
         f"history: {r.get('historyReads', 0)} reads over sessions named {r.get('historyOps', 0)} ops, each checked against the log",
     ]
+    if "feeds" in r:
+        lines.append(f"feed: {r['feedVersions']} versions delivered by {r['feeds']} readers of the change feed "
+                     f"({r['feedResumes']} resumes), each checked against the log and the acknowledgements")
     if "placement" in r:
         p = r["placement"]
         lines.append(f"placement: {p['splits']} splits, {p['merges']} merges ({p['splitSeconds']} workspace-seconds split over nodes)")
@@ -421,7 +478,7 @@ def read_jsonl(path):
 
 
 def load_run(run_dir):
-    """(histories, store, faults, placement) from a run directory of scripts/nemesis."""
+    """(histories, store, faults, placement, feeds) from a run directory of scripts/nemesis."""
     hist_dir = os.path.join(run_dir, "history")
     histories = {}
     for name in sorted(os.listdir(hist_dir)):
@@ -438,7 +495,16 @@ def load_run(run_dir):
     if os.path.exists(path):
         with open(path) as f:
             placement = json.load(f)
-    return histories, store, faults, placement
+    return histories, store, faults, placement, load_feeds(run_dir)
+
+
+def load_feeds(run_dir):
+    """{ws: [line, ...]} from RUN_DIR/feed/, or None when no feed was read."""
+    feed_dir = os.path.join(run_dir, "feed")
+    if not os.path.isdir(feed_dir):
+        return None
+    return {name[:-len(".jsonl")]: read_jsonl(os.path.join(feed_dir, name))
+            for name in sorted(os.listdir(feed_dir)) if name.endswith(".jsonl")}
 
 
 def main():

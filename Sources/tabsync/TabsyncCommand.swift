@@ -31,7 +31,7 @@ struct TabsyncCommand: AsyncParsableCommand {
         version: TabsyncVersion.current,
         subcommands: [
             BarCommand.self, LsCommand.self, AddCommand.self, OpenCommand.self, MvCommand.self, RmCommand.self,
-            ActivateCommand.self, RenameCommand.self, WatchCommand.self, ExportCommand.self, ImportCommand.self,
+            ActivateCommand.self, RenameCommand.self, WatchCommand.self, FeedCommand.self, ExportCommand.self, ImportCommand.self,
             LogCommand.self, RestoreCommand.self, ReopenCommand.self,
             GroupCommand.self, UngroupCommand.self, GroupEditCommand.self,
             Bench.self,

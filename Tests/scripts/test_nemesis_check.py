@@ -201,3 +201,51 @@ def test_a_history_answer_must_be_the_logs_ops_and_never_past_the_store():
     ahead = copy.deepcopy(h)
     ahead["c2"][3]["ops"] = [[3, "c2", 9]]
     assert violations(ahead, s)[0] == {"historyNotALog": 1}
+
+
+def feed_of_good():
+    """The change feed of `good()`'s workspace read from version 0: both ops, once, in order."""
+    return {"w": [{"t": 0.3, "kind": "op", "version": 1, "client": "c1", "seq": 1},
+                  {"t": 1.0, "kind": "op", "version": 2, "client": "c1", "seq": 2}]}
+
+
+def test_a_feed_with_every_version_once_passes():
+    h, s = good()
+    bad, r = violations(h, s, feeds=feed_of_good())
+    assert bad == {}
+    assert r["feedVersions"] == 2
+    assert "2 versions delivered by 1 readers of the change feed (0 resumes)" in nc.format_report(r)
+    resumed = feed_of_good()
+    resumed["w"].append({"t": 2.0, "resumes": 3})
+    bad, r = violations(h, s, feeds=resumed)
+    assert bad == {} and r["feedResumes"] == 3
+
+
+def test_a_feed_missing_a_version_or_repeating_one_or_naming_another_op_fails():
+    h, s = good()
+    missing = feed_of_good()
+    del missing["w"][1]
+    bad, _ = violations(h, s, feeds=missing)
+    assert bad == {"feedMissing": 2}  # the logged version 2, and c1's acknowledged seq 2
+    repeated = feed_of_good()
+    repeated["w"].append(dict(repeated["w"][1]))
+    bad, _ = violations(h, s, feeds=repeated)
+    assert bad == {"feedBroken": 2}  # op 2 after version 2, and version 2 twice
+    wrong = feed_of_good()
+    wrong["w"][0]["client"] = "c2"
+    bad, _ = violations(h, s, feeds=wrong)
+    assert bad == {"feedWrong": 1}
+
+
+def test_a_snapshot_that_skips_versions_and_a_failed_reader_fail():
+    h, s = good()
+    skipped = {"w": [{"t": 0.1, "kind": "snapshot", "version": 0},
+                     {"t": 1.0, "kind": "snapshot", "version": 2}]}
+    bad, _ = violations(h, s, feeds=skipped)
+    assert bad["feedBroken"] == 1 and bad["feedMissing"] == 4
+    resumed = {"w": [{"t": 0.1, "kind": "snapshot", "version": 0}, *feed_of_good()["w"],
+                     {"t": 1.5, "kind": "snapshot", "version": 2}]}
+    assert violations(h, s, feeds=resumed)[0] == {}
+    failed = feed_of_good()
+    failed["w"].append({"t": 1.2, "error": "FeedUnreachable: no server for 120 s"})
+    assert violations(h, s, feeds=failed)[0] == {"feedBroken": 1}
