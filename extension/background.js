@@ -124,13 +124,15 @@ chrome.tabs.onActivated.addListener((info) => onWindowEvent(info.windowId));
 chrome.tabs.onAttached.addListener((_, info) => onWindowEvent(info.newWindowId));
 chrome.tabs.onDetached.addListener((_, info) => onWindowEvent(info.oldWindowId));
 chrome.tabs.onUpdated.addListener(async (tabId, change, tab) => {
-  if (!("title" in change || "url" in change || "status" in change || "pinned" in change)) return;
+  if (!("title" in change || "url" in change || "status" in change || "pinned" in change || "groupId" in change)) return;
   await boot();
   const m = mirrorOfWindow(tab.windowId);
   if (!m) return;
   if ("title" in change || "url" in change) m.table.record(tabId).changedAt = Date.now();
   m.schedule("title" in change ? TITLE_DEBOUNCE_MS : 0);
 });
+// Tab groups (docs/extension.md, "Tab groups"): made, renamed, recoloured, moved or closed.
+for (const e of ["onCreated", "onUpdated", "onRemoved", "onMoved"]) chrome.tabGroups?.[e]?.addListener((g) => onWindowEvent(g.windowId));
 chrome.windows.onRemoved.addListener(async (windowId) => {
   await boot();
   mirrorOfWindow(windowId)?.detached();

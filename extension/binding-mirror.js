@@ -4,10 +4,11 @@
 
 import { api as chrome } from "./browser-api.js";
 import { generateKeyBetween } from "./fractional-indexing.js";
-import { tokenRole, workspaceTabId } from "./mirror.js";
+import { movedTabs, tokenRole, workspaceTabId } from "./mirror.js";
 import { TabTable } from "./tab-table.js";
-import { URL_WAIT_MS, planArrange, planChanges } from "./plan.js";
-import { execute, isPlaceholder, urlNotKnownYet, windowTabs } from "./executor.js";
+import { URL_WAIT_MS, mirrorable, planArrange, planChanges } from "./plan.js";
+import { localGroupOps, remoteGroupActions } from "./group-plan.js";
+import { execute, executeGroups, isPlaceholder, urlNotKnownYet, windowGroups, windowTabs } from "./executor.js";
 import { ExtensionClient, exportClient, importClient } from "./client-state.js";
 import { afterWelcome, finalClose, isNewHistory, matchNewHistoryByPage } from "./welcome.js";
 import { updateBadge } from "./badge.js";
@@ -287,6 +288,28 @@ export class Mirror {
     };
   }
 
+  /**
+   * The group half of a pass (docs/extension.md, "Tab groups"; group-plan.js): `local` sends the
+   * window's regroups and renames, else the window's groups take the workspace's (`moved`: the real
+   * tabs the arrange just moved, which the browser may have ungrouped). Only when the
+   * browser has tab groups and the client knows the workspace's (a client without them would read
+   * every group as gone); never in a paused mirror.
+   */
+  async groupsPass(local, moved = new Set()) {
+    const state = this.client.state;
+    if (!Array.isArray(state?.groups) || this.table.paused) return;
+    const browserGroups = await windowGroups(this.b.windowId);
+    const real = browserGroups && (await windowTabs(this.b.windowId));
+    if (!real) return;
+    const ctx = {
+      real, browserGroups, state, table: this.table, groups: this.table.groups, readOnly: this.readOnly,
+      groupBound: false, moved, mirrorable: (t) => mirrorable(this.table, t),
+      newGroupId: (gid) => workspaceTabId(`g${this.tag}`, this.nonce, gid),
+    };
+    if (local) for (const op of localGroupOps(ctx)) this.client.submit(op);
+    else await executeGroups(remoteGroupActions(ctx), this.b.windowId, this.table.groups);
+  }
+
   /** Submits a plan's ops and takes them from the pacing bucket. */
   submitAll(plan) {
     if (!switches.pacingOff) this.tokens -= plan.used;
@@ -307,11 +330,21 @@ export class Mirror {
     const changes = planChanges(this.context(real));
     this.submitAll(changes);
     await execute(changes.actions, this.b.windowId, this.table); // a pause plans no closes
-    if (!changes.pause) {
-      real = (await windowTabs(this.b.windowId)) ?? [];
+    await this.groupsPass(true);
+    const first = real;
+    if (!changes.pause) real = (await windowTabs(this.b.windowId)) ?? [];
+    if (!changes.pause && movedTabs(first.map((t) => t.id), real.map((t) => t.id)).length > 0) {
+      // The user moved tabs since the first half read the window (a drag during the pass): the
+      // arrange would put them back. The next pass sends the move first, then arranges.
+      this.schedule(0);
+    } else if (!changes.pause) {
       const arrange = planArrange({ ...this.context(real), deferred: changes.deferred });
       this.submitAll(arrange);
       await execute(arrange.actions, this.b.windowId, this.table);
+      // A move may change the group of the tab moved and of its neighbours (the browser keeps groups
+      // contiguous): after any, every tab's group is the workspace's, not read as the user's.
+      const moved = new Set(arrange.actions.some((x) => x.move) ? real.map((t) => t.id) : []);
+      await this.groupsPass(false, moved); // after the moves: a tab the browser ungrouped moving it is grouped again
       this.client.focus(arrange.focus);
       const wait = [changes.later, arrange.later].filter((x) => x !== null);
       if (wait.length > 0) this.schedule(Math.min(...wait));

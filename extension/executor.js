@@ -57,6 +57,34 @@ export async function windowTabs(windowId) {
   }
 }
 
+/** The window's tab groups, or null when the browser has none (Firefox before 138). */
+export async function windowGroups(windowId) {
+  if (!chrome.tabGroups?.query || !chrome.tabs.group) return null;
+  return chrome.tabGroups.query({ windowId }).catch(() => null);
+}
+
+/**
+ * Runs the group actions of group-plan.js in window `windowId`, recording in `groups` (the group
+ * table) the browser id of each group it makes. Never `collapsed`, never a close; a failed call
+ * (a tab closed meanwhile) is left to the next pass, which reads the window afresh.
+ */
+export async function executeGroups(actions, windowId, groups) {
+  for (const a of actions) {
+    if (a.ungroup) await chrome.tabs.ungroup(a.ungroup.tabIds).catch(() => {});
+    else if (a.group) await chrome.tabs.group({ groupId: a.group.groupId, tabIds: a.group.tabIds }).catch(() => {});
+    else if (a.updateGroup) {
+      const { groupId, title, color } = a.updateGroup;
+      await chrome.tabGroups.update(groupId, { title, color }).catch(() => {});
+    } else if (a.create) {
+      const { wsGroupId, tabIds, title, color } = a.create;
+      const id = await chrome.tabs.group({ tabIds, createProperties: { windowId } }).catch(() => null);
+      if (id === null) continue;
+      groups.map(id, wsGroupId); // before the update's event is read
+      await chrome.tabGroups.update(id, { title, color }).catch(() => {});
+    }
+  }
+}
+
 /**
  * Runs `actions` (plan.js) in window `windowId`, recording in `table` the tabs it opens. A tab
  * that cannot be opened stops the opens of this pass (the next pass plans them again); every

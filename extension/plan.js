@@ -10,7 +10,8 @@
 // updated as the plan is made, before any browser call, so the events of the extension's own
 // calls find nothing to do.
 
-import { brakes, movedTabs, movesToOrder, pageFields, tabFields } from "./mirror.js";
+import { brakes, movesToOrder, pageFields, tabFields } from "./mirror.js";
+import { planMoves } from "./group-moves.js";
 
 export const LAZY_THRESHOLD = 8; // past this many tabs to open at once, the rest open as placeholders
 export const TITLE_DEBOUNCE_MS = 400; // a page's title changes are sent once they rest this long
@@ -33,10 +34,14 @@ export class Working {
     return this.tabs.some((t) => t.id === id);
   }
 
-  /** A key for a tab placed right after `leftId` (null: first). */
+  /** A key for a tab placed right after `leftId` (null: first); keyBefore: right before `rightId`. */
   keyAfter(leftId) {
     const i = leftId ? this.tabs.findIndex((t) => t.id === leftId) : -1;
     return this.keyBetween(i >= 0 ? this.tabs[i].key : null, this.tabs[i + 1]?.key ?? null);
+  }
+  keyBefore(rightId) {
+    const i = this.tabs.findIndex((t) => t.id === rightId);
+    return this.keyBetween(this.tabs[i - 1]?.key ?? null, this.tabs[i].key);
   }
 
   apply(op) {
@@ -130,23 +135,18 @@ function mirroredIds(ctx, work) {
 }
 
 /**
- * Step 2, rule "a local move is a move": tabs out of a longest common subsequence of the order
- * last synced and the real order get a key right after their real left neighbour that stayed.
+ * Step 2, rule "a local move is a move": tabs out of a longest common subsequence of the order last
+ * synced and the real order get a key beside a neighbour that stayed, a group kept whole (group-moves.js).
  */
 export function localMoves(ctx, plan, work) {
   const { table } = ctx;
   if (plan.deferred || !table.lastOrder || ctx.readOnly) return;
-  const now = mirroredIds(ctx, work);
-  const moved = movedTabs(table.lastOrder, now);
-  const settled = new Set(now.filter((id) => !moved.includes(id)));
-  for (const id of moved) {
+  const { moves, regroup } = planMoves(table.lastOrder, mirroredIds(ctx, work), (id) => table.groups.member.get(id) ?? "");
+  for (const m of moves) {
     if (!take(plan)) { plan.deferred = true; return; }
-    const i = now.indexOf(id);
-    let left = null;
-    for (let j = i - 1; j >= 0; j--) if (settled.has(now[j])) { left = now[j]; break; }
-    submit(plan, work, { move: { tabId: id, place: { key: work.keyAfter(left) } } });
-    settled.add(id);
+    submit(plan, work, { move: { tabId: m.id, place: { key: m.before ? work.keyBefore(m.before) : work.keyAfter(m.left) } } });
   }
+  for (const r of regroup) plan.ops.push({ group: r }); // right after its moves, whatever the budget
 }
 
 /**

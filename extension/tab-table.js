@@ -1,5 +1,6 @@
 // The tab table: what one bound window's mirror knows about its real tabs, as one value (no
 // browser API, no storage: node tests it). It replaces the parallel maps and sets the mirror kept.
+import { GroupTable } from "./group-table.js";
 
 /**
  * One record per real (browser) tab: its workspace id (`wsId`, null while unmapped), the fields
@@ -29,6 +30,7 @@ export class TabTable {
     this.lastOrder = null; // workspace ids in the order last synced (null: none yet)
     this.lastActive = null; // the active workspace tab last synced
     this.paused = null; // { kind: "epoch" | "brake", reason, count }
+    this.groups = new GroupTable(); // the window's groups (docs/extension.md, "Tab groups")
   }
 
   /** The record of real tab `tid`, made empty if there is none. */
@@ -156,6 +158,7 @@ export class TabTable {
       navigating: pairs((r) => r.navigating),
       removed: [...this.removed], snapshotRemoved: [...this.snapshotRemoved], dismissed: [...this.dismissed],
       localIds: [...this.localIds], paused: this.paused, lastOrder: this.lastOrder, lastActive: this.lastActive,
+      groups: this.groups.serialize(),
     };
   }
 
@@ -163,7 +166,8 @@ export class TabTable {
    * A table from a stored record `r` (this shape, or the one saved before the table existed: the
    * same keys). `trusted`: the real tab ids in it are this browser session's (a worker restart);
    * else (a browser restart, an extension update) only the workspace-id sets, the order and the
-   * pause are kept, and the tab-id part is returned apart as `prior` for the window matcher.
+   * pause are kept (and the groups last synced, without the browser's group ids: matched again by
+ * membership), and the tab-id part is returned apart as `prior` for the window matcher.
    */
   static restore(r = {}, trusted = true) {
     const t = new TabTable();
@@ -173,6 +177,7 @@ export class TabTable {
     t.localIds = new Set(r.localIds ?? []);
     t.lastOrder = r.lastOrder ?? null;
     t.paused = r.paused ?? null;
+    t.groups = GroupTable.restore(r.groups, trusted);
     const prior = { map: new Map((r.map ?? []).map(([k, v]) => [Number(k), v])), seen: new Map((r.seen ?? []).map(([k, v]) => [Number(k), v])) };
     if (!trusted) return { table: t, prior };
     for (const [tid, wid] of prior.map) t.map(tid, wid);

@@ -10,6 +10,7 @@ import subprocess, sys, os
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BG = "extension/background.js"; CL = "web/tabsync-client.js"; MI = "extension/mirror.js"
 PL = "extension/plan.js"; TT = "extension/tab-table.js"
+GP = "extension/group-plan.js"; GM = "extension/group-moves.js"
 cases = [
   ("view_only_token", [(BG, "      } else if (this.readOnly) {\n        // A view-only binding never adopts: the workspace opens in a window of its own.\n        await this.openWindow(state);\n", ""),
                        (BG, "    } else if (kind === \"replace\") {", "    } else if (false) {")]),
@@ -48,7 +49,7 @@ node_cases = [
   ("local_close_is_a_remove", [(PL, "else submit(plan, work, { remove: { tabId: wid } });", "else {}")]),
   ("pinning_a_tab", [(PL, "    if (t && !t.pinned) continue;", "    if (t) continue;")]),
   ("read_only_closes_here_only", [(PL, "      if (ctx.readOnly) table.dismissed.add(wid);", "      if (false) table.dismissed.add(wid);")]),
-  ("local_move_is_a_move", [(PL, "  for (const id of moved) {", "  for (const id of []) {")]),
+  ("local_move_is_a_move", [(PL, "  for (const m of moves) {", "  for (const m of []) {")]),
   ("ours_from_before_a_restart", [(PL, "    if (!mapped && work.has(id)) { table.map(t.id, id); left = id; continue; }", "")]),
   ("local_only_never_published", [(PL, "  return !table.ignored(t.id) && !table.localOnly(t.id) && !t.pinned;", "  return !table.ignored(t.id) && !t.pinned;")]),
   ("read_only_keeps_local", [(PL, "    if (ctx.readOnly) {\n      table.unmap(t.id);", "    if (false) {\n      table.unmap(t.id);")]),
@@ -81,11 +82,19 @@ node_cases = [
   ("retired_mirror_never_passes", [("extension/binding-mirror.js", "    if (this.phase === \"retired\") return;\n    this.dirty = true;", "    this.dirty = true;")]),
   ("new_history_matches_by_page", [("extension/welcome.js", "    if (ids?.length) table.map(tid, ids.shift());", "")]),
   ("deleted_binding_offers_no_way_back", [("extension/welcome.js", "  if (b?.deleted) return", "  if (false) return")]),
+  # Tab groups (docs/extension.md, "Tab groups"): group-plan.js and group-moves.js.
+  ("group_matched_by_its_tabs", [(GP, "    if (g !== \"\" && groups.browserOf(g) === undefined) groups.map(b.id, g);", "")]),
+  ("local_regroup_is_a_group_op", [(GP, "    if (now === (groups.member.get(wsId) ?? \"\")) continue;", "    continue;")]),
+  ("local_rename_is_an_update", [(GP, "    if ((b.title ?? \"\") !== last.title) update.title = b.title ?? \"\";", "")]),
+  ("remote_move_never_ungroups", [(GP, "&& !ctx.moved?.has(t.id)) continue; // the user's", "&& true) continue; // the user's")]),
+  ("users_group_change_not_overwritten", [(GP, "&& !ctx.moved?.has(t.id)) continue; // the user's", "&& false) continue; // the user's")]),
+  ("a_group_moves_whole", [(GM, "    if (g && !keep.has(`\\0${g}`)) {", "    if (false) {")]),
   ("restored_window_matched_against_its_table", [(MI, "    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();",
                                                   "    return [...restored.tabs, ...stateTabs.filter((t) => !restored.tabs.some((r) => r.id === t.id))];")]),
 ]
 NODE_TESTS = ["Tests/extension/plan.test.mjs", "Tests/extension/tab-table.test.mjs", "Tests/extension/welcome.test.mjs",
-              "Tests/extension/try-again.test.mjs", "Tests/extension/plan.property.test.mjs"]
+              "Tests/extension/try-again.test.mjs", "Tests/extension/group-plan.test.mjs", "Tests/extension/group-moves.test.mjs",
+              "Tests/extension/plan.property.test.mjs"]
 
 
 def node_mode(only):
@@ -105,8 +114,8 @@ def node_mode(only):
                 if old not in text:
                     sys.exit(f"{name}: PATTERN MISSING in {path}: {old[:60]!r}")
                 open(p, "w").write(text.replace(old, new, 1))
-            # The rule tests first; the generated cases only if none of them failed.
-            for stage in (NODE_TESTS[:-1], NODE_TESTS[-1:]):
+            # The rule tests first; the group tests and the generated cases only if none of them failed.
+            for stage in (NODE_TESTS[:-3], NODE_TESTS[-3:]):
                 start = time.monotonic()
                 r = subprocess.run(["node", "--test", "--test-reporter=dot", *stage], cwd=tmp, capture_output=True, text=True,
                                    env={**os.environ, "TABSYNC_PLAN_CASES": "1000", "TABSYNC_PLAN_SEED": "1"}, timeout=120)
@@ -114,7 +123,7 @@ def node_mode(only):
                 failed = r.returncode != 0
                 if failed: break
             bad += not failed
-            by = "rule tests" if stage is not NODE_TESTS[-1:] else "generated cases"
+            by = "rule tests" if stage == NODE_TESTS[:-3] else "group tests or generated cases"
             print(f"{name}: rule out -> {'FAILS (good)' if failed else 'PASSES (bad)'}{f' ({by})' if failed else ''} in {took:.2f} s", flush=True)
     sys.exit(1 if bad else 0)
 

@@ -54,6 +54,9 @@ test("serialize and restore keep the table; a browser restart keeps only what ou
   t.lastOrder = ["a"];
   t.lastActive = "a";
   t.paused = { kind: "brake", reason: "x", count: 6 };
+  t.groups.map(9, "G");
+  t.groups.member.set("a", "G");
+  t.groups.fields.set("G", { title: "g", color: "red" });
   const stored = JSON.parse(JSON.stringify(t.serialize()));
   const { table } = TabTable.restore(stored, true);
   assert.deepEqual(table.serialize(), t.serialize());
@@ -62,6 +65,10 @@ test("serialize and restore keep the table; a browser restart keeps only what ou
   assert.equal(cold.lastActive, null);
   assert.deepEqual([...cold.removed, ...cold.dismissed, ...cold.localIds], ["r", "d", "xb"]);
   assert.deepEqual([...prior.map], [[1, "a"]]);
+  assert.equal(table.groups.wsOf(9), "G");
+  assert.equal(cold.groups.wsOf(9), undefined, "a browser restart's group ids are new: matched again by membership");
+  assert.deepEqual([...cold.groups.member], [["a", "G"]]);
+  assert.deepEqual([...cold.groups.fields], [["G", { title: "g", color: "red" }]]);
 });
 
 test("the shape saved before the table existed is read as it is", () => {
@@ -79,6 +86,7 @@ test("the shape saved before the table existed is read as it is", () => {
   assert.equal(table.localOnly(20).code, "pinned");
   assert.deepEqual([...table.removed], ["z"]);
   assert.equal(table.lastActive, "b");
+  assert.equal(table.groups.member.size, 0, "no groups stored before groups: none synced");
 });
 
 test("defect: a tab replaced mid-navigation does not send back the page it was leaving", async () => {
