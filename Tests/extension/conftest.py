@@ -587,16 +587,30 @@ def browser_page():
         d.quit()
 
 
-def submit(server, workspace, op):
-    """Submits one op as a program would (websockets, JSON subprotocol); returns the Applied."""
-    from websockets.sync.client import connect
-    with connect(server.ws_url + "/", subprotocols=["tabsync.v1.json"], open_timeout=10) as ws:
-        ws.send(json.dumps({"hello": {"workspace": workspace, "clientId": "py-" + os.urandom(4).hex()}}))
-        json.loads(ws.recv(timeout=10))  # Welcome
-        ws.send(json.dumps({"submit": {"seq": "1", "op": op}}))
-        while True:
-            message = json.loads(ws.recv(timeout=10))
-            if "applied" in message and message["applied"].get("seq") == "1":
-                return message["applied"]
-            if "rejected" in message:
-                raise AssertionError(f"refused: {message['rejected']}")
+def submit(server, workspace, op, token=None):
+    """Submits one op as a program would (the Python client package, clients/python); returns its
+    Applied."""
+    return submit_all(server, workspace, [op], token=token)[-1]
+
+
+def submit_all(server, workspace, ops, token=None):
+    """Submits `ops` in order as one session of the Python client package (with `token` where the
+    server wants one); returns their Applieds. A refusal fails the test."""
+    import asyncio
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+    from tabsync_client import Refused, Session
+
+    async def run():
+        url = f"{server.ws_url}/v1/workspaces/{urllib.parse.quote(workspace, safe='')}/ws"
+        session = Session(url, workspace, client_id="py-" + os.urandom(4).hex(), token=token)
+        await session.start(timeout=10)
+        try:
+            futures = [session.submit(op) for op in ops]
+            return [await asyncio.wait_for(f, 10) for f in futures]
+        except Refused as refusal:
+            raise AssertionError(f"refused: {refusal}") from None
+        finally:
+            await session.close()
+
+    return asyncio.run(run())

@@ -9,7 +9,7 @@ the closed tabs without Reopen buttons.
 import json
 import os
 
-from conftest import TabsyncServer, submit, wait_for
+from conftest import TabsyncServer, submit, submit_all, wait_for
 from test_extension import bound, quiet
 from test_safety import mint, stays, window_urls
 
@@ -83,20 +83,6 @@ def test_reopen_from_the_popup_brings_the_tab_back_once_and_a_refusal_shows_the_
         server.stop()
 
 
-def submit_all(server, ws, token, ops):
-    """Submits `ops` in order as a Python client with a token (websockets, JSON subprotocol)."""
-    from websockets.sync.client import connect
-    with connect(server.ws_url + "/", subprotocols=["tabsync.v1.json"], open_timeout=10) as conn:
-        conn.send(json.dumps({"hello": {"workspace": ws, "clientId": "py-" + os.urandom(4).hex(), "token": token}}))
-        assert "welcome" in json.loads(conn.recv(timeout=10))
-        for seq, op in enumerate(ops, 1):
-            conn.send(json.dumps({"submit": {"seq": str(seq), "op": op}}))
-            while True:
-                message = json.loads(conn.recv(timeout=10))
-                if "rejected" in message:
-                    raise AssertionError(f"refused: {message['rejected']}")
-                if "applied" in message and message["applied"].get("seq") == str(seq):
-                    break
 
 
 def test_a_view_only_binding_lists_recently_closed_tabs_without_reopen(extension, profiles, pages, tmp_path):
