@@ -116,3 +116,23 @@ def test_access_and_bad_requests_are_refused_whole(node):
     status, _, body = post(node, "team", None, token=editor, raw=json.dumps({"ops": [{"add": {"tab": {"id": "x" * 10}}}]}) + " " * (2 << 20))
     assert status == 413, body
     assert version(node, editor) == (0, []), "nothing refused whole was applied"
+
+
+def test_a_thousand_writes_each_sent_three_times_with_the_first_answer_dropped_apply_once(node):
+    """Issue 42's Done-when on one SQLite node: the first send's answer is never read (the client
+    hangs up, as when a proxy drops it), the two retries are answered identically, and exactly
+    1,000 ops are applied."""
+    token = mint(node.secret, "script")
+    port = int(node.http.rsplit(":", 1)[1])
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    for i in range(1000):
+        # Add, then remove, so the workspace stays under its tab limit (500).
+        op = {"add": {"tab": {"id": f"t{i}", "title": f"T{i}"}}} if i % 2 == 0 else {"remove": {"tabId": f"t{i - 1}"}}
+        body = json.dumps({"ops": [op]})
+        dropped = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        dropped.request("POST", "/v1/workspaces/team/ops", body=body, headers={**headers, "Idempotency-Key": f"w-{i}"})
+        dropped.close()  # the answer is lost
+        answers = [post(node, "team", None, key=f"w-{i}", token=token, raw=body) for _ in range(2)]
+        assert answers[0][0] == 200 and answers[0][2] == answers[1][2], answers
+        assert "version" in answers[0][2]["results"][0], answers
+    assert version(node, token)[0] == 1000
