@@ -76,11 +76,6 @@ extension LoopDriver {
 
     /// The `Last-Event-ID` header, if any.
     static func lastEventId(_ wsi: OpaquePointer) -> String? {
-        let name = "last-event-id:"
-        let length = Int(lws_hdr_custom_length(wsi, name, Int32(name.utf8.count)))
-        guard length > 0, length <= 64 else { return nil }
-        var buffer = [CChar](repeating: 0, count: length + 1)
-        guard lws_hdr_custom_copy(wsi, &buffer, Int32(buffer.count), name, Int32(name.utf8.count)) >= 0 else { return nil }
-        return Substring(String(nulTerminated: buffer)).trimmingCharacters(in: " \t")
+        customHeader(wsi, "last-event-id:", maxBytes: 64)
     }
 }

@@ -22,7 +22,7 @@ extension LoopDriver {
         case LWS_CALLBACK_HTTP:
             let uri = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "/"
             let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
-            if path.hasPrefix("/v1/admin/") { return startAdmin(path, wsi: wsi, user: user) }
+            if path.hasPrefix("/v1/admin/") || Self.writeWorkspace(path) != nil { return startAdmin(path, wsi: wsi, user: user) }
             if let response = route(path, wsi: wsi, user: user) {
                 return respond(wsi, response)
             }
@@ -30,7 +30,7 @@ extension LoopDriver {
 
         case LWS_CALLBACK_HTTP_BODY:
             guard let id = user?.load(as: Int.self), id != 0, pendingHTTP[id]?.admin != nil, let input else { return 0 }
-            if pendingHTTP[id]!.admin!.body.count + length > AdminRequest.maxBodyBytes {
+            if pendingHTTP[id]!.admin!.body.count + length > pendingHTTP[id]!.admin!.limit {
                 pendingHTTP[id]!.admin!.tooLarge = true
             } else {
                 let bytes = UnsafeRawBufferPointer(start: input, count: length)
@@ -131,8 +131,15 @@ extension LoopDriver {
         let method = methods.indices.contains(index) ? methods[index] : "UNKNOWN"
         let requestId = makeId()
         user.storeBytes(of: requestId, as: Int.self)
-        pendingHTTP[requestId] = PendingHTTP(
-            wsi: wsi, response: nil, admin: PendingAdmin(method: method, path: path, query: Self.queryString(wsi)))
+        var call = PendingAdmin(method: method, path: path, query: Self.queryString(wsi))
+        if Self.writeWorkspace(path) != nil {
+            guard method == "POST" else {
+                pendingHTTP[requestId] = nil
+                return respond(wsi, HTTPResponse(status: 405, body: "POST only\n"))
+            }
+            call.limit = configuration.limits.maxFrameBytes
+        }
+        pendingHTTP[requestId] = PendingHTTP(wsi: wsi, response: nil, admin: call)
         if method == "POST" { return 0 }  // the body follows (LWS_CALLBACK_HTTP_BODY)
         return finishAdmin(requestId, wsi: wsi)
     }
@@ -143,7 +150,17 @@ extension LoopDriver {
         pendingHTTP[requestId]!.admin = nil
         if admin.tooLarge {
             pendingHTTP[requestId] = nil
-            return respond(wsi, HTTPResponse(status: 413, body: "the body is over \(AdminRequest.maxBodyBytes) bytes\n"))
+            return respond(wsi, HTTPResponse(status: 413, body: "the body is over \(admin.limit) bytes\n"))
+        }
+        if let workspaceId = Self.writeWorkspace(admin.path) {
+            routing = requestId
+            dispatch(.writeRequested(
+                requestId, workspaceId: workspaceId, key: Self.customHeader(wsi, "idempotency-key:", maxBytes: 4096), body: admin.body,
+                bearerToken: configuration.accessTokens != nil ? Self.bearerToken(wsi) : nil))
+            routing = nil
+            guard let response = pendingHTTP[requestId]?.response else { return 0 }
+            pendingHTTP[requestId] = nil
+            return respond(wsi, response)
         }
         let request: AdminRequest
         switch AdminRequest.parse(method: admin.method, path: admin.path, query: admin.query, body: admin.body) {
@@ -159,6 +176,24 @@ extension LoopDriver {
         guard let response = pendingHTTP[requestId]?.response else { return 0 }
         pendingHTTP[requestId] = nil
         return respond(wsi, response)
+    }
+
+    /// The workspace id of `POST /v1/workspaces/{id}/ops` (ServerCore+Write.swift), nil for any other path.
+    static func writeWorkspace(_ path: String) -> String? {
+        let prefix = "/v1/workspaces/", suffix = "/ops"
+        guard path.hasPrefix(prefix), path.hasSuffix(suffix), path.count > prefix.count + suffix.count else { return nil }
+        let id = path.dropFirst(prefix.count).dropLast(suffix.count)
+        return id.contains("/") ? nil : String(id)
+    }
+
+    /// A header lws does not know by name (`name`: lower case, with its colon), trimmed; nil when
+    /// absent or over `maxBytes`.
+    static func customHeader(_ wsi: OpaquePointer, _ name: String, maxBytes: Int) -> String? {
+        let length = Int(lws_hdr_custom_length(wsi, name, Int32(name.utf8.count)))
+        guard length > 0, length <= maxBytes else { return nil }
+        var buffer = [CChar](repeating: 0, count: length + 1)
+        guard lws_hdr_custom_copy(wsi, &buffer, Int32(buffer.count), name, Int32(name.utf8.count)) >= 0 else { return nil }
+        return Substring(String(nulTerminated: buffer)).trimmingCharacters(in: " \t")
     }
 
     /// The query string of the request (`a=1&b=2`), empty when there is none: lws keeps each

@@ -80,6 +80,8 @@ final class LoopDriver {
         var query: String
         var body: [UInt8] = []
         var tooLarge = false
+        /// The most body bytes taken: ``AdminRequest/maxBodyBytes``, or the frame limit for a write.
+        var limit = AdminRequest.maxBodyBytes
     }
 
     // C memory alive as long as the context.

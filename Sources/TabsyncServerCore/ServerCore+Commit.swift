@@ -110,11 +110,12 @@ extension ServerCore {
     /// Sends what an effect stands for, now that it is durable.
     mutating func release(_ effect: CommitPipeline.Effect) {
         switch effect {
-        case .broadcast(let workspaceId, _, let ops, let receivedAt):
+        case .broadcast(let workspaceId, let submitter, let ops, let receivedAt):
             metrics.opsApplied += UInt64(ops.count)
             guard let hub = workspaces.hub(workspaceId) else { return }
             for applied in ops { broadcast(Tabsync_V1_ServerMessage(applied: applied), to: hub.members) }
             feedApplied(ops, of: workspaceId)
+            writeApplied(submitter, ops)
             metrics.opLatencySeconds.observe((now - receivedAt).seconds)
         case .reject(_, let sessionId, let seq, let error):
             metrics.opsRejected[error.code, default: 0] += 1

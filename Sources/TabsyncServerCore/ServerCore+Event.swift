@@ -73,6 +73,9 @@ extension ServerCore {
         case feedRequested(RequestID, workspaceId: String, after: UInt64?, bearerToken: String?)
         /// A feed's reader does not keep up: its queue would pass `maxSendQueueBytes`.
         case feedBacklogExceeded(RequestID)
+        /// `POST /v1/workspaces/{id}/ops` (ServerCore+Write.swift): its `Idempotency-Key` (nil when
+        /// absent) and its whole body.
+        case writeRequested(RequestID, workspaceId: String, key: String?, body: [UInt8], bearerToken: String?)
         /// The HTTP request (or feed) went away before it was answered (or ended).
         case requestGone(RequestID)
         /// Stop gracefully: drain commits, close every session 1001, then stop.

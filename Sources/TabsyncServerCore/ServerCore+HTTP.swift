@@ -40,6 +40,7 @@ extension ServerCore {
             guard Validation.isValidWorkspaceId(id) else { return emit(.respond(requestId, .notFound)) }
             if let history = pending.history { return readHistory(history, of: id, for: .http(requestId)) }
             if let feed = pending.feed { return startFeed(requestId, id, feed, grant: grant) }
+            if let write = pending.write { return startWrite(requestId, id, write, grant: grant) }
             snapshotOrLoad(requestId, id)
         case .success:
             logger.info("http unauthorized", metadata: ["reason": "\(AuthError.wrongWorkspace)"])
@@ -65,6 +66,10 @@ extension ServerCore {
             pendingHTTP[requestId] = nil
             if let feed = pending.feed, !failed, workspaces.hub(id) != nil {
                 startFeed(requestId, id, feed, grant: pending.grant)
+                continue
+            }
+            if let write = pending.write {
+                writeLoaded(requestId, id, write, grant: pending.grant, failed: failed)
                 continue
             }
             emit(.respond(requestId, failed ? .storeUnavailable : (snapshotResponse(id) ?? .notFound)))

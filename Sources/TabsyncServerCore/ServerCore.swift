@@ -51,6 +51,8 @@ package struct ServerCore {
     /// Open change feeds (ServerCore+Feed.swift), and which follow each workspace.
     var feeds: [RequestID: Feed] = [:]
     var feedsByWorkspace: [String: Set<RequestID>] = [:]
+    /// HTTP writes whose ops are in the pipeline (ServerCore+Write.swift), by request id.
+    var httpWrites: [RequestID: HTTPWrite] = [:]
     var shutdown: ShutdownState = .running
     /// The admin API's state: revocations in force, the admin log's cursor, deletes under way.
     var admin = AdminState()
@@ -111,6 +113,8 @@ package struct ServerCore {
         var feed: FeedStart? = nil
         /// The feed's grant, once its token was checked (with access control).
         var grant: AccessGrant? = nil
+        /// An HTTP write (`POST …/ops`); nil: not a write.
+        var write: WriteStart? = nil
     }
 
     /// `now`: the instant the core starts at; `wallClock`: the wall-clock time at that instant.
@@ -200,6 +204,8 @@ package struct ServerCore {
             adminAnswered(call, result)
         case .feedRequested(let requestId, let workspaceId, let after, let token):
             feedRequested(requestId, workspaceId: workspaceId, after: after, bearerToken: token)
+        case .writeRequested(let requestId, let workspaceId, let key, let body, let token):
+            writeRequested(requestId, workspaceId: workspaceId, key: key, body: body, bearerToken: token)
         case .feedBacklogExceeded(let id):
             metrics.feedsCut += 1
             endFeed(id)
@@ -237,6 +243,7 @@ package struct ServerCore {
 
     /// Queues one message to one open session, or to one whose close waits for its answers.
     mutating func send(_ message: Tabsync_V1_ServerMessage, to id: ConnectionID) {
+        if writeAnswered(id, message) { return }
         guard let session = sessions[id], session.closing == nil || heldCloses[id] != nil else { return }
         outbox.actions.append(.send(id, message))
     }
@@ -254,6 +261,7 @@ package struct ServerCore {
     /// before any close: docs/design.md, "Close codes"; ``CloseReason/waitsForAnswers`` says which
     /// closes wait).
     mutating func close(_ id: ConnectionID, _ reason: CloseReason, grace: Duration = .seconds(5)) {
+        if writeUnanswerable(id) { return }
         guard sessions[id] != nil, sessions[id]!.closing == nil else { return }
         sessions[id]!.closing = reason
         if reason.waitsForAnswers, commits.owesAnswer(to: id) {
