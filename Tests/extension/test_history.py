@@ -91,9 +91,8 @@ def test_a_view_only_binding_lists_recently_closed_tabs_without_reopen(extension
     server = TabsyncServer(extension["origin"], "--auth-key-file", str(key))
     try:
         ws = "viewclosed"
-        submit_all(server, ws, mint(key, ws, "editor", "carol"),
-                   [{"add": {"tab": {"id": f"t-{n}", "title": n, "url": pages.url(n)}}} for n in ("V1", "V2", "V3")]
-                   + [{"remove": {"tabId": "t-V2"}}])
+        submit_all(server, ws, [{"add": {"tab": {"id": f"t-{n}", "title": n, "url": pages.url(n)}}} for n in ("V1", "V2", "V3")]
+                   + [{"remove": {"tabId": "t-V2"}}], token=mint(key, ws, "editor", "carol"))
         a = profiles("A")
         first = a.new_window(["about:blank"])
         a.bind(server.ws_url + "/", ws, "bob", token=mint(key, ws, "viewer", "bob"))
