@@ -72,7 +72,8 @@ extension ServerCore {
             return emit(.respond(requestId, Self.jsonError(403, refusal.code, refusal.description)))
         }
         guard !isBeingDeleted(id) else { return emit(.respond(requestId, .notFound)) }
-        guard let phase = workspaces.phase(id) else {
+        // Not in memory, or on its way (another request started the load): answered once loaded.
+        guard let phase = workspaces.phase(id), phase != .loading else {
             pendingHTTP[requestId] = PendingHTTP(workspaceId: id, authorizing: false, grant: grant, write: start)
             requestLoad(id)
             return

@@ -82,6 +82,11 @@ import Glibc
         let first = output.firstLine(within: scaled(.seconds(30)))
         let port = try #require(first.hasPrefix("PORT ") ? Int(first.dropFirst(5)) : nil, "the playback said \(first)")
 
+        // A line to the playback; false when it has ended (it failed: its verdict is in `output`).
+        func tell(_ line: String) -> Bool {
+            (try? input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))) != nil
+        }
+
         let session = try TabsyncClient(.init(
             url: ServerURL(usesTLS: false, host: "127.0.0.1", port: port), workspace: try #require(client["workspace"]),
             clientId: try #require(client["clientId"]), clientName: "", format: .json,
@@ -98,12 +103,15 @@ import Glibc
                 do {
                     _ = try await session.waitUntil(timeout: scaled(.seconds(20))) { want.isShown(by: $0) }
                 } catch {
-                    input.fileHandleForWriting.write(Data("PROGRESS\n".utf8))
+                    _ = tell("PROGRESS")
                     let said = output.firstLine(within: .seconds(5))
                     Issue.record("step \(index): want \(want), got \(Shown(session.state)); the playback: \(said)")
                     return
                 }
-                input.fileHandleForWriting.write(Data("STATE \(index)\n".utf8))
+                guard tell("STATE \(index)") else {
+                    Issue.record("step \(index): the playback ended before it: \(output.firstLine(within: .seconds(5)))")
+                    return
+                }
             }
         }
         let verdict = output.firstLine(within: scaled(.seconds(40)))

@@ -44,6 +44,29 @@ import TabsyncStore
         #expect(h.core.liveWorkspace("w")?.version == 2)
     }
 
+    /// A repeat that comes while the first send's load of the workspace is under way (a client that
+    /// lost the answer and tried again at once) waits for the load: it is not refused 503.
+    @Test func aWriteThatComesWhileTheWorkspaceLoadsWaitsForTheLoad() {
+        var h = CoreHarness()
+        func answer(_ actions: [ServerCore.Action], _ id: RequestID) -> HTTPResponse? {
+            for case .respond(let r, let response) in actions where r == id { return response }
+            return nil
+        }
+        let first = h.handle(.writeRequested(701, workspaceId: "w", key: "k", body: Self.body, bearerToken: nil))
+        let second = h.handle(.writeRequested(702, workspaceId: "w", key: "k", body: Self.body, bearerToken: nil))
+        #expect(answer(first, 701) == nil && answer(second, 702) == nil, "\(Self.text(answer(second, 702)))")
+        var actions = h.handle(.loaded(workspaceId: "w", .success(nil)))
+        var answers: [RequestID: HTTPResponse] = [:]
+        while let batch = actions.commitId, answers.count < 2 {
+            for id: RequestID in [701, 702] { if let a = answer(actions, id) { answers[id] = a } }
+            actions = h.handle(.committed(batch: batch, .stored, duration: .zero))
+        }
+        for id: RequestID in [701, 702] { if let a = answer(actions, id) { answers[id] = a } }
+        #expect(answers[701]?.status == 200)
+        #expect(answers[702] == answers[701])
+        #expect(h.core.liveWorkspace("w")?.version == 2, "the repeat applied nothing")
+    }
+
     @Test func aRepeatIsAnsweredTheSameAndAppliesNothing() {
         var h = Self.loaded()
         let sent = h.handle(Self.write())

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import TabsyncServerCore
 
 /// The Standard Webhooks signature of one delivery (docs/design.md, "Webhooks"): `v1,` and the
 /// standard base64 of HMAC-SHA256, keyed with the bytes the secret's base64 after `whsec_` decodes
