@@ -26,7 +26,11 @@ import threading
 import websockets
 
 SUBPROTOCOL = "tabsync.v1.json"
-STEP_TIMEOUT = 30.0
+# How long a step may wait for the client or its runner. Generous: the runner's own state checks
+# fail first (with what differed); this only ends a playback nobody drives. A runner in a busy test
+# process may not be scheduled for tens of seconds (Swift's cooperative pool has one thread per
+# core, and other suites' tests block theirs).
+STEP_TIMEOUT = 180.0
 SKIPPED_KINDS = {"focus"}
 
 
