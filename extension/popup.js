@@ -266,10 +266,11 @@ async function main() {
     // The deleted binding goes (the tabs stay); the form comes back for this window, the server
     // filled in and the workspace empty, so the user names another one (or the same, on purpose).
     if (!current) return;
-    const server = current.server;
-    await send({ type: "unbind", bindingId: current.bindingId });
-    $("server").value = server;
+    // The fields first: the unbind's storage change renders the form at once (onChanged), and it
+    // must not show the deleted workspace's name, even for a moment.
+    $("server").value = current.server;
     $("workspace").value = "";
+    await send({ type: "unbind", bindingId: current.bindingId });
     await render();
     $("workspace").focus();
   });
