@@ -49,8 +49,8 @@ public final class MemoryStore: WorkspaceStore {
 
     public func commit(_ batch: CommitBatch) throws(StoreError) {
         if let error = failure.withLock({ $0 }) { throw error }
-        let now = clock()
         try state.withLock { (stored: inout [String: StoredWorkspace]) throws(StoreError) in
+            let now = commitStamp(batch)
             let stale = try batch.staleWorkspaces(
                 stored: { stored[$0]?.workspace.version ?? 0 }, lastSeq: { stored[$0]?.lastSeqs[$1] ?? 0 })
             if !stale.isEmpty { throw StoreError.behind(storedVersions: stale) }
@@ -99,6 +99,22 @@ public final class MemoryStore: WorkspaceStore {
                 for id in Set(batch.records.map(\.workspaceId)) { keep(&kept[id, default: Kept()], stored[id], now: now) }
             }
         }
+    }
+
+    /// The batch's commit time: the clock to the millisecond, but past the newest kept op of every
+    /// workspace the batch writes, so a workspace's commit times strictly increase and each history
+    /// entry's `at` names the state after its batch (docs/design.md, "Reading history"). Called
+    /// under the state lock.
+    private func commitStamp(_ batch: CommitBatch) -> Date {
+        func ms(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+        var stamp = ms(clock())
+        kept.withLock { kept in
+            for id in Set(batch.records.map(\.workspaceId)) {
+                if let last = kept[id]?.entries.last?.committedAt { stamp = max(stamp, ms(last) + 1) }
+            }
+        }
+        // The middle of its millisecond: read back to the millisecond, it is `stamp` again.
+        return Date(timeIntervalSince1970: (Double(stamp) + 0.5) / 1000)
     }
 
     /// Trims one workspace's history after a commit: to the log's window without history, else as

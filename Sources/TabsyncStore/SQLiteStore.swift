@@ -380,7 +380,7 @@ public final class SQLiteStore: WorkspaceStore {
                     }
                 })
             if !stale.isEmpty { throw StoreError.behind(storedVersions: stale) }
-            let committedMs = options.clock.milliseconds()
+            let committedMs = try commitStamp(batch, db)
             for record in batch.records { try write(record, committedMs: committedMs, db) }
             let retention = max(batch.logRetention, 1)
             for (workspaceId, workspace) in batch.workspaces where workspace.version > 0 {
@@ -403,6 +403,21 @@ public final class SQLiteStore: WorkspaceStore {
             if let error = error as? StoreError { throw error }
             throw .writeFailed("\(path): \(error)")
         }
+    }
+
+    /// The batch's commit time (Unix ms): the clock, but past the newest stored op of every
+    /// workspace the batch writes, so a workspace's commit times strictly increase (two commits in
+    /// one millisecond, or a clock stepped back) and each history entry's `at` names the state
+    /// after its batch (docs/design.md, "Reading history").
+    private func commitStamp(_ batch: CommitBatch, _ db: SQLiteConnection) throws -> Int64 {
+        var stamp = options.clock.milliseconds()
+        let newest = try db.prepare("SELECT committed_ms FROM ops WHERE workspace = ? ORDER BY version DESC LIMIT 1")
+        for workspaceId in Set(batch.records.map(\.workspaceId)) {
+            newest.reset()
+            try newest.bind(.text(workspaceId))
+            if try newest.step(), !newest.isNull(0) { stamp = max(stamp, newest.int64(0) + 1) }
+        }
+        return stamp
     }
 
     private func write(_ record: CommitRecord, committedMs: Int64, _ db: SQLiteConnection) throws {

@@ -140,4 +140,27 @@ struct StoreRetentionContractTests {
         #expect(then.tabs == expected[Int(then.version)].tabs)
         #expect(throws: HistoryFailure.self) { try reader.answer(.time(Date(timeIntervalSince1970: 0)), workspaceId: "w") }
     }
+
+    /// One node's stores stamp a workspace's batches in strictly increasing milliseconds, even when
+    /// the clock stands still or steps back, so the time shown for an op names the state just after
+    /// it (PostgreSQL keeps the database's clock: docs/design.md, "Reading history").
+    @Test(arguments: [StoreKind.memory, .sqlite])
+    func commitTimesStrictlyIncreaseSoAnOpsTimeNamesItsState(kind: StoreKind) throws {
+        let clock = TestClock()
+        let directory = TemporaryDirectory()
+        let (store, _) = try Self.store(kind, .standard, interval: 16, clock: clock, directory: directory)
+        var driver = Driver(epoch: store.epoch)
+        for n in 1...4 {
+            if n == 4 { clock.advance(days: -1) }
+            driver.submit("w", "c", UInt64(n), .add(tab: Tab(id: "t\(n)"), place: .end, activate: false))
+            try store.commit(driver.takeBatch())
+        }
+        let entries = try store.history(workspaceId: "w", before: nil, limit: 10).reversed()
+        let shown = entries.map { Int64(($0.committedAt!.timeIntervalSince1970 * 1000).rounded(.down)) }
+        #expect(shown == (0..<4).map { shown[0] + Int64($0) }, "\(shown)")
+        for (entry, ms) in zip(entries, shown) {
+            let at = Date(timeIntervalSince1970: Double(ms) / 1000)
+            #expect(try store.version(workspaceId: "w", at: at) == entry.op.version, "at \(ms)")
+        }
+    }
 }
