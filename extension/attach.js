@@ -28,7 +28,7 @@ export async function findWindow(mirror, records, prior, waitMs) {
       if (taken.has(w.id) || w.incognito !== mirror.b.incognito) continue;
       const tabs = w.tabs.slice().sort((a, b) => a.index - b.index);
       const match = matchTabs(records, tabs, prior, BASE);
-      if (!windowMatches(records, match)) continue;
+      if (!windowMatches(records, match, tabs.filter((t) => !t.pinned).length)) continue;
       const score = match.byId * 2 + match.byUrl + match.other;
       if (!best || score > best.score) best = { w, match, score, tabs };
     }

@@ -187,11 +187,16 @@ export function matchTabs(records, tabs, prior = new Map(), base = "chrome-exten
 
 /**
  * Whether a window may be re-attached to a workspace whose tabs are `records`: it matches by ids
- * (at least 2, or all of them), or by at least 80% of the workspace's URLs and at least 2 tabs.
+ * (at least 2, or all of them), or by at least 80% of the workspace's URLs and at least 2 tabs, or
+ * it shows exactly the records' pages and nothing else (`windowTabs`: its unpinned tabs). The last
+ * is what a window of one shared tab is after a browser restart (new tab ids, one URL): without it
+ * the binding opened the workspace in a second window beside the restored one, showing that page
+ * twice (docs/extension.md, "Restart").
  */
-export function windowMatches(records, match) {
+export function windowMatches(records, match, windowTabs = Infinity) {
   const urls = records.filter((r) => r.url).length;
   if (match.byId >= 2 || (match.byId > 0 && match.byId === records.length)) return true;
+  if (urls > 0 && match.byUrl === urls && match.map.size === records.length && windowTabs === records.length) return true;
   return match.byUrl >= 2 && match.byUrl >= 0.8 * urls;
 }
 

@@ -41,6 +41,8 @@ cases = [
   ("try_again_with_a_new_token", [(BG, "    for (const [tid, v] of m.table.localOnlyEntries()) fresh.table.setLocalOnly(tid, v);\n    fresh.table.localIds = m.table.localIds;\n", "")]),
   ("try_again_keeps_the_window", [(BG, "  const keep = m.ready && !m.b.closed && ", "  const keep = false && ")]),
   ("remote_restore", [(BG, "      this.onRemoved(e.detail.removed);", "      this.onRemoved(e.detail.applied.op?.restore ? [] : e.detail.removed);")]),
+  ("one_tab_window_after_restart", [(MI, "  if (urls > 0 && match.byUrl === urls && match.map.size === records.length && windowTabs === records.length) return true;\n", "")],
+   "window_of_one_tab"),
   ("share_sends", [(BG, "    this.table.setLocalOnly(tabId, null);\n", "")]),
 ]
 # The node mode (--node): each rule taken out of the planner (extension/plan.js), the tab table or
@@ -89,10 +91,11 @@ node_cases = [
   ("remote_move_never_ungroups", [(GP, "&& !ctx.moved?.has(t.id)) continue; // the user's", "&& true) continue; // the user's")]),
   ("users_group_change_not_overwritten", [(GP, "&& !ctx.moved?.has(t.id)) continue; // the user's", "&& false) continue; // the user's")]),
   ("a_group_moves_whole", [(GM, "    if (g && !keep.has(`\\0${g}`)) {", "    if (false) {")]),
+  ("one_tab_window_after_restart", [(MI, "  if (urls > 0 && match.byUrl === urls && match.map.size === records.length && windowTabs === records.length) return true;\n", "")]),
   ("restored_window_matched_against_its_table", [(MI, "    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();",
                                                   "    return [...restored.tabs, ...stateTabs.filter((t) => !restored.tabs.some((r) => r.id === t.id))];")]),
 ]
-NODE_TESTS = ["Tests/extension/plan.test.mjs", "Tests/extension/tab-table.test.mjs", "Tests/extension/welcome.test.mjs",
+NODE_TESTS = ["Tests/extension/mirror.test.mjs", "Tests/extension/plan.test.mjs", "Tests/extension/tab-table.test.mjs", "Tests/extension/welcome.test.mjs",
               "Tests/extension/try-again.test.mjs", "Tests/extension/group-plan.test.mjs", "Tests/extension/group-moves.test.mjs",
               "Tests/extension/plan.property.test.mjs"]
 

@@ -82,6 +82,14 @@ test("restored tabs are matched by id, then URL, then title and position; a blan
   // A window holding one of the two URLs and other pages is not the workspace's window.
   const stranger = matchTabs(records, [{ id: 1, url: "http://h/p/One", title: "One" }, { id: 2, url: "http://x/", title: "X" }]);
   assert.equal(windowMatches(records, stranger), false);
+  // A window of one shared tab after a restart (a new tab id, one URL) is the window it had, when it
+  // shows that page and nothing else; beside another page it is not.
+  const one = [{ id: "w1", url: "http://h/p/One", title: "One" }];
+  const alone = matchTabs(one, [{ id: 201, url: "http://h/p/One", title: "One" }], new Map());
+  assert.ok(windowMatches(one, alone, 1));
+  assert.equal(windowMatches(one, alone), false, "without the window's tab count, the 2-tab floor holds");
+  const beside = matchTabs(one, [{ id: 201, url: "http://h/p/One", title: "One" }, { id: 202, url: "http://x/", title: "X" }], new Map());
+  assert.equal(windowMatches(one, beside, 2), false);
 });
 
 test("the mass-close brake, token roles and loopback hosts", async () => {

@@ -260,6 +260,25 @@ def test_two_browser_restarts_add_nothing_and_reopen_nothing(ext_server, profile
         assert urls.count(pages.url("T1")) == 1 and urls.count(pages.url("T2")) == 1, urls
 
 
+def test_a_window_of_one_tab_is_attached_again_after_a_restart(ext_server, profiles, pages):
+    """Row 5 (item 4), one tab: the restored window has one URL (new tab ids), below the 2-tab floor
+    of the URL rule; it shows exactly the page this browser had, so it is the bound window. The
+    chaos test met it opened a second time in a new window beside the restored one."""
+    server, ws = ext_server, "one-tab"
+    a = bound(profiles("A", cdp=True), server, ws, "alice", [pages.url("Solo")])
+    snap = quiet(server, ws, a)
+    assert len(snap["ids"]) == 1
+    session_saved_after(a, time.time())
+    a.restart()
+    wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
+             timeout=2 * WAIT, what="attached again after the restart")
+    a.target(a.binding()["windowId"])
+    after = quiet(server, ws, a, what="converged after the restart")
+    assert after["ids"] == snap["ids"]
+    urls = all_urls(a)
+    assert urls.count(pages.url("Solo")) == 1, urls
+
+
 def session_saved_after(profile, since):
     """Waits until Chromium wrote its session file after `since` (it saves on a timer): what a
     restart restores is then the windows open now."""
