@@ -43,6 +43,9 @@ cases = [
   ("remote_restore", [(BG, "      this.onRemoved(e.detail.removed);", "      this.onRemoved(e.detail.applied.op?.restore ? [] : e.detail.removed);")]),
   ("one_tab_window_after_restart", [(MI, "  if (urls > 0 && match.byUrl === urls && match.map.size === records.length && windowTabs === records.length) return true;\n", "")],
    "window_of_one_tab"),
+  # A drag between a pass's two reads of the window was put back by the arrange (binding-mirror.js reconcile).
+  ("drag_during_a_pass_sent_first", [("extension/binding-mirror.js", "    if (!changes.pause && movedTabs(first.map((t) => t.id), real.map((t) => t.id)).length > 0) {",
+                                     "    if (false) {")], "test_groups.py::drag_during_a_pass"),
   ("share_sends", [(BG, "    this.table.setLocalOnly(tabId, null);\n", "")]),
 ]
 # The node mode (--node): each rule taken out of the planner (extension/plan.js), the tab table or
@@ -158,7 +161,9 @@ for name, edits, *test in cases:
         open(p, "w").write(text.replace(old, new, 1))
     try:
         if ok:
-            r = subprocess.run(["python3", "-m", "pytest", "-p", "no:cacheprovider", "-q", "Tests/extension/test_safety.py", "-k", (test or [name])[0]],
+            # A case's test: a -k pattern of test_safety.py, or FILE::PATTERN for another file.
+            file, _, pattern = (test or [name])[0].rpartition("::")
+            r = subprocess.run(["python3", "-m", "pytest", "-p", "no:cacheprovider", "-q", f"Tests/extension/{file or 'test_safety.py'}", "-k", pattern],
                                cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=600)
             last = [l for l in r.stdout.splitlines() if l.startswith("E  ")][:1]
             summary = r.stdout.strip().splitlines()[-1]
