@@ -106,6 +106,9 @@ test("defect: Try again with a pass in flight and ops pending: each tab open onc
     assert.equal(oldStillRunning, false, "the old mirror's pass still ran after Try again answered");
     fresh.stop();
   } finally {
+    // Whatever failed, no mirror acts or reconnects after the test (else node never exits: a
+    // failure here hung the run instead of reporting it).
+    for (const m of new Set([...ext.registry.mirrors.values()])) { m.phase = "retired"; m.stop(); }
     ext.registry.switches.offline = false;
     ext.cleanup();
   }
