@@ -257,6 +257,7 @@ async function listGroups() {
     option.textContent = `the group “${g.title || "(untitled)"}” (${g.color})`;
     $("group").append(option);
   }
+  $("group").addEventListener("change", () => { $("bind").textContent = $("group").value ? "Bind this group" : "Bind this window"; });
 }
 
 async function main() {

@@ -11,6 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BG = "extension/background.js"; CL = "web/tabsync-client.js"; MI = "extension/mirror.js"
 PL = "extension/plan.js"; TT = "extension/tab-table.js"
 GP = "extension/group-plan.js"; GM = "extension/group-moves.js"
+SG = "extension/shared-group.js"; GB = "extension/group-bound.js"; SHARED_TEST = "Tests/extension/test_shared_group.py"
 cases = [
   ("view_only_token", [(BG, "      } else if (this.readOnly) {\n        // A view-only binding never adopts: the workspace opens in a window of its own.\n        await this.openWindow(state);\n", ""),
                        (BG, "    } else if (kind === \"replace\") {", "    } else if (false) {")]),
@@ -42,6 +43,15 @@ cases = [
   ("try_again_keeps_the_window", [(BG, "  const keep = m.ready && !m.b.closed && ", "  const keep = false && ")]),
   ("remote_restore", [(BG, "      this.onRemoved(e.detail.removed);", "      this.onRemoved(e.detail.applied.op?.restore ? [] : e.detail.removed);")]),
   ("share_sends", [(BG, "    this.table.setLocalOnly(tabId, null);\n", "")]),
+  # The shared group (docs/extension.md, "The shared group"): test_shared_group.py, two Chromium profiles.
+  ("shared_group_is_the_groups_tabs", [(GB, "    const scope = boundTabs(all, this.b.groupId);", "    const scope = { tabs: all, offset: 0 };")], SHARED_TEST),
+  ("shared_group_opens_in_the_current_window", [("extension/attach.js", "    return this.b.group ? this.openGroup(state) : this.openWindow(state);", "    return this.openWindow(state);")], SHARED_TEST),
+  ("shared_group_remote_open_joins", [("extension/executor.js", "        await join(made.id); // before the map", "        // before the map")], SHARED_TEST),
+  ("shared_group_rename_goes_out", [(GB, "    if (local) { for (const op of localSharedOps(ctx)) this.client.submit(op); return; }", "    if (local) return;")], SHARED_TEST),
+  ("shared_group_follows_the_workspace", [(GB, "    if (update) await chrome.tabGroups.update", "    if (false) await chrome.tabGroups.update")], SHARED_TEST),
+  ("shared_group_add_asks_a_neighbours_group", [(BG, "      isPlaceholder, askGroup: this.askGroupHook(),", "      isPlaceholder,")], SHARED_TEST),
+  ("shared_group_restart_finds_its_group", [("extension/attach.js", "        if (this.b.group && !this.b.closed) await this.findBoundGroup();", "")], SHARED_TEST),
+  ("shared_group_closed_is_a_closed_window", [(GB, "    if (!scope) return null;", "    if (!scope) return [];")], SHARED_TEST),
 ]
 # The node mode (--node): each rule taken out of the planner (extension/plan.js), the tab table or
 # mirror.js, in a copy of the tree, and the node tests run there: a test must fail, fast.
@@ -89,11 +99,23 @@ node_cases = [
   ("remote_move_never_ungroups", [(GP, "&& !ctx.moved?.has(t.id)) continue; // the user's", "&& true) continue; // the user's")]),
   ("users_group_change_not_overwritten", [(GP, "&& !ctx.moved?.has(t.id)) continue; // the user's", "&& false) continue; // the user's")]),
   ("a_group_moves_whole", [(GM, "    if (g && !keep.has(`\\0${g}`)) {", "    if (false) {")]),
+  # The shared group's rules (shared-group.js) and the planner's hook for it.
+  ("shared_group_is_the_groups_tabs", [(SG, "  const tabs = real.filter((t) => t.groupId === groupId);", "  const tabs = real.slice();")]),
+  ("shared_group_at_the_groups_place", [(SG, "index: a.open.index + offset", "index: a.open.index"), (SG, "index: a.move.index + offset", "index: a.move.index")]),
+  ("shared_group_add_asks_a_neighbours_group", [(SG, "  const g = (neighbour && groupOf.get(neighbour)) || \"\";", "  const g = \"\";")]),
+  ("shared_group_add_hook", [(PL, "group: ctx.askGroup?.(id, left, work) || undefined", "group: undefined")]),
+  ("shared_group_fields_are_the_first_groups", [(SG, "  if (g) return { groupId: g.id,", "  if (false) return { groupId: g.id,")]),
+  ("shared_group_rename_goes_out", [(SG, "  if (same(bound, last) || ctx.readOnly) return [];", "  return [];")]),
+  ("shared_group_read_only_rename_stays", [(SG, "  if (same(bound, last) || ctx.readOnly) return [];", "  if (same(bound, last)) return [];")]),
+  ("shared_group_rename_without_a_group", [(SG, "  if (state.tabs.length === 0) return [];\n", "  return [];\n")]),
+  ("shared_group_follows_the_workspace", [(SG, "  return same(bound, want) ? null :", "  return true ? null :")]),
+  ("shared_group_users_rename_not_overwritten", [(SG, "  if (last && !same(bound, last)) return null;\n", "")]),
+  ("shared_group_matched_by_its_tabs", [(SG, "  for (const [g, n] of count) if (best === null || n > count.get(best)) best = g;", "")]),
   ("restored_window_matched_against_its_table", [(MI, "    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();",
                                                   "    return [...restored.tabs, ...stateTabs.filter((t) => !restored.tabs.some((r) => r.id === t.id))];")]),
 ]
 NODE_TESTS = ["Tests/extension/plan.test.mjs", "Tests/extension/tab-table.test.mjs", "Tests/extension/welcome.test.mjs",
-              "Tests/extension/try-again.test.mjs", "Tests/extension/group-plan.test.mjs", "Tests/extension/group-moves.test.mjs",
+              "Tests/extension/try-again.test.mjs", "Tests/extension/shared-group.test.mjs", "Tests/extension/group-plan.test.mjs", "Tests/extension/group-moves.test.mjs",
               "Tests/extension/plan.property.test.mjs"]
 
 
@@ -155,7 +177,9 @@ for name, edits, *test in cases:
         open(p, "w").write(text.replace(old, new, 1))
     try:
         if ok:
-            r = subprocess.run(["python3", "-m", "pytest", "-p", "no:cacheprovider", "-q", "Tests/extension/test_safety.py", "-k", (test or [name])[0]],
+            # A case names its test (a -k of test_safety.py), or a test file of its own to run whole.
+            target = [test[0]] if test and test[0].endswith(".py") else ["Tests/extension/test_safety.py", "-k", (test or [name])[0]]
+            r = subprocess.run(["python3", "-m", "pytest", "-p", "no:cacheprovider", "-q", *target],
                                cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=600)
             last = [l for l in r.stdout.splitlines() if l.startswith("E  ")][:1]
             summary = r.stdout.strip().splitlines()[-1]

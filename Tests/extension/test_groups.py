@@ -152,6 +152,16 @@ def test_groups_are_mirrored_both_ways(ext_server, profiles, pages):
     assert order == ids[2:] and server_groups(server, ws)[1] == []
 
 
+def restart_attached(a):
+    """Restarts CDP profile `a` once Chromium saved its session, waits until its binding is attached
+    again and points the popup at its window."""
+    session_saved_after(a, time.time())
+    a.restart()
+    wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
+             timeout=2 * WAIT, what="attached again after the restart")
+    a.target(a.binding()["windowId"])
+
+
 def test_groups_survive_a_browser_restart_and_send_nothing(ext_server, profiles, pages):
     """The browser gives restored groups new ids: they are matched by their tabs, so the restart
     sends no op (no ungroup, no new group), and the groups go on syncing both ways after it."""
@@ -161,11 +171,7 @@ def test_groups_survive_a_browser_restart_and_send_nothing(ext_server, profiles,
     before = group(a, ids[1:3], "Kept", "green")
     settled(server, ws, a, what="A's group")
     version = server.snapshot(ws)["version"]
-    session_saved_after(a, time.time())
-    a.restart()
-    wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
-             timeout=2 * WAIT, what="attached again after the restart")
-    a.target(a.binding()["windowId"])
+    restart_attached(a)
     settled(server, ws, a, what="converged after the restart")
     assert server.snapshot(ws)["version"] == version, ("the restart sent ops", server_history(server, ws, version))
     after = browser_groups(a)
