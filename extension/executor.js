@@ -111,7 +111,8 @@ export async function execute(actions, windowId, table, groupId = null) {
       const tabId = a.activate.tabId ?? table.tabOf(a.activate.wsId);
       if (tabId !== undefined) await chrome.tabs.update(tabId, { active: true }).catch(() => {});
     } else if (a.filler) {
-      const filler = await chrome.tabs.create({ windowId, url: urlFor({ title: "(empty workspace)" }, false), active: true });
+      const at = a.filler.index === undefined ? {} : { index: a.filler.index };
+      const filler = await chrome.tabs.create({ windowId, ...at, url: urlFor({ title: "(empty workspace)" }, false), active: true });
       table.ignore(filler.id);
       await join(filler.id)?.catch(() => {}); // the emptied group stays, so the binding does
     } else if (a.close) {

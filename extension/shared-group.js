@@ -23,11 +23,12 @@ export function boundTabs(real, groupId) {
   return { tabs, offset: tabs[0].index ?? real.indexOf(tabs[0]) };
 }
 
-/** Window indexes for actions planned over the group's tabs alone (plan.js `open`, `move`). */
+/** Window indexes for actions planned over the group's tabs alone (plan.js `open`, `move`, `filler`). */
 export function shiftActions(actions, offset) {
   return actions.map((a) => {
     if (a.open) return { open: { ...a.open, index: a.open.index + offset } };
     if (a.move) return { move: { ...a.move, index: a.move.index + offset } };
+    if (a.filler) return { filler: { index: offset } }; // the emptied group keeps one tab, in its place
     return a;
   });
 }

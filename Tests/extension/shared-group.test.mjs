@@ -42,8 +42,8 @@ test("rule: the workspace is the group's tabs, at the group's place in the windo
   assert.equal(scope.offset, 2);
   assert.equal(boundTabs(real.filter((t) => t.groupId !== G), G), null, "the group gone: null (the binding ends)");
   assert.equal(boundTabs(real, null), null);
-  assert.deepEqual(shiftActions([{ open: { index: 1 } }, { move: { tabId: 5, index: 0 } }, { close: { tabIds: [1] } }], 2),
-    [{ open: { index: 3 } }, { move: { tabId: 5, index: 2 } }, { close: { tabIds: [1] } }]);
+  assert.deepEqual(shiftActions([{ open: { index: 1 } }, { move: { tabId: 5, index: 0 } }, { close: { tabIds: [1] } }, { filler: {} }], 2),
+    [{ open: { index: 3 } }, { move: { tabId: 5, index: 2 } }, { close: { tabIds: [1] } }, { filler: { index: 2 } }]);
 });
 
 test("rule: a synced group-bound window plans nothing, and never a private tab", () => {

@@ -6,7 +6,7 @@ never sent, closed or reordered.
 """
 from conftest import submit, wait_for
 from test_firefox import firefox, firefox_extension, mixed_server  # noqa: F401 - fixtures
-from test_groups import restart_attached, server_groups
+from test_groups import restart_attached, server_groups, titles_settled
 
 GROUP_STRIP = """
     const b = arguments[0];
@@ -221,6 +221,7 @@ def test_a_shared_group_survives_a_browser_restart_and_sends_nothing(ext_server,
     wa, ga = a_group_of(a, pages, ("Y1", "Y2", "H1", "H2", "H3", "Y3"), "Kept", "cyan")
     bind_group(a, server, ws, "alice", ga)
     settle(server, ws, a, what="A's group adopted")
+    titles_settled(server, ws, ["H1", "H2", "H3"])
     version = server.snapshot(ws)["version"]
     restart_attached(a)
     settle(server, ws, a, what="converged after the restart")
