@@ -176,6 +176,31 @@ def test_a_shared_group_between_two_browsers(ext_server, profiles, pages):
     assert after["ids"] == before["ids"] and after["version"] == before["version"], "no remove sent"
     assert len(window_tabs(b, wb)) == 2, "B's private tabs stay"
     assert agreed(server, ws, a), "A unchanged"
+    # Reopen (the popup's, for a closed binding) brings the group back in B's window.
+    b.run("return await chrome.runtime.sendMessage({ type: 'reopen', bindingId: arguments[0] });", b.binding()["id"])
+    settle(server, ws, a, b, what="B's group reopened")
+    assert group_strip(b)["window"] == wb and len(window_tabs(b, wb)) == 2 + len(after["ids"])
+
+
+def test_a_group_emptied_by_others_stays_with_a_placeholder(ext_server, profiles, pages):
+    """Another client removes every tab of the workspace: A's group closes them and keeps one
+    placeholder tab, in the group's place, so the group (and the binding) stays; the private tabs
+    stay on their sides; a tab added then opens in the group."""
+    server, ws = ext_server, "shared-emptied"
+    a = profiles("A")
+    wa, ga = a_group_of(a, pages, ("E1", "E2", "K1", "K2", "E3"), "Soon empty", "yellow")
+    bind_group(a, server, ws, "alice", ga)
+    ids = settle(server, ws, a, what="A's group adopted")["ids"]
+    private = group_strip(a)["private"]
+    for i in ids:
+        submit(server, ws, {"remove": {"tabId": i}})
+    wait_for(lambda: len(group_strip(a)["chromeIds"]) == 1 and (a.status() or {}).get("status") == "connected"
+             and not any("/p/K" in (t["url"] or "") for t in window_tabs(a, wa)), what="A's group emptied to its placeholder")
+    st = group_strip(a)
+    assert st["private"] == private and st["ids"] == [None], "the placeholder is not published; private tabs where they were"
+    submit(server, ws, {"add": {"tab": {"id": "back", "title": "Back", "url": pages.url("Back")}, "place": {"index": 0}}})
+    wait_for(lambda: "back" in group_strip(a)["ids"], what="a tab added after it opens in the group")
+    assert group_strip(a)["private"] == private
 
 
 def test_a_shared_group_between_chromium_and_firefox(mixed_server, profiles, firefox, pages):
