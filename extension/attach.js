@@ -45,13 +45,14 @@ export class AttachMethods {
       const state = this.client.state;
       if (this.b.attach === "reattach") {
         await this.reattach(state);
+        if (this.b.group && !this.b.closed) await this.findBoundGroup(); // its id is new after a restart
       } else if (this.readOnly) {
-        // A view-only binding never adopts: the workspace opens in a window of its own.
-        await this.openWindow(state);
+        // A view-only binding never adopts: the workspace opens in a window (a group) of its own.
+        await this.openHere(state);
       } else if (state.tabs.length === 0) {
-        await this.adopt();
+        await (this.b.group ? this.adoptGroup() : this.adopt());
       } else {
-        await this.openWindow(state);
+        await this.openHere(state);
       }
     });
     if (this.b.closed) return; // no window to attach (a closed binding stays closed)
@@ -81,6 +82,11 @@ export class AttachMethods {
     const active = tabs.find((t) => t.active);
     table.lastActive = active ? table.wsOf(active.id) : list[0].id;
     if (table.lastActive !== list[0].id) this.client.activate(table.lastActive);
+  }
+
+  /** The workspace opens in a window of its own, or as a group of its own in a group-bound binding's window. */
+  openHere(state) {
+    return this.b.group ? this.openGroup(state) : this.openWindow(state);
   }
 
   /** The workspace opens in a window of its own (never merged into one with tabs). */
@@ -136,7 +142,7 @@ export class AttachMethods {
     }
     if (state.tabs.length === 0) { this.fail("the bound window is gone and the workspace is empty: bind a window again"); return; }
     this.release();
-    await this.openWindow(state);
+    await this.openHere(state);
   }
 
   /** After a browser restart: waits a little for a restored window that matches the closed binding. */

@@ -42,7 +42,8 @@ const KEEPALIVE_MS = 20_000; // a data message this often keeps the worker (and 
 
 /** @typedef {{ id: string, server: string, workspace: string, token: string, remember: boolean, name: string,
  *   mode: "follow" | "browse", clientId: string, windowId: number, incognito: boolean, stopped: string,
- *   attach: "adopt-or-open" | "reattach" | "", closed: boolean, viewOnly: string }} Binding */
+ *   attach: "adopt-or-open" | "reattach" | "", closed: boolean, viewOnly: string,
+ *   group?: boolean, groupId?: number | null }} Binding: `group`, one browser group of the window is bound (group-bound.js) */
 
 let booted = null;
 

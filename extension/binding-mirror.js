@@ -16,6 +16,8 @@ import { switches, attachSerially, updateRetryAlarm } from "./registry.js";
 import { resumeArea, saveBinding } from "./storage.js";
 import { AttachMethods } from "./attach.js";
 import { PopupMethods } from "./popup-api.js";
+import { GroupBoundMethods } from "./group-bound.js";
+import { shiftActions } from "./shared-group.js";
 
 /**
  * A mirror's lifecycle (`phase`), one value as the server's Connection has:
@@ -195,7 +197,7 @@ export class Mirror {
       if (code === "NOT_PERMITTED" || code === "NOT_EDITABLE") {
         this.b.viewOnly = this.b.viewOnly || code;
         this.release();
-        attachSerially(() => this.openWindow(this.client.state)).then(() => saveBinding(this.b)).then(() => this.schedule());
+        attachSerially(() => this.openHere(this.client.state)).then(() => saveBinding(this.b)).then(() => this.schedule());
       }
     } else if (kind === "remove" && (code === "NOT_PERMITTED" || code === "NOT_EDITABLE")) {
       this.table.dismissed.add(body.tabId); // closed here only: not reopened
@@ -284,7 +286,7 @@ export class Mirror {
       real, state: this.client.state, table: this.table, mode: this.b.mode, readOnly: this.readOnly,
       viewer: this.viewer, budget: this.budget(), now: Date.now(), keyBetween: generateKeyBetween,
       newId: (tid) => workspaceTabId(this.tag, this.nonce, tid), urlPending: (t) => urlNotKnownYet(t, URL_WAIT_MS),
-      isPlaceholder,
+      isPlaceholder, askGroup: this.askGroupHook(),
     };
   }
 
@@ -298,6 +300,7 @@ export class Mirror {
   async groupsPass(local, moved = new Set()) {
     const state = this.client.state;
     if (!Array.isArray(state?.groups) || this.table.paused) return;
+    if (this.b.group) { await this.sharedGroupPass(local); return; } // one group bound (group-bound.js)
     const browserGroups = await windowGroups(this.b.windowId);
     const real = browserGroups && (await windowTabs(this.b.windowId));
     if (!real) return;
@@ -308,6 +311,12 @@ export class Mirror {
     };
     if (local) for (const op of localGroupOps(ctx)) this.client.submit(op);
     else await executeGroups(remoteGroupActions(ctx), this.b.windowId, this.table.groups);
+  }
+
+  /** Executes a plan's actions (executor.js); in a group-bound window at the group's place, into it. */
+  async executeAll(actions) {
+    if (!this.b.group) return execute(actions, this.b.windowId, this.table);
+    return execute(shiftActions(actions, this.offset ?? 0), this.b.windowId, this.table, this.b.groupId);
   }
 
   /** Submits a plan's ops and takes them from the pacing bucket. */
@@ -324,15 +333,15 @@ export class Mirror {
   async reconcile() {
     if (this.phase !== "ready" || this.b.stopped || this.b.closed) return;
     this.reconciledState = this.client.state; // a later state (an Applied, our own submit) schedules another pass
-    let real = await windowTabs(this.b.windowId);
+    let real = await this.scopeTabs(); // the window's tabs, or the bound group's (group-bound.js)
     const win = await chrome.windows.get(this.b.windowId).catch(() => null);
-    if (!real || !win) { this.detached(); return; }
+    if (!real || !win) { this.detached(); return; } // a closed group is a closed window
     const changes = planChanges(this.context(real));
     this.submitAll(changes);
-    await execute(changes.actions, this.b.windowId, this.table); // a pause plans no closes
+    await this.executeAll(changes.actions); // a pause plans no closes
     await this.groupsPass(true);
     const first = real;
-    if (!changes.pause) real = (await windowTabs(this.b.windowId)) ?? [];
+    if (!changes.pause) real = (await this.scopeTabs()) ?? [];
     if (!changes.pause && movedTabs(first.map((t) => t.id), real.map((t) => t.id)).length > 0) {
       // The user moved tabs since the first half read the window (a drag during the pass): the
       // arrange would put them back. The next pass sends the move first, then arranges.
@@ -340,7 +349,8 @@ export class Mirror {
     } else if (!changes.pause) {
       const arrange = planArrange({ ...this.context(real), deferred: changes.deferred });
       this.submitAll(arrange);
-      await execute(arrange.actions, this.b.windowId, this.table);
+      await this.executeAll(arrange.actions);
+      if (this.b.group && arrange.actions.some((x) => x.move)) await this.regroupMoved();
       // A move may change the group of the tab moved and of its neighbours (the browser keeps groups
       // contiguous): after any, every tab's group is the workspace's, not read as the user's.
       const moved = new Set(arrange.actions.some((x) => x.move) ? real.map((t) => t.id) : []);
@@ -379,7 +389,7 @@ export class Mirror {
   }
 }
 
-for (const methods of [AttachMethods, PopupMethods]) {
+for (const methods of [AttachMethods, PopupMethods, GroupBoundMethods]) {
   for (const name of Object.getOwnPropertyNames(methods.prototype)) {
     if (name !== "constructor") Object.defineProperty(Mirror.prototype, name, Object.getOwnPropertyDescriptor(methods.prototype, name));
   }

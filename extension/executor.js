@@ -89,8 +89,10 @@ export async function executeGroups(actions, windowId, groups) {
  * Runs `actions` (plan.js) in window `windowId`, recording in `table` the tabs it opens. A tab
  * that cannot be opened stops the opens of this pass (the next pass plans them again); every
  * other call's failure (a tab closed meanwhile) is ignored: the next pass reads the window afresh.
+ * `groupId`: a group-bound window's group (shared-group.js), which every tab it opens joins.
  */
-export async function execute(actions, windowId, table) {
+export async function execute(actions, windowId, table, groupId = null) {
+  const join = (id) => (groupId === null ? null : chrome.tabs.group({ groupId, tabIds: [id] }));
   let opening = true;
   for (const a of actions) {
     if (a.open) {
@@ -98,6 +100,7 @@ export async function execute(actions, windowId, table) {
       const { tab, index, lazy } = a.open;
       try {
         const made = await openTab(windowId, index, tab, lazy);
+        await join(made.id); // before the map: a tab that could not join stays out, unmapped, never a remove
         table.map(made.id, tab.id);
         table.setSeen(made.id, { title: tab.title, badge: tab.badge, url: tab.url || null });
       } catch (error) {
@@ -108,8 +111,10 @@ export async function execute(actions, windowId, table) {
       const tabId = a.activate.tabId ?? table.tabOf(a.activate.wsId);
       if (tabId !== undefined) await chrome.tabs.update(tabId, { active: true }).catch(() => {});
     } else if (a.filler) {
-      const filler = await chrome.tabs.create({ windowId, url: urlFor({ title: "(empty workspace)" }, false), active: true });
+      const at = a.filler.index === undefined ? {} : { index: a.filler.index };
+      const filler = await chrome.tabs.create({ windowId, ...at, url: urlFor({ title: "(empty workspace)" }, false), active: true });
       table.ignore(filler.id);
+      await join(filler.id)?.catch(() => {}); // the emptied group stays, so the binding does
     } else if (a.close) {
       await chrome.tabs.remove(a.close.tabIds).catch(() => {});
     } else if (a.move) {

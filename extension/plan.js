@@ -57,8 +57,7 @@ export class Working {
   }
 }
 
-/** A fresh plan: nothing to do yet. */
-function emptyPlan(ctx) {
+/** A fresh plan: nothing to do yet. */ function emptyPlan(ctx) {
   return { ops: [], actions: [], pause: null, later: null, deferred: false, used: 0, budget: ctx.budget ?? Infinity };
 }
 
@@ -176,7 +175,8 @@ export function localOpens(ctx, plan, work) {
     }
     if (!take(plan)) { plan.deferred = true; return; }
     const f = pageFields(t, ctx.isPlaceholder(t));
-    const tab = { id, title: f.title };
+    const tab = { id, title: f.title, group: ctx.askGroup?.(id, left, work) || undefined }; // group-bound: shared-group.js
+    if (tab.group === undefined) delete tab.group;
     if (f.url) tab.url = f.url;
     if (f.badge) tab.badge = f.badge;
     table.map(t.id, id);
@@ -263,7 +263,7 @@ export function remoteCloses(ctx, plan, state) {
 /**
  * Steps 0-5 of a pass over `ctx` = { real (the window's tabs in order), state (the client's
  * state), table, mode, readOnly, viewer, budget, now, newId(realId), keyBetween(a, b),
- * urlPending(tab) }. Returns { ops, actions, pause, later, deferred, used }: the ops go to the
+ * urlPending(tab), askGroup(id, leftId, work)? (group-bound: the group an add asks for) }. Returns { ops, actions, pause, later, deferred, used }: the ops go to the
  * client in order, then the actions to the executor. A paused mirror plans nothing.
  */
 export function planChanges(ctx) {

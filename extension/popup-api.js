@@ -5,6 +5,7 @@ import { api as chrome } from "./browser-api.js";
 import { MAX_TITLE, cleanText } from "./mirror.js";
 import { attachSerially, mirrors } from "./registry.js";
 import { saveBinding } from "./storage.js";
+import { SHARED } from "./shared-group.js";
 
 export const REASONS = {
   NOT_PERMITTED: "your token may only view this workspace",
@@ -37,7 +38,7 @@ export class PopupMethods {
       // The window keeps its tabs, unbound; the server's version opens in a new window.
       this.phase = "attaching";
       this.release();
-      await attachSerially(() => this.openWindow(this.client.state));
+      await attachSerially(() => this.openHere(this.client.state));
       await saveBinding(this.b);
       this.phase = "ready";
     }
@@ -137,7 +138,7 @@ export class PopupMethods {
     const titles = new Map(c.state.tabs.map((t) => [t.id, t.title]));
     const status = {
       bindingId: this.b.id, windowId: this.b.windowId, workspace: this.b.workspace, server: this.b.server,
-      mode: this.b.mode, name: this.b.name,
+      mode: this.b.mode, name: this.b.name, group: this.b.group ? this.table.groups.fields.get(SHARED) ?? {} : null,
       status: this.b.deleted ? "deleted" : this.b.stopped ? "stopped" : this.b.closed ? "closed" : this.table.paused ? "paused"
         : this.ready ? c.status : (c.status === "connected" ? "attaching" : c.status),
       stopped: this.b.stopped, deleted: Boolean(this.b.deleted), version: c.confirmed.version, pending: c.pending.length,

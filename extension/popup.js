@@ -88,6 +88,9 @@ async function render() {
   $("ws-name").textContent = `${binding.workspace} on ${binding.server}`;
   $("version").textContent = `v${s.version ?? 0}`;
   $("bound-mode").value = binding.mode;
+  $("shared-group").hidden = !s.group;
+  $("group-chip").textContent = s.group?.title ?? "";
+  $("group-chip").dataset.color = s.group?.color ?? "";
   const why = s.stopped || s.paused?.reason || (binding.closed ? "the bound window is closed" : "")
     || (s.rejection && Date.now() - s.rejection.at < 60_000 ? explain(s.rejection) : "");
   $("why").hidden = !why;
@@ -244,18 +247,32 @@ async function send(request) {
   return reply;
 }
 
+/** The form's "Bind" choice: the whole window, a new group, or one of the window's groups (a shared group). */
+async function listGroups() {
+  const groups = await chrome.tabGroups?.query({ windowId }).catch(() => null);
+  $("group-row").hidden = !groups;
+  for (const g of groups ?? []) {
+    const option = document.createElement("option");
+    option.value = String(g.id);
+    option.textContent = `the group “${g.title || "(untitled)"}” (${g.color})`;
+    $("group").append(option);
+  }
+  $("group").addEventListener("change", () => { $("bind").textContent = $("group").value ? "Bind this group" : "Bind this window"; });
+}
+
 async function main() {
   windowId = params.has("window") ? Number(params.get("window")) : (await chrome.windows.getCurrent()).id;
   const win = await chrome.windows.get(windowId).catch(() => null);
   $("window-label").textContent = win ? `window ${windowId}${win.incognito ? " (private)" : ""}` : "no window";
   $("incognito-row").hidden = !win?.incognito;
+  await listGroups();
   const saved = (await chrome.storage.local.get("lastForm")).lastForm ?? {};
   for (const f of ["server", "workspace", "name", "mode"]) if (saved[f]) $(f).value = saved[f];
   $("bind-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const form = { server: $("server").value, workspace: $("workspace").value, name: $("name").value, mode: $("mode").value };
     if (!win?.incognito) await chrome.storage.local.set({ lastForm: form }); // nothing of a private window on disk
-    await send({ type: "bind", windowId, ...form, token: $("token").value, remember: $("remember").checked, incognito: $("incognito").checked });
+    await send({ type: "bind", windowId, ...form, token: $("token").value, remember: $("remember").checked, incognito: $("incognito").checked, group: $("group").value });
     render();
   });
   $("unbind").addEventListener("click", async () => {

@@ -39,12 +39,14 @@ async function bindWindow(request, win, server, workspace, token) {
     if (!(await chrome.extension.isAllowedIncognitoAccess())) return { error: "this extension is not allowed in private windows" };
     if (!request.incognito) return { error: "a private window is bound only when you choose it (tick the box)" };
   }
+  const group = await boundGroup(request.group, win);
+  if (group.error) return group;
   /** @type {Binding} */
   const binding = {
     id: `b-${randomTag(8)}`, server, workspace, token, remember: Boolean(request.remember) && !win.incognito,
     hadToken: Boolean(token), name: cleanText(request.name ?? "", 64), mode: request.mode === "browse" ? "browse" : "follow",
     clientId: `ext-${randomTag(12)}`, windowId: win.id, incognito: win.incognito, stopped: "", attach: "adopt-or-open",
-    closed: false, viewOnly: "",
+    closed: false, viewOnly: "", group: group.group, groupId: group.groupId,
   };
   await saveBinding(binding);
   const m = new Mirror(binding, await sessionNonce());
@@ -53,6 +55,20 @@ async function bindWindow(request, win, server, workspace, token) {
   m.start();
   m.publish();
   return { bindingId: binding.id };
+}
+
+/**
+ * What a bind binds (docs/extension.md, "The shared group"): "" the whole window; "new" a new
+ * group (of the active tab, or of the workspace's tabs when it has some); a browser group id of
+ * the window: that group. Browsers without tab groups bind whole windows only.
+ */
+async function boundGroup(choice, win) {
+  if (choice === undefined || choice === null || choice === "") return { group: false, groupId: null };
+  if (!chrome.tabGroups?.get || !chrome.tabs.group) return { error: "this browser has no tab groups: bind the whole window" };
+  if (choice === "new") return { group: true, groupId: null };
+  const g = await chrome.tabGroups.get(Number(choice)).catch(() => null);
+  if (!g || g.windowId !== win.id) return { error: "that group is not in this window any more" };
+  return { group: true, groupId: g.id };
 }
 
 export async function unbind(bindingId) {

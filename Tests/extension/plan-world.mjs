@@ -127,7 +127,7 @@ export function act(real, actions, table, nextId) {
       tabs = tabs.filter((t) => !a.close.tabIds.includes(t.id));
     } else if (a.filler) {
       const id = nextId();
-      tabs.push(realTab(id, { title: "(empty workspace)", url: `${BASE}placeholder.html` }));
+      tabs.splice(a.filler.index ?? tabs.length, 0, realTab(id, { title: "(empty workspace)", url: `${BASE}placeholder.html` }));
       table.ignore(id);
     } else if (a.move) {
       const t = tabs.find((x) => x.id === a.move.tabId);

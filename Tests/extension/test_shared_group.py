@@ -1,0 +1,260 @@
+"""A shared group (docs/extension.md, "The shared group"): the popup binds one tab group of a
+window instead of the whole window, in two headless Chromium profiles on a real tabsync-server.
+After each step the test waits until the server and both bound groups agree (the group's tabs in
+order, its title and colour), and checks that the windows' private tabs (outside the group) were
+never sent, closed or reordered.
+"""
+from conftest import submit, wait_for
+from test_firefox import firefox, firefox_extension, mixed_server  # noqa: F401 - fixtures
+from test_groups import restart_attached, server_groups, titles_settled
+
+GROUP_STRIP = """
+    const b = arguments[0];
+    const k = 'status:' + b.id;
+    const s = (await chrome.storage.session.get(k))[k];
+    if (!s) return null;
+    const map = new Map(s.map);
+    const tabs = (await chrome.tabs.query({ windowId: b.windowId })).sort((x, y) => x.index - y.index);
+    const g = b.groupId === null ? null : await chrome.tabGroups.get(b.groupId).catch(() => null);
+    const mine = tabs.filter((t) => t.groupId === b.groupId);
+    return { status: s.status, version: s.version, pending: s.pending, groupId: b.groupId, window: b.windowId,
+             ids: mine.map((t) => map.get(t.id) || null), chromeIds: mine.map((t) => t.id),
+             contiguous: mine.length === 0 || mine[mine.length - 1].index - mine[0].index === mine.length - 1,
+             title: g ? g.title : null, color: g ? g.color : null, collapsed: g ? g.collapsed : null,
+             private: tabs.filter((t) => t.groupId !== b.groupId).map((t) => t.url || t.pendingUrl) };"""
+
+
+def group_strip(p):
+    return p.run(GROUP_STRIP, p.binding())
+
+
+def agreed(server, ws, *profiles):
+    """True when each profile's bound group shows the server's tabs in order, with the title and
+    colour of the workspace's first group, contiguous, nothing pending."""
+    snap = server.snapshot(ws)
+    rows, _ = server_groups(server, ws)
+    first = next((r for r in rows if r[1] is not None), None)
+    for p in profiles:
+        st = group_strip(p)
+        if not st or st["status"] != "connected" or st["pending"] != 0 or st["version"] != snap["version"]:
+            return False
+        if st["ids"] != snap["ids"] or not st["contiguous"]:
+            return False
+        if first and [st["title"], st["color"]] != first[1:]:
+            return False
+    return snap
+
+
+def settle(server, ws, *profiles, what):
+    try:
+        return wait_for(lambda: agreed(server, ws, *profiles), what=what)
+    except AssertionError as error:
+        details = [f"server: {server_groups(server, ws)}"] + [f"{p.name}: {group_strip(p)}" for p in profiles]
+        raise AssertionError(f"{error}\n" + "\n".join(details)) from None
+
+
+def bind_group(p, server, ws, name, choice, screenshot=None):
+    """Binds through the popup with "Bind" set to `choice` ("new", or a browser group id)."""
+    p.target(p.window)  # the popup lists the window's groups as they are now
+    chosen = p.run("""const s = document.getElementById('group'); s.value = arguments[0];
+                      s.dispatchEvent(new Event('change')); return s.value;""", str(choice))
+    assert chosen == str(choice), "the popup lists the group"
+    p.bind(server.ws_url + "/", ws, name, screenshot=screenshot)
+    wait_for(lambda: (p.status() or {}).get("status") == "connected", what=f"{p.name} connected")
+
+
+def make_group(p, tab_ids, title, color, window_id):
+    return p.run("""
+        const [tabIds, title, color, windowId] = arguments;
+        const id = await chrome.tabs.group({ tabIds, createProperties: { windowId } });
+        await chrome.tabGroups.update(id, { title, color });
+        return id;""", tab_ids, title, color, window_id)
+
+
+def window_tabs(p, window_id):
+    return p.run("""return (await chrome.tabs.query({ windowId: arguments[0] })).sort((x, y) => x.index - y.index)
+        .map((t) => ({ id: t.id, url: t.url || t.pendingUrl, groupId: t.groupId }));""", window_id)
+
+
+def a_group_of(a, pages, names, title, color):
+    """A window of pages `names` in `a`: the first two private (the second in a group of its own),
+    then the rest but the last in a group `title`/`color`, then a private last tab. Returns
+    (window id, browser group id)."""
+    w = a.new_window([pages.url(n) for n in names])
+    wait_for(lambda: len(window_tabs(a, w)) == len(names), what=f"{a.name}'s window")
+    tabs = window_tabs(a, w)
+    make_group(a, [tabs[1]["id"]], "Mine", "green", w)
+    return w, make_group(a, [t["id"] for t in tabs[2:-1]], title, color, w)
+
+
+def join_group(b, server, ws, a, own_page):
+    """`b` binds "a new group" in a window with a page of its own: the workspace's group appears in
+    that window (not a new one). Returns (window id, b's group strip)."""
+    wb = b.new_window([own_page])
+    bind_group(b, server, ws, "bob", "new")
+    settle(server, ws, a, b, what=f"{b.name}'s group")
+    sb = group_strip(b)
+    assert sb["window"] == wb, "in the current window, not a new one"
+    return wb, sb
+
+
+def test_a_shared_group_between_two_browsers(ext_server, profiles, pages):
+    """Two Chromium profiles: every behaviour of the shared group, step by step (docs/extension.md,
+    "Tests of the shared group")."""
+    server, ws = ext_server, "shared"
+    a = profiles("A")
+    wa, ga = a_group_of(a, pages, ("P1", "P2", "One", "Two", "Three", "P3"), "Trip", "blue")
+    bind_group(a, server, ws, "alice", ga, screenshot="shared-group-form")
+    snap = settle(server, ws, a, what="A's group adopted")
+    ids = snap["ids"]
+    assert len(ids) == 3
+    assert server_groups(server, ws)[1] == [ids], "one workspace group: the shared group"
+    urls = [t.get("url", "") for t in server.snapshot(ws)["tabs"]]
+    assert not any(n in u for u in urls for n in ("P1", "P2", "P3")), "private tabs are never sent"
+    private_a = group_strip(a)["private"]
+
+    # A second browser gets the group in its current window, beside its own tab.
+    b = profiles("B")
+    wb, sb = join_group(b, server, ws, a, pages.url("Q"))
+    assert [sb["title"], sb["color"]] == ["Trip", "blue"]
+    assert len(sb["private"]) == 1 and "Q" in sb["private"][0]
+
+    # A tab dragged into the group joins the workspace; B opens it in its group.
+    p3 = window_tabs(a, wa)[-1]
+    a.run("await chrome.tabs.group({ groupId: arguments[0], tabIds: [arguments[1]] });", ga, p3["id"])
+    snap = settle(server, ws, a, b, what="P3 dragged into A's group")
+    assert len(snap["ids"]) == 4 and "P3" in server.snapshot(ws)["tabs"][-1]["url"]
+    private_a = [u for u in private_a if "P3" not in u]
+
+    # A tab dragged out of B's group leaves the workspace (a remove) and stays open in B.
+    out = snap["ids"][1]
+    b.run("await chrome.tabs.ungroup([arguments[0]]);", group_strip(b)["chromeIds"][1])
+    snap = settle(server, ws, a, b, what="a tab dragged out of B's group")
+    assert out not in snap["ids"]
+    assert any("Two" in u for u in group_strip(b)["private"]), "B's tab kept, private now"
+    assert group_strip(a)["private"] == private_a, "A's private tabs untouched"
+
+    # A rename in A and a recolour in B go to the workspace and to the other browser.
+    a.run("await chrome.tabGroups.update(arguments[0], { title: 'Holiday' });", ga)
+    settle(server, ws, a, b, what="A's rename")
+    assert server_groups(server, ws)[0][0][1:] == ["Holiday", "blue"]
+    b.run("await chrome.tabGroups.update(arguments[0], { color: 'red' });", group_strip(b)["groupId"])
+    settle(server, ws, a, b, what="B's recolour")
+    assert server_groups(server, ws)[0][0][1:] == ["Holiday", "red"]
+    a.target(wa)
+    wait_for(lambda: "Holiday" in a.popup()["html"], what="A's popup shows the shared group")
+    a.screenshot("shared-group")
+
+    # The workspace's own groups: another client splits the last tab into a group of its own.
+    # Both browsers keep one group of all the tabs, titled after the first; the server keeps two.
+    ids = snap["ids"]
+    submit(server, ws, {"group": {"tabIds": [ids[-1]], "groupId": "g-sub", "title": "Sub", "color": "cyan"}})
+    settle(server, ws, a, b, what="a second workspace group, flattened")
+    assert [len(p) for p in server_groups(server, ws)[1]] == [len(ids) - 1, 1]
+    # A tab added at the group's end asks for its left neighbour's group: the server's groups stay two.
+    a.run("await chrome.tabs.create({ windowId: arguments[0], index: arguments[1], url: arguments[2] });",
+          wa, window_tabs(a, wa).index(next(t for t in window_tabs(a, wa) if t["id"] == group_strip(a)["chromeIds"][-1])) + 1,
+          pages.url("Four"))
+    wait_for(lambda: any("Four" in (t["url"] or "") for t in window_tabs(a, wa)), what="A's new tab")
+    four = next(t for t in window_tabs(a, wa) if "Four" in (t["url"] or ""))
+    if four["groupId"] != ga:  # at the group's edge the browser leaves it out: the user adds it
+        a.run("await chrome.tabs.group({ groupId: arguments[0], tabIds: [arguments[1]] });", ga, four["id"])
+    snap = settle(server, ws, a, b, what="A's tab at the group's end")
+    assert [len(p) for p in server_groups(server, ws)[1]] == [len(ids) - 1, 2], "the new tab joined Sub, not a third group"
+
+    # A remote move reorders both groups; private tabs stay where they are.
+    submit(server, ws, {"move": {"tabId": snap["ids"][-1], "place": {"index": 0}}})
+    settle(server, ws, a, b, what="a remote move")
+    assert group_strip(a)["private"] == private_a
+    assert len(group_strip(b)["private"]) == 2
+
+    # Closing B's group is closing a bound window: B's binding stops, the workspace keeps its tabs.
+    before = server.snapshot(ws)
+    b.run("await chrome.tabs.remove(arguments[0]);", group_strip(b)["chromeIds"])
+    wait_for(lambda: (b.status() or {}).get("status") == "closed", what="B's binding closed with its group")
+    after = server.snapshot(ws)
+    assert after["ids"] == before["ids"] and after["version"] == before["version"], "no remove sent"
+    assert len(window_tabs(b, wb)) == 2, "B's private tabs stay"
+    assert agreed(server, ws, a), "A unchanged"
+    # Reopen (the popup's, for a closed binding) brings the group back in B's window.
+    b.run("return await chrome.runtime.sendMessage({ type: 'reopen', bindingId: arguments[0] });", b.binding()["id"])
+    settle(server, ws, a, b, what="B's group reopened")
+    assert group_strip(b)["window"] == wb and len(window_tabs(b, wb)) == 2 + len(after["ids"])
+
+
+def test_a_group_emptied_by_others_stays_with_a_placeholder(ext_server, profiles, pages):
+    """Another client removes every tab of the workspace: A's group closes them and keeps one
+    placeholder tab, in the group's place, so the group (and the binding) stays; the private tabs
+    stay on their sides; a tab added then opens in the group."""
+    server, ws = ext_server, "shared-emptied"
+    a = profiles("A")
+    wa, ga = a_group_of(a, pages, ("E1", "E2", "K1", "K2", "E3"), "Soon empty", "yellow")
+    bind_group(a, server, ws, "alice", ga)
+    ids = settle(server, ws, a, what="A's group adopted")["ids"]
+    private = group_strip(a)["private"]
+    for i in ids:
+        submit(server, ws, {"remove": {"tabId": i}})
+    wait_for(lambda: len(group_strip(a)["chromeIds"]) == 1 and (a.status() or {}).get("status") == "connected"
+             and not any("/p/K" in (t["url"] or "") for t in window_tabs(a, wa)), what="A's group emptied to its placeholder")
+    st = group_strip(a)
+    assert st["private"] == private and st["ids"] == [None], "the placeholder is not published; private tabs where they were"
+    submit(server, ws, {"add": {"tab": {"id": "back", "title": "Back", "url": pages.url("Back")}, "place": {"index": 0}}})
+    wait_for(lambda: "back" in group_strip(a)["ids"], what="a tab added after it opens in the group")
+    assert group_strip(a)["private"] == private
+
+
+def test_a_shared_group_between_chromium_and_firefox(mixed_server, profiles, firefox, pages):
+    """Chromium A binds a group; Firefox B (tabGroups since 138; ESR 153.8 here) binds "a new group"
+    and gets it in its current window; B renames it, drags a tab out and one of its own in, A
+    recolours; B closes its group: B's binding closes, the workspace keeps its tabs."""
+    server, ws = mixed_server, "shared-mixed"
+    a = profiles("A")
+    wa, ga = a_group_of(a, pages, ("X1", "X2", "G1", "G2", "G3", "X3"), "Team", "purple")
+    bind_group(a, server, ws, "alice", ga)
+    settle(server, ws, a, what="A's group adopted")
+    private_a = group_strip(a)["private"]
+    b = firefox("B")
+    wb, sb = join_group(b, server, ws, a, pages.url("FQ"))
+    assert [sb["title"], sb["color"]] == ["Team", "purple"]
+    b.run("await chrome.tabGroups.update(arguments[0], { title: 'Team (Firefox)' });", sb["groupId"])
+    settle(server, ws, a, b, what="Firefox's rename")
+    assert server_groups(server, ws)[0][0][1:] == ["Team (Firefox)", "purple"]
+    a.run("await chrome.tabGroups.update(arguments[0], { color: 'orange' });", ga)
+    settle(server, ws, a, b, what="A's recolour in Firefox")
+    ids = server.snapshot(ws)["ids"]
+    b.run("await chrome.tabs.ungroup([arguments[0]]);", group_strip(b)["chromeIds"][0])
+    snap = settle(server, ws, a, b, what="a tab dragged out of Firefox's group")
+    assert snap["ids"] == ids[1:] and len(group_strip(b)["private"]) == 2
+    fq = next(t for t in window_tabs(b, wb) if "FQ" in (t["url"] or ""))
+    b.run("await chrome.tabs.group({ groupId: arguments[0], tabIds: [arguments[1]] });", sb["groupId"], fq["id"])
+    snap = settle(server, ws, a, b, what="Firefox's own tab dragged into its group")
+    assert len(snap["ids"]) == 3 and any("FQ" in (t.get("url") or "") for t in server.snapshot(ws)["tabs"])
+    assert group_strip(a)["private"] == private_a, "A's private tabs untouched"
+    before = server.snapshot(ws)
+    b.run("await chrome.tabs.remove(arguments[0]);", group_strip(b)["chromeIds"])
+    wait_for(lambda: (b.status() or {}).get("status") == "closed", what="Firefox's binding closed with its group")
+    after = server.snapshot(ws)
+    assert after["ids"] == before["ids"] and after["version"] == before["version"], "no remove sent"
+    assert agreed(server, ws, a)
+
+
+def test_a_shared_group_survives_a_browser_restart_and_sends_nothing(ext_server, profiles, pages):
+    """The browser restores the bound group under a new id: it is matched by its tabs, nothing is
+    sent, the private tabs stay private, and a rename after the restart goes out as one update."""
+    server, ws = ext_server, "shared-restart"
+    a = profiles("A", cdp=True)
+    wa, ga = a_group_of(a, pages, ("Y1", "Y2", "H1", "H2", "H3", "Y3"), "Kept", "cyan")
+    bind_group(a, server, ws, "alice", ga)
+    settle(server, ws, a, what="A's group adopted")
+    titles_settled(server, ws, ["H1", "H2", "H3"])
+    version = server.snapshot(ws)["version"]
+    restart_attached(a)
+    settle(server, ws, a, what="converged after the restart")
+    assert server.snapshot(ws)["version"] == version, "the restart sent ops"
+    after = group_strip(a)
+    assert after["groupId"] != ga, "the browser gave the restored group a new id (else this tests nothing)"
+    assert [after["title"], after["color"]] == ["Kept", "cyan"] and len(after["ids"]) == 3
+    assert sum("/p/Y" in (u or "") for u in after["private"]) == 3, after["private"]
+    a.run("await chrome.tabGroups.update(arguments[0], { title: 'Renamed' });", after["groupId"])
+    settle(server, ws, a, what="a rename after the restart")
+    assert server_groups(server, ws)[0][0][1] == "Renamed" and server.snapshot(ws)["version"] == version + 1
