@@ -127,8 +127,54 @@ def test_access_and_bad_requests_are_refused_whole(node):
     assert version(node, editor) == (0, []), "nothing refused whole was applied"
 
 
-# The Done-when nodes take --max-ops-per-second 1000 (as scripts/lib.py's servers do): the
-# Done-when is about keys, not rates (HTTP writes are to be charged at the per-session rate).
+def test_a_write_over_the_rate_is_429_with_retry_after_and_a_repeat_is_not_charged(tmp_path):
+    """HTTP writes are charged per (workspace, sub) at --max-ops-per-second, the per-session rate
+    (docs/design.md, "HTTP writes"). At 1 op/s a write of 30 ops goes (the bucket was full) and
+    leaves 29 s of debt: the next new write is 429 with a Retry-After of about 30 s; a repeat of the
+    answered write is answered (not charged: charged, it would be refused, and the debt would
+    double); another workspace and another sub have buckets of their own."""
+    node = Node(tmp_path, "--max-ops-per-second", "1")
+    try:
+        alice, bob = mint(node.secret, "alice"), mint(node.secret, "bob")
+        thirty = {"ops": [{"add": {"tab": {"id": f"t{i}", "title": f"T{i}"}}} for i in range(30)]}
+        status, _, first = post(node, "team", thirty, key="thirty", token=alice)
+        assert status == 200 and len(first["results"]) == 30, first
+        one = {"ops": [{"add": {"tab": {"id": "x", "title": "X"}}}]}
+        status, headers, body = post(node, "team", one, key="one", token=alice)
+        assert status == 429 and body["error"]["code"] == "RATE_LIMITED", body
+        assert "--max-ops-per-second" in body["error"]["message"], body
+        assert 20 <= int(headers["Retry-After"]) <= 30, headers
+        status, _, again = post(node, "team", thirty, key="thirty", token=alice)
+        assert status == 200 and again == first, again
+        status, headers, body = post(node, "team", one, key="one", token=alice)
+        assert status == 429 and 20 <= int(headers["Retry-After"]) <= 30, (headers, body)
+        assert version(node, alice) == (30, [f"t{i}" for i in range(30)]), "a refused write applies nothing"
+        assert post(node, "elsewhere", one, key="one", token=alice)[0] == 200
+        assert post(node, "team", one, key="bobs", token=bob)[0] == 200
+    finally:
+        node.stop()
+
+
+def test_a_subs_quota_counts_its_writes_on_every_workspace(tmp_path):
+    """--max-ops-per-second-per-sub charges a sub's HTTP writes as its sessions' ops: alice's 30 ops
+    on one workspace leave her nothing on another; bob's quota is his own."""
+    node = Node(tmp_path, "--max-ops-per-second-per-sub", "1")
+    try:
+        alice, bob = mint(node.secret, "alice"), mint(node.secret, "bob")
+        thirty = {"ops": [{"add": {"tab": {"id": f"t{i}", "title": f"T{i}"}}} for i in range(30)]}
+        assert post(node, "team", thirty, key="thirty", token=alice)[0] == 200
+        one = {"ops": [{"add": {"tab": {"id": "x", "title": "X"}}}]}
+        status, headers, body = post(node, "elsewhere", one, key="one", token=alice)
+        assert status == 429 and "--max-ops-per-second-per-sub" in body["error"]["message"], body
+        assert 20 <= int(headers["Retry-After"]) <= 30, headers
+        assert post(node, "elsewhere", one, key="one", token=bob)[0] == 200
+    finally:
+        node.stop()
+
+
+# The Done-when nodes take --max-ops-per-second 1000 (as scripts/lib.py's servers do): one script
+# writing as fast as it can goes past the default 100 ops/s of one workspace and sub, and is then
+# refused 429 (tested above); the Done-when is about keys, not rates.
 RATE = ("--max-ops-per-second", "1000")
 
 
