@@ -172,6 +172,34 @@ def test_a_subs_quota_counts_its_writes_on_every_workspace(tmp_path):
         node.stop()
 
 
+def test_past_the_logs_retention_a_key_still_applies_nothing_and_its_answer_is_gone(tmp_path):
+    """How long a key lasts (docs/design.md, "HTTP writes"): its answer as long as the log holds its
+    ops (--log-retention), its effect for ever. With a log of 5 ops, a write's op trimmed by 10
+    later ones is answered ANSWER_GONE in its place, applies nothing, and the key with another body
+    is still 422; also after a restart."""
+    node = Node(tmp_path, "--log-retention", "5")
+    try:
+        token = mint(node.secret, "script")
+        first = {"ops": [{"add": {"tab": {"id": "a", "title": "A"}}}]}
+        status, _, answer = post(node, "team", first, key="early", token=token)
+        assert status == 200 and answer["results"][0]["version"] == "1", answer
+        for i in range(10):
+            assert post(node, "team", {"ops": [{"add": {"tab": {"id": f"t{i}"}}}]}, key=f"later-{i}", token=token)[0] == 200
+    finally:
+        node.stop()
+    node = Node(tmp_path, "--log-retention", "5")
+    try:
+        token = mint(node.secret, "script")
+        status, _, again = post(node, "team", first, key="early", token=token)
+        assert status == 200 and again["results"][0]["error"]["code"] == "ANSWER_GONE", again
+        assert version(node, token)[0] == 11, "the repeat applied nothing"
+        status, _, body = post(node, "team", {"ops": [{"remove": {"tabId": "a"}}]}, key="early", token=token)
+        assert status == 422, body
+        assert version(node, token)[0] == 11
+    finally:
+        node.stop()
+
+
 # The Done-when nodes take --max-ops-per-second 1000 (as scripts/lib.py's servers do): one script
 # writing as fast as it can goes past the default 100 ops/s of one workspace and sub, and is then
 # refused 429 (tested above); the Done-when is about keys, not rates.
