@@ -100,6 +100,30 @@ export function sessionUrl(url: string, workspace: string): string;
 /** A saved client state checked and made whole; throws a TypeError. */
 export function stateFromData(data: unknown): SavedState;
 
+/** A refused HTTP write: the HTTP status, the wire code and the server's message. */
+export class HttpWriteError extends Error {
+  constructor(status: number, code: string, message: string);
+  status: number;
+  code: string;
+}
+
+export interface HttpWriteOptions {
+  /** The Idempotency-Key (1–64 of A–Z a–z 0–9 - _ . : ~); a random one when omitted. */
+  key?: string;
+  token?: string;
+  /** How long it may keep trying, in ms (default 60000). */
+  deadline?: number;
+  /** The longest wait between tries, in ms (default 10000). */
+  maxWait?: number;
+  fetch?: typeof globalThis.fetch;
+}
+
+/** One op's answer: applied (its version and op as stored) or refused in its place. */
+export type HttpWriteResult = { version: string; op: Op } | { error: { code: string; message: string } };
+
+/** POST /v1/workspaces/{workspace}/ops under one Idempotency-Key, tried again only where safe. */
+export function httpWrite(base: string, workspace: string, ops: Op[], options?: HttpWriteOptions): Promise<HttpWriteResult[]>;
+
 /**
  * A session with the outbox, retry and resume rules of tabsync's clients. Events: "change",
  * "status" (detail: Status), "rejected", "retrying", "applied", "welcome", "answergone", "error"

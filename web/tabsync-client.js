@@ -305,6 +305,60 @@ export function sessionUrl(url, workspace) {
   return `${origin}${path.replace(/\/+$/, "")}/v1/workspaces/${encodeURIComponent(workspace)}/ws${query}`;
 }
 
+/** A refused HTTP write: `status` (400, 401, 403, 413, 422, 429, 503…), the wire `code` and `message`. */
+export class HttpWriteError extends Error {
+  constructor(status, code, message) {
+    super(`HTTP ${status}: ${message}`);
+    this.name = "HttpWriteError";
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/**
+ * An HTTP write (docs/design.md, "HTTP writes"): POSTs `ops` (protocol JSON ops) to
+ * `/v1/workspaces/{workspace}/ops` of `base` (http(s)://, or a ws(s):// server URL taken as its
+ * HTTP twin) under `Idempotency-Key: key` (a random one when none is given), and resolves with the
+ * answer's `results`, one per op in order: `{ version, op }` or `{ error: { code, message } }`.
+ * The same key and body go again, so the ops are applied at most once however often this tries:
+ * after a 503 or 429 (waiting its `Retry-After`, at most `maxWait` ms) and after an answer lost on
+ * the way (the connection failed), with a doubling jittered wait, until `deadline` ms have passed;
+ * then it rejects with the last failure. Any other refusal rejects at once with an HttpWriteError
+ * (422: the key was used with another body; nothing of this body was applied).
+ */
+export async function httpWrite(base, workspace, ops, { key, token, deadline = 60000, maxWait = 10000, fetch = globalThis.fetch } = {}) {
+  const origin = base.replace(/^ws(s?):/i, "http$1:").replace(/^(https?:\/\/[^/?#]*).*$/i, "$1");
+  const url = `${origin}/v1/workspaces/${encodeURIComponent(workspace)}/ops`;
+  const headers = { "Content-Type": "application/json", Accept: "application/json",
+    "Idempotency-Key": key ?? globalThis.crypto.randomUUID() };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const body = JSON.stringify({ ops });
+  const until = Date.now() + deadline;
+  let delay = 100;
+  for (;;) {
+    let failure, wait = delay * (0.5 + Math.random() / 2);
+    try {
+      const answer = await fetch(url, { method: "POST", headers, body });
+      const text = await answer.text();
+      let parsed = {};
+      try { parsed = JSON.parse(text); } catch { parsed = { error: { message: text.trim() } }; }
+      if (answer.ok) return parsed.results;
+      const error = parsed.error ?? {};
+      failure = new HttpWriteError(answer.status, error.code ?? "", error.message ?? text.trim());
+      if (answer.status !== 503 && answer.status !== 429) throw failure;
+      const after = Number(answer.headers.get("Retry-After"));
+      if (Number.isFinite(after) && after * 1000 > wait) wait = after * 1000;
+    } catch (error) {
+      if (error instanceof HttpWriteError && error.status !== 503 && error.status !== 429) throw error;
+      failure = error; // the answer did not come (or was transient): the same key again
+    }
+    wait = Math.min(wait, maxWait);
+    if (Date.now() + wait > until) throw failure;
+    await new Promise((resolve) => setTimeout(resolve, wait));
+    delay = Math.min(delay * 2, maxWait);
+  }
+}
+
 /**
  * The share of the server's rate an outbox is paced at: the server counts arrivals, and a network
  * that bunches what was sent evenly must not push them over (docs/design.md, "Limits and defaults").

@@ -279,64 +279,11 @@ public final class ChangeFeed: Sendable {
 
     // MARK: sockets
 
-    private enum Connected {
-        case success(Int32)
-        case failure(String)
+    private func connect() -> PlainSocket.Connected {
+        PlainSocket.connect(options.url, connectTimeout: options.connectTimeout, receiveTimeout: .milliseconds(200))
     }
 
-    /// A TCP connection to the server, its receive timeout short so the thread sees a cancel.
-    private func connect() -> Connected {
-        let server = "\(options.url.host):\(options.url.port)"
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(options.url.host, String(options.url.port), &hints, &list)
-        guard status == 0, let list else {
-            return .failure("cannot resolve \(options.url.host): \(String(cString: gai_strerror(status)))")
-        }
-        defer { freeaddrinfo(list) }
-        var why = "no address"
-        var entry: UnsafeMutablePointer<addrinfo>? = list
-        while let address = entry {
-            entry = address.pointee.ai_next
-            let fd = socket(address.pointee.ai_family, address.pointee.ai_socktype, address.pointee.ai_protocol)
-            guard fd >= 0 else { continue }
-            var sendTimeout = Self.timeval(options.connectTimeout)
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &sendTimeout, socklen_t(MemoryLayout<timeval>.size))
-            if Glibc.connect(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 {
-                var receiveTimeout = Self.timeval(.milliseconds(200))
-                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &receiveTimeout, socklen_t(MemoryLayout<timeval>.size))
-                var one: Int32 = 1
-                setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-                return .success(fd)
-            }
-            why = String(cString: strerror(errno))
-            close(fd)
-        }
-        return .failure("cannot reach the server at \(server): \(why)")
-    }
+    private func send(_ socket: Int32, _ bytes: [UInt8]) -> Bool { PlainSocket.send(socket, bytes) }
 
-    private static func timeval(_ duration: Duration) -> Glibc.timeval {
-        let micros = duration.microseconds
-        return Glibc.timeval(tv_sec: Int(micros / 1_000_000), tv_usec: Int(micros % 1_000_000))
-    }
-
-    private func send(_ socket: Int32, _ bytes: [UInt8]) -> Bool {
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return false }
-            sent += n
-        }
-        return true
-    }
-
-    /// Bytes read (> 0), 0 at the end of the stream (or an error), -1 when nothing came in time.
-    private func read(_ socket: Int32, _ buffer: inout [UInt8]) -> Int {
-        let n = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
-        if n < 0 { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -1 : 0 }
-        return n
-    }
+    private func read(_ socket: Int32, _ buffer: inout [UInt8]) -> Int { PlainSocket.read(socket, &buffer) }
 }

@@ -80,6 +80,8 @@ struct QuotaState {
     var connectionsByWorkspace: [String: Int] = [:]
     /// Per `sub`: op tokens (refilled at the subject's rate) and when last refilled.
     var buckets: [String: (tokens: Double, at: ServerCore.Instant)] = [:]
+    /// HTTP writes' op buckets, per workspace and `sub` (ServerCore+WriteRate.swift).
+    var writeBuckets: [String: ServerCore.OpBucket] = [:]
 }
 
 extension ServerCore {

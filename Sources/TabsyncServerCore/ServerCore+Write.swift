@@ -13,7 +13,8 @@ import TabsyncProto
 /// its seqs consumed and gets the same answers with nothing applied again, and a different body under
 /// a used key is recognised by the client's last seq (`base+n`) and refused 422 before anything is
 /// sequenced. A transient refusal (draining, the store failing, the workspace reloading) is 503 with
-/// `Retry-After`, and consumes nothing, so the same request may be sent again.
+/// `Retry-After`, and consumes nothing, so the same request may be sent again; so is a write over
+/// its rate (429, ServerCore+WriteRate.swift).
 extension ServerCore {
     /// One write whose ops are in the pipeline: the answers so far, by seq.
     struct HTTPWrite {
@@ -93,6 +94,10 @@ extension ServerCore {
         guard last == 0 || last == seqs.last! else {
             return emit(.respond(requestId, Self.jsonError(
                 422, .invalidArgument, "Idempotency-Key \(start.key) was used with another body")))
+        }
+        // A repeat of an answered key applies nothing: it is not charged.
+        if last == 0, let refusal = chargeWrite(workspace: id, subject: author, ops: start.ops.count) {
+            return emit(.respond(requestId, refusal))
         }
         httpWrites[requestId] = HTTPWrite(workspaceId: id, clientId: clientId, seqs: seqs)
         for (seq, op) in zip(seqs, start.ops) {

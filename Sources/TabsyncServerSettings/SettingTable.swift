@@ -63,7 +63,7 @@ public enum SettingTable {
         doc: "Bytes of one client message, all fragments together (over it: close 1009).", expected: positive, parse: count)
 
     public static let maxOpsPerSecond = Setting<Int>(
-        "max-ops-per-second", default: limits.maxOpsPerSecond, doc: "Ops per second per connection before RATE_LIMITED.",
+        "max-ops-per-second", default: limits.maxOpsPerSecond, doc: "Ops per second per connection before RATE_LIMITED; HTTP writes get as much per workspace and sub (429).",
         expected: positive, parse: count)
 
     public static let maxResumeOps = Setting<Int>(

@@ -12,8 +12,9 @@ import Glibc
 /// The conformance transcripts (Tests/conformance/README.md) replayed to the Swift client:
 /// Tests/conformance/playback.py plays the server's recorded frames over a real WebSocket, the
 /// client runs unmodified (JSON frames), and this runner takes the transcript's `do` steps and
-/// checks its `state` steps, telling the playback each one it saw (lock-step). The JS and Python
-/// clients replay the same files in their own runners.
+/// checks its `state` steps, telling the playback each one it saw (lock-step); an HTTP write
+/// (`do` write, `result`) goes through ``HTTPWriter`` to the playback's HTTP side. The JS and
+/// Python clients replay the same files in their own runners.
 @Suite(.serialized) struct ConformanceTranscriptTests {
     static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("conformance")
@@ -60,6 +61,32 @@ import Glibc
         }
     }
 
+    /// A `result` step: the write's results, or the status of its refusal.
+    enum Written: Equatable {
+        case results([HTTPWriter.Result])
+        case status(Int)
+        case failed(String)
+
+        init(_ writer: HTTPWriter, _ workspace: String, _ ops: [Tabsync_V1_Op], _ key: String) async {
+            do throws(HTTPWriter.Failure) {
+                self = .results(try await writer.write(workspace: workspace, ops: ops, key: key))
+            } catch {
+                if case .refused(let status, _, _) = error { self = .status(status) } else { self = .failed("\(error)") }
+            }
+        }
+
+        init(_ step: [String: Any]) throws {
+            if let status = step["status"] as? Int { self = .status(status); return }
+            self = .results(try #require(step["results"] as? [[String: Any]]).map { item in
+                if let error = item["error"] as? [String: Any] {
+                    return .refused(code: error["code"] as? String ?? "", message: error["message"] as? String ?? "")
+                }
+                let op = try Tabsync_V1_Op(jsonUTF8Data: JSONSerialization.data(withJSONObject: try #require(item["op"])))
+                return .applied(version: try #require((item["version"] as? String).flatMap(UInt64.init)), op: op)
+            })
+        }
+    }
+
     @Test(arguments: transcripts) func transcript(_ name: String) async throws {
         let path = Self.directory.appendingPathComponent("transcripts").appendingPathComponent(name).path
         let transcript = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
@@ -79,8 +106,11 @@ import Glibc
             var status: Int32 = 0
             _ = waitpid(playback.processIdentifier, &status, 0)
         }
+        // `HTTP <port>` (its HTTP side), then `PORT <port>` (its WebSocket side).
         let first = output.firstLine(within: scaled(.seconds(30)))
-        let port = try #require(first.hasPrefix("PORT ") ? Int(first.dropFirst(5)) : nil, "the playback said \(first)")
+        let httpPort = try #require(first.hasPrefix("HTTP ") ? Int(first.dropFirst(5)) : nil, "the playback said \(first)")
+        let second = output.firstLine(within: scaled(.seconds(30)))
+        let port = try #require(second.hasPrefix("PORT ") ? Int(second.dropFirst(5)) : nil, "the playback said \(second)")
 
         // A line to the playback; false when it has ended (it failed: its verdict is in `output`).
         func tell(_ line: String) -> Bool {
@@ -91,10 +121,20 @@ import Glibc
             url: ServerURL(usesTLS: false, host: "127.0.0.1", port: port), workspace: try #require(client["workspace"]),
             clientId: try #require(client["clientId"]), clientName: "", format: .json,
             backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200))))
-        session.start()
+        if steps.contains(where: { $0["accept"] != nil }) { session.start() }
         defer { session.close() }
+        let writer = try HTTPWriter(.init(url: ServerURL(usesTLS: false, host: "127.0.0.1", port: httpPort), deadline: .seconds(30)))
+        var writes: [Task<Written, Never>] = []
         for (index, step) in steps.enumerated() {
-            if let action = step["do"] as? [String: Any] {
+            if let write = (step["do"] as? [String: Any])?["write"] as? [String: Any] {
+                let ops = try #require(write["ops"] as? [Any]).map { try Tabsync_V1_Op(jsonUTF8Data: JSONSerialization.data(withJSONObject: $0)) }
+                let key = try #require(write["key"] as? String)
+                let workspace = try #require(client["workspace"])
+                writes.append(Task { await Written(writer, workspace, ops, key) })
+            } else if let expected = step["result"] as? [String: Any] {
+                let got = await writes.removeFirst().value
+                #expect(got == (try Written(expected)), "step \(index)")
+            } else if let action = step["do"] as? [String: Any] {
                 let json = try JSONSerialization.data(withJSONObject: try #require(action["submit"]))
                 let op = try Operation(Tabsync_V1_Op(jsonUTF8Data: json))
                 session.submit(op)

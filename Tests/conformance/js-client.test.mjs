@@ -10,26 +10,39 @@ import { readFileSync, readdirSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { TabsyncClient } from "../../web/tabsync-client.js";
+import { HttpWriteError, TabsyncClient, httpWrite } from "../../web/tabsync-client.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const STATE_TIMEOUT = 20000;
 
-/** The playback as a process: resolves `port`; `verdict` resolves "OK" or "FAIL why". */
+/** The playback as a process: resolves `port` (its WebSocket side) once `httpPort` is known too;
+ * `verdict` resolves "OK" or "FAIL why". */
 function playback(path) {
   const child = spawn("python3", [join(here, "playback.py"), path], { stdio: ["pipe", "pipe", "inherit"] });
   const lines = createInterface({ input: child.stdout });
   let portSeen;
   const port = new Promise((resolve) => { portSeen = resolve; });
   let last = "";
+  const ports = { http: 0 };
   const verdict = new Promise((resolve) => {
     lines.on("line", (line) => {
       if (line.startsWith("PORT ")) portSeen(Number(line.slice(5)));
+      else if (line.startsWith("HTTP ")) ports.http = Number(line.slice(5));
       else last = line;
     });
     child.on("exit", () => resolve(last));
   });
-  return { child, port, verdict, confirm: (index) => child.stdin.write(`STATE ${index}\n`) };
+  return { child, port, ports, verdict, confirm: (index) => child.stdin.write(`STATE ${index}\n`) };
+}
+
+/** The client's HTTP write as a `result` step names it: its results, or the status of its refusal. */
+async function written(base, workspace, write) {
+  try {
+    return { results: await httpWrite(base, workspace, write.ops, { key: write.key, deadline: 30000 }) };
+  } catch (error) {
+    if (error instanceof HttpWriteError) return { status: error.status };
+    throw error;
+  }
 }
 
 /** The confirmed state as the transcripts' `state` steps name it. */
@@ -73,10 +86,15 @@ for (const file of files) {
       url: `ws://127.0.0.1:${port}`, workspace: transcript.client.workspace, clientId: transcript.client.clientId,
       backoff: { first: 50, max: 200 }, retry: { first: 100, max: 500, rateLimited: 1000 },
     });
-    client.connect();
+    if (transcript.steps.some((step) => step.accept)) client.connect();
+    const writes = [];
     try {
       for (const [index, step] of transcript.steps.entries()) {
-        if (step.do) {
+        if (step.do?.write) {
+          writes.push(written(`http://127.0.0.1:${server.ports.http}`, transcript.client.workspace, step.do.write));
+        } else if (step.result) {
+          assert.deepEqual(await writes.shift(), step.result, `step ${index}`);
+        } else if (step.do) {
           client.submit(step.do.submit);
         } else if (step.state) {
           try {

@@ -6,7 +6,8 @@ As a program, for the Swift and JS runners:
 
     python3 Tests/conformance/playback.py TRANSCRIPT.json
 
-prints `PORT <n>` once it listens on 127.0.0.1, then `OK` (exit 0) when every server step was
+prints `HTTP <n>` (the port of its HTTP side) and `PORT <n>` (its WebSocket side) once it listens on
+127.0.0.1, then `OK` (exit 0) when every server step was
 played and every frame the client sent matched, or `FAIL <why>` (exit 1). The client's own steps
 (`do`, `state`) are its runner's. At a `state` step the playback waits until the runner says the
 client showed it (a line `STATE <index>` on stdin; `confirm(index)` in process), so no frame
@@ -17,6 +18,11 @@ Matching (`matches`): every field the transcript names must be in the client's f
 value; the client may send more. Values are compared as protobuf JSON reads them: a default
 (false, "", 0, "0", [], null) is the same as an absent field, and 64-bit integers are numbers
 whether sent as strings or not. Control frames (ping, pong) and `focus` messages are not steps.
+
+HTTP steps (an HTTP write): `request` R is matched against the next HTTP request the client sends,
+on a connection of its own (method, path, the headers R names, case-insensitive, and the JSON
+body as frames are); `respond` A answers it ({status, headers, body}) and closes the connection;
+`drop` closes it without a byte of answer (the answer is lost).
 """
 import asyncio
 import json
@@ -74,7 +80,10 @@ class Playback:
         self.transcript = transcript
         self.port = port
         self.connections = asyncio.Queue()
+        self.requests = asyncio.Queue()  # HTTP connections, one request each
         self.server = None
+        self.http_server = None
+        self.http_port = 0
         self.progress = "not started"  # the step being played, for a runner's failure message
         self.confirmed = -1  # the last `state` step the runner saw the client show
         self.confirmation = asyncio.Event()
@@ -88,6 +97,12 @@ class Playback:
         self.server = await websockets.serve(
             handler, "127.0.0.1", self.port, subprotocols=[SUBPROTOCOL], ping_interval=None)
         self.port = self.server.sockets[0].getsockname()[1]
+
+        async def http_handler(reader, writer):
+            await self.requests.put((reader, writer))
+
+        self.http_server = await asyncio.start_server(http_handler, "127.0.0.1", 0)
+        self.http_port = self.http_server.sockets[0].getsockname()[1]
         return self
 
     def confirm(self, index):
@@ -97,6 +112,7 @@ class Playback:
 
     async def run(self):
         ws, closed, accepted = None, None, 0
+        http = None  # the (reader, writer) of the HTTP request being played
         try:
             for index, step in enumerate(self.transcript["steps"]):
                 where = f"step {index} ({json.dumps(step)[:160]})"
@@ -137,6 +153,21 @@ class Playback:
                             await asyncio.wait_for(self.confirmation.wait(), max(left, 0))
                         except asyncio.TimeoutError:
                             raise Mismatch(f"{where}: the runner did not see the client show it")
+                elif "request" in step:
+                    try:
+                        http = await asyncio.wait_for(self.requests.get(), STEP_TIMEOUT)
+                        got = await asyncio.wait_for(read_request(http[0]), STEP_TIMEOUT)
+                    except asyncio.TimeoutError:
+                        raise Mismatch(f"{where}: the client sent no HTTP request")
+                    self.progress = f"playing {where}; the client's request: {json.dumps(got)[:300]}"
+                    if not matches(step["request"], got):
+                        raise Mismatch(f"{where}: the client sent {json.dumps(got)}")
+                elif "respond" in step:
+                    await respond(http[1], step["respond"])
+                    http = None
+                elif "drop" in step:
+                    http[1].close()
+                    http = None
                 elif "cut" in step:
                     await ws.close(1001, "cut by the transcript")
                     closed.set_result(None)
@@ -154,12 +185,47 @@ class Playback:
     async def close(self):
         self.server.close()
         await self.server.wait_closed()
+        self.http_server.close()
+
+
+async def read_request(reader):
+    """One HTTP/1.1 request: {method, path, headers (names in lower case), body (JSON, or the text)}."""
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+    method, path, _ = head[0].split(" ", 2)
+    headers = {}
+    for line in head[1:]:
+        if ":" in line:
+            name, value = line.split(":", 1)
+            headers[name.strip().lower()] = value.strip()
+    raw = await reader.readexactly(int(headers.get("content-length", "0")))
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = raw.decode(errors="replace")
+    return {"method": method, "path": path, "headers": headers, "body": body}
+
+
+async def respond(writer, answer):
+    """Writes `answer` ({status, headers, body}) as an HTTP/1.1 answer and closes the connection."""
+    body = (json.dumps(answer["body"]) + "\n").encode()
+    head = f"HTTP/1.1 {answer['status']} {REASONS.get(answer['status'], 'Answer')}\r\n"
+    head += "Content-Type: application/json\r\nConnection: close\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in answer.get("headers", {}).items())
+    head += f"Content-Length: {len(body)}\r\n\r\n"
+    writer.write(head.encode() + body)
+    await writer.drain()
+    writer.close()
+
+
+REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 422: "Unprocessable Content", 429: "Too Many Requests",
+           503: "Service Unavailable"}
 
 
 async def main(path):
     with open(path) as f:
         transcript = json.load(f)
     playback = await Playback(transcript).start()
+    print(f"HTTP {playback.http_port}", flush=True)
     print(f"PORT {playback.port}", flush=True)
     loop = asyncio.get_running_loop()
 

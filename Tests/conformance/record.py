@@ -14,6 +14,7 @@ Python clients.
 """
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import shutil
@@ -289,12 +290,63 @@ async def held_op_retried_after_unavailable(binary, out):
         server.stop()
 
 
+def http_exchange(server, path, key, ops):
+    """One write as a raw `http.client` request: (the request as a `request` step names it, the
+    answer as a `respond` step gives it: status, Retry-After when sent, JSON body)."""
+    body = json.dumps({"ops": ops})
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.request("POST", path, body=body, headers={"Content-Type": "application/json", "Idempotency-Key": key})
+        answer = conn.getresponse()
+        respond = {"status": answer.status, "body": json.loads(answer.read())}
+        if answer.getheader("Retry-After"):
+            respond["headers"] = {"Retry-After": answer.getheader("Retry-After")}
+    finally:
+        conn.close()
+    return {"method": "POST", "path": path, "headers": {"idempotency-key": key}, "body": {"ops": ops}}, respond
+
+
+async def http_write_repeated(binary, out):
+    server = start(binary)
+    try:
+        workspace = "conf-http"
+        r = Recorder("http-write-repeated",
+                     "An HTTP write (POST /v1/workspaces/{id}/ops with an Idempotency-Key) whose answer "
+                     "is lost: the library sends it again with the same key and body, and the server "
+                     "answers it the same from its dedup record, applying nothing twice. Another body "
+                     "under the used key is refused 422; the library reports it and does not retry.",
+                     workspace, "")
+        path = f"/v1/workspaces/{workspace}/ops"
+        ops = [add("a", activate=True), add("b")]
+        r.step(do={"write": {"key": "open-ab", "ops": ops}})
+        request, lost = http_exchange(server, path, "open-ab", ops)
+        assert lost["status"] == 200, lost
+        r.step(request=request)
+        r.step(drop="the answer is lost: the connection closes before a byte of it", lost=lost)
+        request, again = http_exchange(server, path, "open-ab", ops)
+        assert again == lost, (lost, again)
+        r.step(request=request)
+        r.step(respond=again)
+        r.step(result={"results": again["body"]["results"]})
+        other_ops = [add("c")]
+        r.step(do={"write": {"key": "open-ab", "ops": other_ops}})
+        request, refused = http_exchange(server, path, "open-ab", other_ops)
+        assert refused["status"] == 422, refused
+        r.step(request=request)
+        r.step(respond=refused)
+        r.step(result={"status": 422})
+        return r.write(out)
+    finally:
+        server.stop()
+
+
 SCENARIOS = {
     "held-op-retried-after-unavailable": held_op_retried_after_unavailable,
     "resume-missed-ops": resume_missed_ops,
     "answer-lost-answered-again": answer_lost_answered_again,
     "history-replaced": history_replaced,
     "remove-reopen-restore": remove_reopen_restore,
+    "http-write-repeated": http_write_repeated,
 }
 
 

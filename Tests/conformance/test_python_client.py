@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "clients" / "python"))
 sys.path.insert(0, str(HERE))
 
 from playback import Mismatch, Playback  # noqa: E402
-from tabsync_client import Backoff, Session  # noqa: E402
+from tabsync_client import Backoff, Http, KeyReused, Session  # noqa: E402
 
 TRANSCRIPTS = sorted((HERE / "transcripts").glob("*.json"))
 STATE_TIMEOUT = 20
@@ -31,9 +31,25 @@ def differences(expected, actual):
     return {k: (v, actual[k]) for k, v in expected.items() if actual[k] != v}
 
 
+async def write(http, workspace, write):
+    """The library's HTTP write (`Http.write`, in a thread: it blocks) as a `result` step names it."""
+    try:
+        results = await asyncio.to_thread(http.write, workspace, write["ops"], key=write["key"], deadline=30)
+        return {"results": results}
+    except KeyReused as e:
+        return {"status": e.status}
+
+
 async def client_side(transcript, session, playback):
+    http = Http(f"http://127.0.0.1:{playback.http_port}")
+    writes = []
     for index, step in enumerate(transcript["steps"]):
-        if "do" in step:
+        if "do" in step and "write" in step["do"]:
+            writes.append(asyncio.ensure_future(write(http, transcript["client"]["workspace"], step["do"]["write"])))
+        elif "result" in step:
+            got = await asyncio.wait_for(writes.pop(0), STATE_TIMEOUT)
+            assert got == step["result"], f"step {index}: the write returned {got}; the playback: {playback.progress}"
+        elif "do" in step:
             session.submit(step["do"]["submit"])
         elif "state" in step:
             expected = {"active": "", **step["state"]}
@@ -57,7 +73,8 @@ def test_transcript(path):
                           backoff=Backoff(base=0.05, cap=0.2), retry_backoff=Backoff(base=0.1, cap=0.5))
         server = asyncio.ensure_future(playback.run())
         try:
-            await session.start(timeout=30)
+            if any("accept" in step for step in transcript["steps"]):
+                await session.start(timeout=30)
             await client_side(transcript, session, playback)
             await asyncio.wait_for(server, 30)
         except Mismatch as e:

@@ -2,8 +2,9 @@
 // `npm pack` of web/ (web/package.json), installed with `npm install <tarball> --offline` into a
 // clean temporary directory, imported there by its package name from a node program (its own
 // process, WebSocket from node: --experimental-websocket on node 20) that connects to a real
-// tabsync-server (.build/debug, or TABSYNC_SERVER_BIN), adds a tab and sees it confirmed; the
-// server's HTTP read shows it too. And the TypeScript declarations (web/tabsync-client.d.ts)
+// tabsync-server (.build/debug, or TABSYNC_SERVER_BIN), adds a tab and sees it confirmed, then
+// writes another over HTTP twice under one key (`httpWrite`: applied once, answered the same); the
+// server's HTTP read shows both. And the TypeScript declarations (web/tabsync-client.d.ts)
 // name every export of the module and only members TabsyncClient has (`tsc --noEmit` checks them
 // as well where TypeScript is installed; it is not here, and nothing is fetched for it).
 import { test } from "node:test";
@@ -38,14 +39,18 @@ function startServer() {
 }
 
 const USE = `
-import { TabsyncClient, TRANSIENT } from "tabsync-client";
+import { TabsyncClient, TRANSIENT, httpWrite } from "tabsync-client";
 const client = new TabsyncClient({ url: process.argv[2], workspace: "packed", clientId: "npm" });
 const deadline = setTimeout(() => { console.error("not confirmed in 60 s", JSON.stringify(client.state)); process.exit(2); }, 60000);
-client.addEventListener("change", () => {
-  if (client.confirmed.tabs.some((t) => t.id === "n1")) {
+client.addEventListener("change", async () => {
+  if (client.confirmed.tabs.some((t) => t.id === "n1") && !client.written) {
+    client.written = true;
     clearTimeout(deadline);
-    console.log(JSON.stringify({ resolved: import.meta.resolve("tabsync-client"), version: client.confirmed.version,
-      tabs: client.confirmed.tabs.map((t) => t.id), transient: [...TRANSIENT].sort() }));
+    const version = client.confirmed.version, tabs = client.confirmed.tabs.map((t) => t.id);
+    const write = () => httpWrite(process.argv[2], "packed", [{ add: { tab: { id: "n2", title: "Over HTTP" } } }], { key: "npm-1" });
+    const written = [await write(), await write()];
+    console.log(JSON.stringify({ resolved: import.meta.resolve("tabsync-client"), version, tabs,
+      transient: [...TRANSIENT].sort(), written }));
     client.close();
   }
 });
@@ -75,8 +80,12 @@ test("npm pack, installed offline into a clean directory, talks to a real server
     assert.equal(got.version, 1);
     assert.deepEqual(got.tabs, ["n1"]);
     assert.deepEqual(got.transient, ["RATE_LIMITED", "UNAVAILABLE"]);
+    // httpWrite, twice under one key: applied once (version 2), answered the same.
+    assert.equal(got.written[0][0].version, "2", JSON.stringify(got.written));
+    assert.deepEqual(got.written[1], got.written[0]);
     const snapshot = await (await fetch(server.url.replace(/^ws/, "http") + "/v1/workspaces/packed")).json();
-    assert.deepEqual(snapshot.tabs.map((t) => t.id), ["n1"]);
+    assert.deepEqual(snapshot.tabs.map((t) => t.id), ["n1", "n2"]);
+    assert.equal(snapshot.version, "2");
   } finally {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });

@@ -134,8 +134,8 @@ def test_answers_lost_on_the_way_are_asked_again_under_the_same_key_and_applied_
 
 
 class Refusing(http.server.BaseHTTPRequestHandler):
-    """Answers by the script in `server.script`: "503" (Retry-After: 0), "drop" (closes with no
-    answer), "422", "400", or "ok"; records each request's key and body."""
+    """Answers by the script in `server.script`: "503" or "429" (Retry-After: 0), "drop" (closes with
+    no answer), "422", "400", or "ok"; records each request's key and body."""
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
@@ -148,12 +148,13 @@ class Refusing(http.server.BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         status, answer = {"503": (503, {"error": {"code": "UNAVAILABLE", "message": "store busy"}}),
+                          "429": (429, {"error": {"code": "RATE_LIMITED", "message": "over 100 ops per second"}}),
                           "422": (422, {"error": {"code": "KEY_REUSED", "message": "another body under this key"}}),
                           "400": (400, {"error": {"code": "INVALID_ARGUMENT", "message": "ops must be a list"}}),
                           "ok": (200, {"results": [{"version": "1", "op": json.loads(body)["ops"][0]}]})}[step]
         data = json.dumps(answer).encode()
         self.send_response(status)
-        if status == 503:
+        if status in (503, 429):
             self.send_header("Retry-After", "0")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -174,12 +175,12 @@ def refusing():
     s.server_close()
 
 
-def test_503_and_a_lost_answer_are_tried_again_with_the_same_key_and_body(refusing):
-    refusing.script = ["503", "drop", "503", "ok"]
+def test_503_429_and_a_lost_answer_are_tried_again_with_the_same_key_and_body(refusing):
+    refusing.script = ["503", "drop", "429", "503", "ok"]
     http = Http(f"http://127.0.0.1:{refusing.server_address[1]}", token="t0k")
     results = http.write("team/a b", [add(1)], deadline=30)
     assert results == [{"version": "1", "op": add(1)}]
-    assert len(refusing.seen) == 4
+    assert len(refusing.seen) == 5
     paths, keys, bodies, auths = zip(*refusing.seen)
     assert set(paths) == {"/v1/workspaces/team%2Fa%20b/ops"}
     assert len(set(keys)) == 1 and 1 <= len(keys[0]) <= 64, "one key for every try"

@@ -7,7 +7,7 @@ session (64-bit numbers are strings; a field at its default is left out).
 Guarantees: every call has a deadline (`timeout`); a refusal raises `HttpError` with the status and
 the server's message, never a bare urllib error. `write` sends one batch under one key however
 often it has to try, so the batch is applied at most once (the server maps the key onto its
-(client, seq) dedup); it tries again only where nothing was refused: a 503 (after its
+(client, seq) dedup); it tries again only where nothing was refused: a 503 or a 429 (after its
 `Retry-After`) or an answer lost on the way.
 """
 import http.client
@@ -64,7 +64,7 @@ class Http:
         """POSTs `ops` (protocol JSON ops, e.g. {"add": {"tab": {...}}}) to
         /v1/workspaces/{id}/ops under `Idempotency-Key: key` (a random one when None) and returns
         the answer's `results`, one per op in order: {"version", "op"} or {"error": {"code",
-        "message"}}. A 503 is tried again with the same key after its Retry-After (at most
+        "message"}}. A 503 or 429 is tried again with the same key after its Retry-After (at most
         `max_wait` s), and so is a request whose answer was lost (connection refused, reset or
         timed out), until `deadline` s have passed; then the last failure is raised (the 503's
         HttpError, or the OSError of the lost answer). 422 raises
@@ -86,9 +86,9 @@ class Http:
                 message = error_message(refused.read().decode(errors="replace"))
                 if refused.code == 422:
                     raise KeyReused(422, message) from None
-                if refused.code != 503:
+                if refused.code not in (503, 429):
                     raise HttpError(refused.code, message) from None
-                failure = HttpError(503, message)
+                failure = HttpError(refused.code, message)
                 # Retry-After is a floor: our own back-off still grows, so "0" is no busy loop.
                 wait = max(retry_after(refused.headers.get("Retry-After"), delay), delay * random.uniform(0.5, 1.0))
             except (urllib.error.URLError, OSError, http.client.HTTPException) as lost:  # the answer did not come: same key again
