@@ -33,7 +33,7 @@ public final class Server: Sendable {
     let nodeName: String
     private let stoppedSignal = DispatchSemaphore(value: 0)
     /// Sends webhooks while the server runs (a store that keeps webhooks only).
-    private let deliverer: WebhookDeliverer?
+    let deliverer: WebhookDeliverer?
 
     private enum Lifecycle {
         case idle, running(port: Int), stopped
@@ -77,7 +77,12 @@ public final class Server: Sendable {
         nodeName = configuration.sharedStore?.nodeName ?? String(UInt32.random(in: .min ... .max), radix: 36)
         let executor = storeExecutor
         deliverer = stores.webhooks.map {
-            WebhookDeliverer(store: $0, executor: executor, allowPrivate: configuration.webhookAllowPrivate, logger: logger)
+            WebhookDeliverer(
+                store: $0, executor: executor, allowPrivate: configuration.webhookAllowPrivate,
+                tuning: .init(
+                    rescanInterval: configuration.sharedStore == nil ? nil : WebhookDeliverer.sharedRescanInterval,
+                    giveUpAfter: configuration.webhookGiveUpAfter),
+                logger: logger)
         }
     }
 

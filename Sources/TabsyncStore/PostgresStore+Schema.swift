@@ -147,6 +147,10 @@ extension PostgresStore {
             PRIMARY KEY (hook, workspace)
         );
         """,
+        // Version 9: when a hook was disabled (its deliveries failed for --webhook-give-up-after).
+        """
+        ALTER TABLE tabsync_webhooks ADD COLUMN disabled_ms int8;
+        """,
     ]
 
     /// Creates or migrates the schema to ``schemaVersion`` in one transaction under a transaction
