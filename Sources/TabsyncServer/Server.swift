@@ -75,13 +75,13 @@ public final class Server: Sendable {
         self.stores = stores
         self.logger = logger
         nodeName = configuration.sharedStore?.nodeName ?? String(UInt32.random(in: .min ... .max), radix: 36)
-        let executor = storeExecutor
+        let (executor, node) = (storeExecutor, nodeName)
         deliverer = stores.webhooks.map {
             WebhookDeliverer(
                 store: $0, executor: executor, allowPrivate: configuration.webhookAllowPrivate,
                 tuning: .init(
                     rescanInterval: configuration.sharedStore == nil ? nil : WebhookDeliverer.sharedRescanInterval,
-                    giveUpAfter: configuration.webhookGiveUpAfter),
+                    giveUpAfter: configuration.webhookGiveUpAfter, node: node),
                 logger: logger)
         }
     }

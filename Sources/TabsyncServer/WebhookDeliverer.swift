@@ -50,6 +50,11 @@ final class WebhookDeliverer: Sendable {
         /// A hook whose oldest pending delivery has failed for this long is disabled
         /// (`--webhook-give-up-after`).
         var giveUpAfter: Duration = .seconds(24 * 3600)
+        /// This node's name in the cursors' leases.
+        var node = "local"
+        /// How long a lease on a cursor lasts; it is renewed before each batch is sent, so a
+        /// killed node's cursors are taken over about this long after it stopped renewing.
+        var lease: Duration = .seconds(30)
     }
 
     /// What woke the deliverer, taken whole by its thread (other threads only add to it).
@@ -236,13 +241,25 @@ final class WebhookDeliverer: Sendable {
                     }
                 }
             }
-            hook: for (workspace, version) in versions.sorted(by: { $0.key < $1.key }) {
+            var ready: [WebhookCursor] = []
+            for (workspace, version) in versions.sorted(by: { $0.key < $1.key }) {
                 let cursor = byWorkspace[workspace] ?? WebhookCursor(hookId: id, workspace: workspace, delivered: 0)
                 guard version > cursor.delivered else { continue }
                 if let due = cursor.nextAttempt, due > Date() {
                     outcome.retryAt = [outcome.retryAt, due].compactMap { $0 }.min()
                     continue
                 }
+                ready.append(cursor)
+            }
+            // Only the cursors whose lease this node holds (several nodes: the workspace's home node,
+            // or any node when none holds it); the lease lasts a batch's sending and more.
+            let (node, now) = (tuning.node, Date())
+            let until = now.addingTimeInterval(tuning.lease.seconds), names = ready.map(\.workspace)
+            guard !ready.isEmpty, let leased = onStore({ store throws(StoreError) in
+                try store.claimWebhookCursors(hookId: id, workspaces: names, node: node, until: until, now: now)
+            }) else { continue }
+            hook: for cursor in ready where leased.contains(cursor.workspace) {
+                let workspace = cursor.workspace
                 switch deliver(hook, from: cursor) {
                 case .retry(let due): outcome.retryAt = [outcome.retryAt, due].compactMap { $0 }.min()
                 case .more: outcome.again.insert(workspace)

@@ -69,4 +69,8 @@ extension MemoryStore: WebhookStore {
             return true
         }
     }
+
+    public func claimWebhookCursors(hookId: String, workspaces: [String], node: String, until: Date, now: Date) throws(StoreError) -> Set<String> {
+        hooks.withLock { state in state.registrations.contains { $0.id == hookId } ? Set(workspaces) : [] }
+    }
 }

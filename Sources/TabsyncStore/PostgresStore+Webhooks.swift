@@ -107,4 +107,31 @@ extension PostgresStore: WebhookStore {
             return true
         }
     }
+
+    /// The lease (docs/design.md, "Webhooks", "Several nodes"): one statement, so two nodes
+    /// claiming at once cannot both win a cursor (the row's lock orders them).
+    public func claimWebhookCursors(hookId: String, workspaces: [String], node: String, until: Date, now: Date) throws(StoreError) -> Set<String> {
+        guard !workspaces.isEmpty else { return [] }
+        return try withConnection(failure: StoreError.writeFailed) { db throws(PGError) -> Set<String> in
+            let rows = try db.execute(
+                """
+                WITH wanted AS (
+                    SELECT u.w FROM unnest($3::text[]) AS u(w)
+                    WHERE EXISTS (SELECT 1 FROM tabsync_webhooks WHERE id = $1)
+                      AND (EXISTS (SELECT 1 FROM tabsync_holders h WHERE h.workspace = u.w AND h.node = $2)
+                           OR NOT EXISTS (
+                               SELECT 1 FROM tabsync_holders h JOIN tabsync_nodes n ON n.node = h.node
+                               WHERE h.workspace = u.w AND n.seen > now() - $6::int8 * interval '1 millisecond'))
+                )
+                INSERT INTO tabsync_webhook_cursors AS c (hook, workspace, delivered, lease_node, lease_until_ms)
+                SELECT $1, w, 0, $2, $4 FROM wanted
+                ON CONFLICT (hook, workspace) DO UPDATE SET lease_node = excluded.lease_node, lease_until_ms = excluded.lease_until_ms
+                    WHERE c.lease_node IS NULL OR c.lease_node = excluded.lease_node OR c.lease_until_ms < $5
+                RETURNING workspace
+                """,
+                [.text(hookId), .text(node), .array(.text, workspaces.map(PGValue.text)), .int64(WebhookMillis.of(until)),
+                 .int64(WebhookMillis.of(now)), .int64(holderTimeoutMillis)])
+            return Set((0..<rows.rowCount).map { rows.text($0, 0) })
+        }
+    }
 }

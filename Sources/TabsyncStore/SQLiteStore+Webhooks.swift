@@ -106,6 +106,12 @@ extension SQLiteStore {
         }
     }
 
+    /// One process writes a SQLite store: it holds every lease.
+    public func claimWebhookCursors(hookId: String, workspaces: [String], node: String, until: Date, now: Date) throws(StoreError) -> Set<String> {
+        let registered = try webhooks().contains { $0.id == hookId }
+        return registered ? Set(workspaces) : []
+    }
+
     public func enableWebhook(id: String) throws(StoreError) -> Bool {
         try withStoreConnection(write: true) { db throws(SQLiteError) -> Bool in
             try db.transaction { () throws(SQLiteError) -> Bool in

@@ -95,6 +95,13 @@ public protocol WebhookStore: AdminStore {
     func disableWebhook(id: String, reason: String, at: Date) throws(StoreError) -> Bool
     /// False when no hook has this id (enabling an enabled hook clears its pending attempts too).
     func enableWebhook(id: String) throws(StoreError) -> Bool
+    /// Takes or renews the lease on the hook's cursors of `workspaces` for `node` until `until`, and
+    /// returns those this node holds the lease of now: a cursor's lease goes to a node when it is
+    /// free, already this node's, or ran out before `now`, and (on a store several nodes share)
+    /// only to the node holding the workspace, or to any node when no live node holds it
+    /// (``HolderRegistry``). A cursor not yet stored is made at 0. A store of one node grants every
+    /// workspace of a registered hook.
+    func claimWebhookCursors(hookId: String, workspaces: [String], node: String, until: Date, now: Date) throws(StoreError) -> Set<String>
 }
 
 extension WebhookStore {
