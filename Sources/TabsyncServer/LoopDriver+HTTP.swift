@@ -230,6 +230,7 @@ extension LoopDriver {
         return core.metrics.render(Metrics.Gauges(
             connections: connections.count, socketsOpen: openConnections, workspacesLoaded: core.workspacesInMemory,
             sendQueueBytes: queued, maxConnections: configuration.maxConnections), driver: metrics)
+            + (server.deliverer?.metricsText() ?? WebhookMetrics.zeros)
     }
 
     /// `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: only `/` and `/v1/workspaces/{id}/ws` upgrade

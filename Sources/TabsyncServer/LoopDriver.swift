@@ -339,9 +339,11 @@ final class LoopDriver {
         case .hold, .load, .commit, .readChanges, .pollVersions, .release, .checkHolders, .heartbeat, .admin, .readHistory:
             // One store turn on the store executor (serial: store calls never overlap); its answer
             // comes back to the loop as an event through the inbox.
-            let (turn, inbox) = (storeTurn, server.inbox)
+            let (turn, inbox, deliverer) = (storeTurn, server.inbox, server.deliverer)
             server.storeExecutor.async {
-                if let event = turn.answer(action) { inbox.post(.event(event)) }
+                let event = turn.answer(action)
+                if let deliverer, let event { WebhookDeliverer.wake(deliverer, after: action, answered: event) }
+                if let event { inbox.post(.event(event)) }
             }
         case .verifyToken(let request, let token):
             guard let verifier = configuration.accessTokens else {

@@ -33,7 +33,7 @@ public final class Server: Sendable {
     let nodeName: String
     private let stoppedSignal = DispatchSemaphore(value: 0)
     /// Sends webhooks while the server runs (a store that keeps webhooks only).
-    private let deliverer: WebhookDeliverer?
+    let deliverer: WebhookDeliverer?
 
     private enum Lifecycle {
         case idle, running(port: Int), stopped
@@ -75,9 +75,14 @@ public final class Server: Sendable {
         self.stores = stores
         self.logger = logger
         nodeName = configuration.sharedStore?.nodeName ?? String(UInt32.random(in: .min ... .max), radix: 36)
-        let executor = storeExecutor
+        let (executor, node) = (storeExecutor, nodeName)
         deliverer = stores.webhooks.map {
-            WebhookDeliverer(store: $0, executor: executor, allowPrivate: configuration.webhookAllowPrivate, logger: logger)
+            WebhookDeliverer(
+                store: $0, executor: executor, allowPrivate: configuration.webhookAllowPrivate,
+                tuning: .init(
+                    rescanInterval: configuration.sharedStore == nil ? nil : WebhookDeliverer.sharedRescanInterval,
+                    giveUpAfter: configuration.webhookGiveUpAfter, node: node),
+                logger: logger)
         }
     }
 

@@ -48,6 +48,9 @@ extension Server {
         /// Webhook deliveries may connect to loopback, private and link-local addresses
         /// (``WebhookTargetPolicy``); off: those are refused at connect time.
         public var webhookAllowPrivate = false
+        /// A hook whose oldest pending delivery has failed for this long is disabled (docs/design.md,
+        /// "Webhooks"); an admin enables it again.
+        public var webhookGiveUpAfter: Duration = .seconds(24 * 3600)
         /// How long a graceful stop may take: commits drain for at most 70% of it, then every
         /// session is closed 1001 and the close frames get the rest but 10% (the executable's
         /// `--shutdown-timeout`; its process deadline is the whole of it).

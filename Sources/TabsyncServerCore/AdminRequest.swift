@@ -24,6 +24,8 @@ package enum AdminRequest: Sendable, Equatable {
     case listWebhooks
     /// `DELETE /v1/admin/webhooks/{id}`
     case removeWebhook(String)
+    /// `POST /v1/admin/webhooks/{id}/enable`: a disabled hook sends again from its cursor.
+    case enableWebhook(String)
 
     /// A request that does not parse, with the response that says why.
     package struct Refusal: Error, Equatable {
@@ -114,8 +116,11 @@ package enum AdminRequest: Sendable, Equatable {
         case ("DELETE", 2, "webhooks"):
             guard WebhookSpec.isValidId(rest[1]) else { return .failure(Refusal(badRequest("not a webhook id (wh_ and 32 hex digits)"))) }
             return .success(.removeWebhook(rest[1]))
+        case ("POST", 3, "webhooks") where rest[2] == "enable":
+            guard WebhookSpec.isValidId(rest[1]) else { return .failure(Refusal(badRequest("not a webhook id (wh_ and 32 hex digits)"))) }
+            return .success(.enableWebhook(rest[1]))
         case (_, 1, "workspaces"), (_, 3, "workspaces"), (_, 2, "workspaces"), (_, 1, "kick"), (_, 1, "revocations"),
-             (_, 1, "webhooks"), (_, 2, "webhooks"):
+             (_, 1, "webhooks"), (_, 2, "webhooks"), (_, 3, "webhooks") where rest[2] == "enable":
             return .failure(Refusal(HTTPResponse(status: 405, body: "method \(method) not allowed on \(path)\n")))
         default:
             return .failure(Refusal(.notFound))
@@ -161,6 +166,7 @@ package enum AdminJSON {
             "createdAt": RFC3339.format(hook.createdAt.timeIntervalSince1970), "enabled": hook.isEnabled,
         ]
         if let reason = hook.disabledReason { object["disabledReason"] = reason }
+        if let at = hook.disabledAt { object["disabledAt"] = RFC3339.format(at.timeIntervalSince1970) }
         return object
     }
 

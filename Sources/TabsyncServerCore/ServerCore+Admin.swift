@@ -32,6 +32,8 @@ extension ServerCore {
             case addWebhook(WebhookRegistration)
             case listWebhooks
             case removeWebhook(String)
+            /// Enable a hook again (its pending attempts cleared, its cursors kept).
+            case enableWebhook(String)
         }
     }
 
@@ -45,6 +47,8 @@ extension ServerCore {
         case webhookAdded(WebhookRegistration?)
         case webhooks([WebhookRegistration])
         case webhookRemoved(Bool)
+        /// The hook as it is now enabled; nil: there is no such hook.
+        case webhookEnabled(WebhookRegistration?)
     }
 
     /// The id the admin API gives a session: this node's name and the connection's number.
@@ -122,7 +126,7 @@ extension ServerCore {
                     403, #"forbidden: revocations need an admin token for every workspace (ws: "*")"#)))
             }
             emit(.respond(requestId, AdminJSON.response(["revocations": admin.revocations.entries.map(AdminJSON.command)])))
-        case .addWebhook, .listWebhooks, .removeWebhook:
+        case .addWebhook, .listWebhooks, .removeWebhook, .enableWebhook:
             // A hook may follow workspaces beyond any scoped grant, and lists show every hook.
             guard everyWorkspace else {
                 return emit(.respond(requestId, AdminJSON.error(
@@ -142,6 +146,7 @@ extension ServerCore {
             }.joined()
             return .addWebhook(spec.registration(id: id, at: wallNow))
         case .removeWebhook(let id): return .removeWebhook(id)
+        case .enableWebhook(let id): return .enableWebhook(id)
         default: return .listWebhooks
         }
     }
@@ -230,6 +235,11 @@ extension ServerCore {
             guard let requestId = call.request else { return }
             if existed { logger.notice("webhook removed", metadata: ["id": "\(id)"]) }
             emit(.respond(requestId, existed ? AdminJSON.response(["removed": id]) : AdminJSON.error(404, "no webhook \(id)")))
+        case (.enableWebhook(let id), .success(.webhookEnabled(let hook))):
+            guard let requestId = call.request else { return }
+            guard let hook else { return emit(.respond(requestId, AdminJSON.error(404, "no webhook \(id)"))) }
+            logger.notice("webhook enabled", metadata: ["id": "\(id)"])
+            emit(.respond(requestId, AdminJSON.response(AdminJSON.webhook(hook))))
         case (.delete(let workspace), .failure(let error)):
             let waiting = admin.deleting.removeValue(forKey: workspace)?.requests ?? []
             logger.warning("could not delete a workspace", metadata: ["workspace": "\(workspace)", "error": "\(error)"])

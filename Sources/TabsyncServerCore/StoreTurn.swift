@@ -132,7 +132,7 @@ package struct StoreTurn: Sendable {
             case .listWorkspaces(let after, let limit):
                 return .success(.workspaces(try admin.workspaceSummaries(after: after, limit: limit)))
             case .delete(let id): return .success(.deleted(try admin.deleteWorkspace(id)))
-            case .addWebhook, .listWebhooks, .removeWebhook: return try webhookAnswer(work)
+            case .addWebhook, .listWebhooks, .removeWebhook, .enableWebhook: return try webhookAnswer(work)
             }
         } catch {
             return .failure(error)
@@ -149,6 +149,9 @@ package struct StoreTurn: Sendable {
             try webhooks.registerWebhook(hook, matching: { pattern?.matches($0) ?? false })
             return .success(.webhookAdded(hook))
         case .removeWebhook(let id): return .success(.webhookRemoved(try webhooks.removeWebhook(id: id)))
+        case .enableWebhook(let id):
+            guard try webhooks.enableWebhook(id: id) else { return .success(.webhookEnabled(nil)) }
+            return .success(.webhookEnabled(try webhooks.webhooks().first { $0.id == id }))
         default: return .success(.webhooks(try webhooks.webhooks()))
         }
     }

@@ -68,6 +68,8 @@ public struct ServerSettings: Sendable {
     public var feedKeepAlive: Duration
     /// Webhooks may reach loopback, private and link-local addresses.
     public var webhookAllowPrivate: Bool
+    /// A webhook failing this long is disabled.
+    public var webhookGiveUpAfter: Duration
     /// `--data-dir` or `TABSYNC_DATA_DIR` was given (with a store URL it is not used, and the
     /// server says so).
     public var dataDirGiven: Bool
@@ -144,6 +146,7 @@ public struct ServerSettings: Sendable {
         maxPresencePeers = try T.maxPresencePeers.resolve(flag: flags.maxPresencePeers, environment: env)
         feedKeepAlive = try T.feedKeepAlive.resolve(flag: flags.feedKeepAlive, environment: env)
         webhookAllowPrivate = try T.webhookAllowPrivate.resolve(flag: flags.webhookAllowPrivate, environment: env)
+        webhookGiveUpAfter = try T.webhookGiveUpAfter.resolve(flag: flags.webhookGiveUpAfter, environment: env)
 
         // The SQLite store's checkpoints.
         checkpoint = try T.checkpoint.resolve(flag: flags.checkpoint, environment: env)
@@ -188,6 +191,7 @@ public struct ServerSettings: Sendable {
         configuration.maxPresencePeers = maxPresencePeers
         configuration.feedKeepAlive = feedKeepAlive
         configuration.webhookAllowPrivate = webhookAllowPrivate
+        configuration.webhookGiveUpAfter = webhookGiveUpAfter
         configuration.shutdownTimeout = shutdownTimeout
         configuration.quotas = .init(
             maxConnectionsPerSubject: maxConnectionsPerSub, maxOpsPerSecondPerSubject: maxOpsPerSecondPerSub,

@@ -271,6 +271,13 @@ public enum SettingTable {
         switch: "webhook-allow-private",
         doc: "Let webhooks reach loopback, private and link-local addresses (refused by default, checked at connect time).")
 
+    public static let webhookGiveUpAfter = Setting<Duration>(
+        duration: "webhook-give-up-after", default: server.webhookGiveUpAfter,
+        doc: "A webhook whose oldest pending delivery has failed for this long is disabled until an admin enables it: "
+            + "seconds or a duration such as 24h, 90m, 30s.",
+        expected: "a duration of more than 0 such as 24h, 90m, 30s"
+    ) { $0 > .zero }
+
     /// Every setting, in `--help` order.
     public static let all: [SettingRow] = [
         host.row, port.row, dataDir.row, memory.row, sync.row, idleUnload.row, logLevel.row, maxTabs.row, maxGroups.row,
@@ -280,7 +287,7 @@ public enum SettingTable {
         maxConnectionsPerSub.row, maxOpsPerSecondPerSub.row, maxConnectionsPerWorkspace.row,
         authKeyFile.row, checkpoint.row, walLimit.row, historyRetention.row, storeTrace.row, store.row, storePollInterval.row, storeCommitLinger.row,
         slowCloseGrace.row, shutdownTimeout.row, diagnosticsEcho.row, maxPresencePeers.row, feedKeepAlive.row,
-        webhookAllowPrivate.row,
+        webhookAllowPrivate.row, webhookGiveUpAfter.row,
     ]
 
     /// `10` for 10.0, `2.5` for 2.5.

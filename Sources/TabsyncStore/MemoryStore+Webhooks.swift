@@ -46,4 +46,31 @@ extension MemoryStore: WebhookStore {
             state.cursors[cursor.hookId, default: [:]][cursor.workspace] = WebhookCursorMerge.merged(stored: stored, save: cursor)
         }
     }
+
+    public func disableWebhook(id: String, reason: String, at: Date) throws(StoreError) -> Bool {
+        hooks.withLock { state in
+            guard let index = state.registrations.firstIndex(where: { $0.id == id && $0.isEnabled }) else { return false }
+            let hook = state.registrations[index]
+            state.registrations[index] = WebhookRegistration(
+                id: hook.id, url: hook.url, workspaces: hook.workspaces, secret: hook.secret, createdAt: hook.createdAt,
+                disabledReason: reason, disabledAt: at)
+            return true
+        }
+    }
+
+    public func enableWebhook(id: String) throws(StoreError) -> Bool {
+        hooks.withLock { state in
+            guard let index = state.registrations.firstIndex(where: { $0.id == id }) else { return false }
+            state.registrations[index].disabledReason = nil
+            state.registrations[index].disabledAt = nil
+            for (workspace, cursor) in state.cursors[id] ?? [:] {
+                state.cursors[id]?[workspace] = WebhookCursor(hookId: id, workspace: workspace, delivered: cursor.delivered)
+            }
+            return true
+        }
+    }
+
+    public func claimWebhookCursors(hookId: String, workspaces: [String], node: String, until: Date, now: Date) throws(StoreError) -> Set<String> {
+        hooks.withLock { state in state.registrations.contains { $0.id == hookId } ? Set(workspaces) : [] }
+    }
 }

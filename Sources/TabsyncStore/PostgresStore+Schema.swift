@@ -147,6 +147,16 @@ extension PostgresStore {
             PRIMARY KEY (hook, workspace)
         );
         """,
+        // Version 9: when a hook was disabled (its deliveries failed for --webhook-give-up-after).
+        """
+        ALTER TABLE tabsync_webhooks ADD COLUMN disabled_ms int8;
+        """,
+        // Version 10: the lease on a cursor (docs/design.md, "Webhooks", "Several nodes"): the
+        // node sending its deliveries and until when (Unix milliseconds).
+        """
+        ALTER TABLE tabsync_webhook_cursors ADD COLUMN lease_node text;
+        ALTER TABLE tabsync_webhook_cursors ADD COLUMN lease_until_ms int8;
+        """,
     ]
 
     /// Creates or migrates the schema to ``schemaVersion`` in one transaction under a transaction

@@ -7,11 +7,12 @@ extension PostgresStore: WebhookStore {
         try inTransaction(failure: StoreError.writeFailed) { db throws(PGError) in
             try db.execute(
                 """
-                INSERT INTO tabsync_webhooks (id, url, workspaces, secret, created_ms, disabled_reason)
-                VALUES ($1, $2, $3, $4, $5, $6)
+                INSERT INTO tabsync_webhooks (id, url, workspaces, secret, created_ms, disabled_reason, disabled_ms)
+                VALUES ($1, $2, $3, $4, $5, $6, $7)
                 """,
                 [.text(hook.id), .text(hook.url), .text(hook.workspaces), .text(hook.secret),
-                 .int64(WebhookMillis.of(hook.createdAt)), hook.disabledReason.map { .text($0) } ?? .null])
+                 .int64(WebhookMillis.of(hook.createdAt)), hook.disabledReason.map { .text($0) } ?? .null,
+                 hook.disabledAt.map { .int64(WebhookMillis.of($0)) } ?? .null])
             let sorted = cursors.sorted { $0.key < $1.key }
             guard !sorted.isEmpty else { return }
             try db.execute(
@@ -27,13 +28,14 @@ extension PostgresStore: WebhookStore {
     public func webhooks() throws(StoreError) -> [WebhookRegistration] {
         try withConnection(failure: StoreError.readFailed) { db throws(PGError) in
             let rows = try db.execute(
-                "SELECT id, url, workspaces, secret, created_ms, disabled_reason FROM tabsync_webhooks ORDER BY n")
+                "SELECT id, url, workspaces, secret, created_ms, disabled_reason, disabled_ms FROM tabsync_webhooks ORDER BY n")
             var hooks: [WebhookRegistration] = []
             for row in 0..<rows.rowCount {
                 hooks.append(WebhookRegistration(
                     id: rows.text(row, 0), url: rows.text(row, 1), workspaces: rows.text(row, 2), secret: rows.text(row, 3),
                     createdAt: WebhookMillis.date(try rows.int64(row, 4) ?? 0),
-                    disabledReason: rows.isNull(row, 5) ? nil : rows.text(row, 5)))
+                    disabledReason: rows.isNull(row, 5) ? nil : rows.text(row, 5),
+                    disabledAt: try rows.int64(row, 6).map(WebhookMillis.date)))
             }
             return hooks
         }
@@ -81,6 +83,55 @@ extension PostgresStore: WebhookStore {
                  .int64(Int64(cursor.attempts)),
                  cursor.firstFailure.map { .int64(WebhookMillis.of($0)) } ?? .null,
                  cursor.nextAttempt.map { .int64(WebhookMillis.of($0)) } ?? .null])
+        }
+    }
+
+    public func disableWebhook(id: String, reason: String, at: Date) throws(StoreError) -> Bool {
+        try withConnection(failure: StoreError.writeFailed) { db throws(PGError) -> Bool in
+            try db.execute(
+                """
+                UPDATE tabsync_webhooks SET disabled_reason = $2, disabled_ms = $3
+                WHERE id = $1 AND disabled_reason IS NULL RETURNING id
+                """, [.text(id), .text(reason), .int64(WebhookMillis.of(at))]).rowCount == 1
+        }
+    }
+
+    public func enableWebhook(id: String) throws(StoreError) -> Bool {
+        try inTransaction(failure: StoreError.writeFailed) { db throws(PGError) -> Bool in
+            guard try db.execute(
+                "UPDATE tabsync_webhooks SET disabled_reason = NULL, disabled_ms = NULL WHERE id = $1 RETURNING id",
+                [.text(id)]).rowCount == 1 else { return false }
+            try db.execute(
+                "UPDATE tabsync_webhook_cursors SET attempts = 0, first_failure_ms = NULL, next_attempt_ms = NULL WHERE hook = $1",
+                [.text(id)])
+            return true
+        }
+    }
+
+    /// The lease (docs/design.md, "Webhooks", "Several nodes"): one statement, so two nodes
+    /// claiming at once cannot both win a cursor (the row's lock orders them).
+    public func claimWebhookCursors(hookId: String, workspaces: [String], node: String, until: Date, now: Date) throws(StoreError) -> Set<String> {
+        guard !workspaces.isEmpty else { return [] }
+        return try withConnection(failure: StoreError.writeFailed) { db throws(PGError) -> Set<String> in
+            let rows = try db.execute(
+                """
+                WITH wanted AS (
+                    SELECT u.w FROM unnest($3::text[]) AS u(w)
+                    WHERE EXISTS (SELECT 1 FROM tabsync_webhooks WHERE id = $1)
+                      AND (EXISTS (SELECT 1 FROM tabsync_holders h WHERE h.workspace = u.w AND h.node = $2)
+                           OR NOT EXISTS (
+                               SELECT 1 FROM tabsync_holders h JOIN tabsync_nodes n ON n.node = h.node
+                               WHERE h.workspace = u.w AND n.seen > now() - $6::int8 * interval '1 millisecond'))
+                )
+                INSERT INTO tabsync_webhook_cursors AS c (hook, workspace, delivered, lease_node, lease_until_ms)
+                SELECT $1, w, 0, $2, $4 FROM wanted
+                ON CONFLICT (hook, workspace) DO UPDATE SET lease_node = excluded.lease_node, lease_until_ms = excluded.lease_until_ms
+                    WHERE c.lease_node IS NULL OR c.lease_node = excluded.lease_node OR c.lease_until_ms < $5
+                RETURNING workspace
+                """,
+                [.text(hookId), .text(node), .array(.text, workspaces.map(PGValue.text)), .int64(WebhookMillis.of(until)),
+                 .int64(WebhookMillis.of(now)), .int64(holderTimeoutMillis)])
+            return Set((0..<rows.rowCount).map { rows.text($0, 0) })
         }
     }
 }

@@ -46,6 +46,8 @@ extension SQLiteStore {
     /// order taken (`n`), with the signing secret and `disabled_reason` (NULL: enabled);
     /// `webhook_cursors`, per hook and workspace the last version delivered and the pending attempt
     /// (`attempts`, `first_failure_ms`, `next_attempt_ms`, Unix milliseconds).
+    /// Version 8: `webhooks.disabled_ms`, when a hook was disabled (its deliveries failed for
+    /// `--webhook-give-up-after`).
     static let migrations: [String] = [
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -136,6 +138,9 @@ extension SQLiteStore {
             next_attempt_ms INTEGER,
             PRIMARY KEY (hook, workspace)
         ) WITHOUT ROWID;
+        """,
+        """
+        ALTER TABLE webhooks ADD COLUMN disabled_ms INTEGER;
         """,
     ]
 

@@ -6,10 +6,14 @@ extension SQLiteStore: WebhookStore {
         try withStoreConnection(write: true) { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
                 let insert = try db.prepare(
-                    "INSERT INTO webhooks (id, url, workspaces, secret, created_ms, disabled_reason) VALUES (?, ?, ?, ?, ?, ?)")
+                    """
+                    INSERT INTO webhooks (id, url, workspaces, secret, created_ms, disabled_reason, disabled_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """)
                 try insert.bind(
                     .text(hook.id), .text(hook.url), .text(hook.workspaces), .text(hook.secret),
-                    .integer(WebhookMillis.of(hook.createdAt)), hook.disabledReason.map { .text($0) } ?? .null)
+                    .integer(WebhookMillis.of(hook.createdAt)), hook.disabledReason.map { .text($0) } ?? .null,
+                    hook.disabledAt.map { .integer(WebhookMillis.of($0)) } ?? .null)
                 try insert.run()
                 let cursor = try db.prepare("INSERT INTO webhook_cursors (hook, workspace, delivered) VALUES (?, ?, ?)")
                 for (workspace, version) in cursors.sorted(by: { $0.key < $1.key }) {
@@ -23,12 +27,13 @@ extension SQLiteStore: WebhookStore {
 
     public func webhooks() throws(StoreError) -> [WebhookRegistration] {
         try withStoreConnection(write: false) { db throws(SQLiteError) in
-            let query = try db.prepare("SELECT id, url, workspaces, secret, created_ms, disabled_reason FROM webhooks ORDER BY n")
+            let query = try db.prepare("SELECT id, url, workspaces, secret, created_ms, disabled_reason, disabled_ms FROM webhooks ORDER BY n")
             var hooks: [WebhookRegistration] = []
             while try query.step() {
                 hooks.append(WebhookRegistration(
                     id: query.text(0), url: query.text(1), workspaces: query.text(2), secret: query.text(3),
-                    createdAt: WebhookMillis.date(query.int64(4)), disabledReason: query.isNull(5) ? nil : query.text(5)))
+                    createdAt: WebhookMillis.date(query.int64(4)), disabledReason: query.isNull(5) ? nil : query.text(5),
+                    disabledAt: query.isNull(6) ? nil : WebhookMillis.date(query.int64(6))))
             }
             return hooks
         }
@@ -86,6 +91,40 @@ extension SQLiteStore: WebhookStore {
                 cursor.firstFailure.map { .integer(WebhookMillis.of($0)) } ?? .null,
                 cursor.nextAttempt.map { .integer(WebhookMillis.of($0)) } ?? .null)
             try upsert.run()
+        }
+    }
+}
+
+extension SQLiteStore {
+    public func disableWebhook(id: String, reason: String, at: Date) throws(StoreError) -> Bool {
+        try withStoreConnection(write: true) { db throws(SQLiteError) -> Bool in
+            let update = try db.prepare(
+                "UPDATE webhooks SET disabled_reason = ?, disabled_ms = ? WHERE id = ? AND disabled_reason IS NULL")
+            try update.bind(.text(reason), .integer(WebhookMillis.of(at)), .text(id))
+            try update.run()
+            return try db.scalar("SELECT changes()") == 1
+        }
+    }
+
+    /// One process writes a SQLite store: it holds every lease.
+    public func claimWebhookCursors(hookId: String, workspaces: [String], node: String, until: Date, now: Date) throws(StoreError) -> Set<String> {
+        let registered = try webhooks().contains { $0.id == hookId }
+        return registered ? Set(workspaces) : []
+    }
+
+    public func enableWebhook(id: String) throws(StoreError) -> Bool {
+        try withStoreConnection(write: true) { db throws(SQLiteError) -> Bool in
+            try db.transaction { () throws(SQLiteError) -> Bool in
+                let update = try db.prepare("UPDATE webhooks SET disabled_reason = NULL, disabled_ms = NULL WHERE id = ?")
+                try update.bind(.text(id))
+                try update.run()
+                guard try db.scalar("SELECT changes()") == 1 else { return false }
+                let cursors = try db.prepare(
+                    "UPDATE webhook_cursors SET attempts = 0, first_failure_ms = NULL, next_attempt_ms = NULL WHERE hook = ?")
+                try cursors.bind(.text(id))
+                try cursors.run()
+                return true
+            }
         }
     }
 }

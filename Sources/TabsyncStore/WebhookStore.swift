@@ -15,18 +15,25 @@ public struct WebhookRegistration: Sendable, Equatable {
     public var secret: String
     /// When the hook was registered (to the millisecond, as every store keeps it).
     public var createdAt: Date
-    /// Why the hook was disabled (its deliveries failed for too long); nil while it is enabled.
+    /// Why the hook was disabled (its deliveries failed for too long: the last error and since
+    /// when); nil while it is enabled.
     public var disabledReason: String?
+    /// When it was disabled (nil: enabled, or disabled by a release that did not keep the time).
+    public var disabledAt: Date?
 
     public var isEnabled: Bool { disabledReason == nil }
 
-    public init(id: String, url: String, workspaces: String, secret: String, createdAt: Date, disabledReason: String? = nil) {
+    public init(
+        id: String, url: String, workspaces: String, secret: String, createdAt: Date, disabledReason: String? = nil,
+        disabledAt: Date? = nil
+    ) {
         self.id = id
         self.url = url
         self.workspaces = workspaces
         self.secret = secret
         self.createdAt = Date(timeIntervalSince1970: (createdAt.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
         self.disabledReason = disabledReason
+        self.disabledAt = disabledAt.map { Date(timeIntervalSince1970: ($0.timeIntervalSince1970 * 1000).rounded(.down) / 1000) }
     }
 }
 
@@ -72,6 +79,10 @@ public struct WebhookCursor: Sendable, Equatable {
 ///   stored one, and takes the rest of the save only when it is at the same version), and stores
 ///   nothing for a hook that is not registered (a deliverer racing a removal does not bring its
 ///   cursors back).
+/// - ``disableWebhook(id:reason:at:)`` marks an enabled hook disabled with its reason and time and
+///   keeps its cursors; ``enableWebhook(id:)`` clears both and the pending attempt of each of its
+///   cursors (attempts, first failure, next time), keeping what was delivered, so delivery resumes
+///   from the cursor and a failure starts a new give-up period.
 public protocol WebhookStore: AdminStore {
     func addWebhook(_ hook: WebhookRegistration, cursors: [String: UInt64]) throws(StoreError)
     func webhooks() throws(StoreError) -> [WebhookRegistration]
@@ -80,6 +91,17 @@ public protocol WebhookStore: AdminStore {
     /// The hook's cursors, by workspace ascending.
     func webhookCursors(hookId: String) throws(StoreError) -> [WebhookCursor]
     func saveWebhookCursor(_ cursor: WebhookCursor) throws(StoreError)
+    /// False when no enabled hook has this id.
+    func disableWebhook(id: String, reason: String, at: Date) throws(StoreError) -> Bool
+    /// False when no hook has this id (enabling an enabled hook clears its pending attempts too).
+    func enableWebhook(id: String) throws(StoreError) -> Bool
+    /// Takes or renews the lease on the hook's cursors of `workspaces` for `node` until `until`, and
+    /// returns those this node holds the lease of now: a cursor's lease goes to a node when it is
+    /// free, already this node's, or ran out before `now`, and (on a store several nodes share)
+    /// only to the node holding the workspace, or to any node when no live node holds it
+    /// (``HolderRegistry``). A cursor not yet stored is made at 0. A store of one node grants every
+    /// workspace of a registered hook.
+    func claimWebhookCursors(hookId: String, workspaces: [String], node: String, until: Date, now: Date) throws(StoreError) -> Set<String>
 }
 
 extension WebhookStore {

@@ -7,8 +7,8 @@ import Foundation
 struct AdminWebhooksCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webhooks",
-        abstract: "Register, list and remove webhooks (every committed version POSTed, signed).",
-        subcommands: [Add.self, List.self, Remove.self]
+        abstract: "Register, list, enable and remove webhooks (every committed version POSTed, signed).",
+        subcommands: [Add.self, List.self, Enable.self, Remove.self]
     )
 
     struct Add: ParsableCommand {
@@ -54,13 +54,25 @@ struct AdminWebhooksCommand: ParsableCommand {
             try common.call("GET", "/v1/admin/webhooks") { object in
                 var rows = [["ID", "WORKSPACES", "ENABLED", "CREATED", "URL"]]
                 for hook in object["webhooks"] as? [[String: Any]] ?? [] {
-                    let enabled = (hook["enabled"] as? Bool ?? true) ? "yes" : "no: \(hook["disabledReason"] ?? "")"
+                    let enabled = (hook["enabled"] as? Bool ?? true)
+                        ? "yes" : "no (since \(hook["disabledAt"] ?? "?")): \(hook["disabledReason"] ?? "")"
                     rows.append([
                         "\(hook["id"] ?? "")", "\(hook["workspaces"] ?? "")", enabled, "\(hook["createdAt"] ?? "")", "\(hook["url"] ?? "")",
                     ])
                 }
                 return AdminCommand.pad(rows)
             }
+        }
+    }
+
+    struct Enable: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Enable a disabled webhook: it sends again from where it stopped.")
+        @OptionGroup var common: AdminCommand.Common
+        @Argument(help: "The webhook's id, as `ls` lists it.") var id: String
+
+        func run() throws {
+            try common.call("POST", "/v1/admin/webhooks/\(id)/enable") { object in "enabled \(object["id"] ?? id)\n" }
         }
     }
 

@@ -54,6 +54,7 @@ import TabsyncStore
             case .addWebhook(let hook): return h.handle(.adminAnswered(call, .success(.webhookAdded(hook))))
             case .listWebhooks: return h.handle(.adminAnswered(call, .success(.webhooks([]))))
             case .removeWebhook: return h.handle(.adminAnswered(call, .success(.webhookRemoved(true))))
+            case .enableWebhook: return h.handle(.adminAnswered(call, .success(.webhookEnabled(nil))))
             }
         }
         Issue.record("no admin store call among \(actions)")

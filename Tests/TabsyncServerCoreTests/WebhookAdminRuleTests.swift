@@ -64,6 +64,11 @@ import TabsyncStore
         for case .admin(let call) in removing {
             #expect(AdminRuleTests.response(h.handle(.adminAnswered(call, .success(.webhookRemoved(false)))))?.status == 404)
         }
+        let enabling = AdminRuleTests.admin(&h, .enableWebhook("wh_" + String(repeating: "b", count: 32)), AdminRuleTests.root, id: 103)
+        for case .admin(let call) in enabling {
+            #expect(call.work == .enableWebhook("wh_" + String(repeating: "b", count: 32)))
+            #expect(AdminRuleTests.response(h.handle(.adminAnswered(call, .success(.webhookEnabled(nil)))))?.status == 404)
+        }
         let listing = AdminRuleTests.admin(&h, .listWebhooks, AdminRuleTests.root, id: 102)
         for case .admin(let call) in listing {
             #expect(AdminRuleTests.response(h.handle(.adminAnswered(call, .failure(.readFailed("disk")))))?.status == 503)

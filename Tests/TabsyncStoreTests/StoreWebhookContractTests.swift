@@ -90,6 +90,34 @@ struct StoreWebhookContractTests {
         #expect(try !again.removeWebhook(id: "wh_1"))
     }
 
+    @Test(arguments: StoreKind.allCases)
+    func aDisabledHookKeepsItsReasonAndCursorsAndEnablingClearsThePendingAttempt(kind: StoreKind) throws {
+        let harness = try StoreHarness(kind)
+        let hooks = try #require(harness.store as? any WebhookStore)
+        try hooks.addWebhook(Self.hook("wh_1"), cursors: [:])
+        let failing = WebhookCursor(
+            hookId: "wh_1", workspace: "team-a", delivered: 4, attempts: 9,
+            firstFailure: Date(timeIntervalSince1970: 1_795_000_100.5), nextAttempt: Date(timeIntervalSince1970: 1_795_000_700.25))
+        try hooks.saveWebhookCursor(failing)
+        let at = Date(timeIntervalSince1970: 1_795_086_500.75)
+        #expect(try hooks.disableWebhook(id: "wh_1", reason: "HTTP 500 since 2026-11-16T10:55:00Z", at: at))
+        #expect(try !hooks.disableWebhook(id: "wh_1", reason: "again", at: at), "a disabled hook is not disabled again")
+        #expect(try !hooks.disableWebhook(id: "wh_none", reason: "x", at: at))
+        try harness.restart()
+
+        let again = try #require(harness.store as? any WebhookStore)
+        let disabled = try #require(try again.webhooks().first)
+        #expect(!disabled.isEnabled)
+        #expect(disabled.disabledReason == "HTTP 500 since 2026-11-16T10:55:00Z")
+        #expect(disabled.disabledAt == at)
+        #expect(try again.webhookCursors(hookId: "wh_1") == [failing])
+
+        #expect(try again.enableWebhook(id: "wh_1"))
+        #expect(try !again.enableWebhook(id: "wh_none"))
+        #expect(try again.webhooks() == [Self.hook("wh_1")])
+        #expect(try again.webhookCursors(hookId: "wh_1") == [WebhookCursor(hookId: "wh_1", workspace: "team-a", delivered: 4)])
+    }
+
     /// The file of the release before groups (schema 5, Fixtures/store-schema5.sqlite3) migrates
     /// through every step to this build's schema and keeps webhooks like a new file.
     @Test func aStoreMadeBeforeWebhooksIsMigratedAndKeepsThem() throws {

@@ -10,13 +10,16 @@ import hashlib
 import hmac
 import http.server
 import json
+import os
+import re
 import secrets
+import subprocess
 import threading
 import time
 
 import pytest
 
-from test_admin import Node, Session, call, mint
+from test_admin import SERVER, Node, Session, call, mint
 
 
 class Receiver:
@@ -162,6 +165,69 @@ def test_a_loopback_receiver_is_refused_without_the_flag(tmp_path):
         log = tmp_path / "server.log"
         wait_for(lambda: "private:1" in log.read_text() and "loopback" in log.read_text(), "the refusal logged")
         assert receiver.requests == []
+    finally:
+        node.stop()
+        receiver.close()
+
+
+def metric(text, name):
+    """The value of one sample of a /metrics text (name with its labels), None when absent."""
+    match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    return float(match.group(1)) if match else None
+
+
+def test_a_hook_failing_past_the_give_up_is_disabled_counted_and_enabled_again_from_its_cursor(tmp_path):
+    receiver = Receiver(fail=10**9)  # every request answered 500 until told otherwise
+    node = Node(tmp_path, "--webhook-allow-private", "--webhook-give-up-after", "3s")
+
+    def admin(*args):
+        environment = dict(os.environ, TABSYNC_ADMIN_TOKEN=node.admin, TABSYNC_ADMIN_URL=node.http)
+        return subprocess.run([SERVER, "admin", "webhooks", *args], env=environment, capture_output=True, text=True, timeout=30)
+
+    def hooks():
+        status, text = call(node.http, "GET", "/v1/admin/webhooks", node.admin)
+        assert status == 200, text
+        return json.loads(text)["webhooks"]
+
+    try:
+        secret = register(node, receiver.url, "give-*")
+        asyncio.run(write(node, "give-a", 3, "c1"))
+        disabled = wait_for(lambda: next((h for h in hooks() if not h["enabled"]), None), "the hook disabled", timeout=120)
+        assert "HTTP 500" in disabled["disabledReason"] and "give-a:1" in disabled["disabledReason"], disabled
+        assert "failing since" in disabled["disabledReason"] and disabled["disabledAt"].endswith("Z"), disabled
+        with receiver.lock:
+            tried = [h["webhook-id"] for h, _, _ in receiver.requests]
+        assert tried and set(tried) == {"give-a:1"}, tried  # never past the version that fails
+
+        status, text = call(node.http, "GET", "/metrics")
+        assert status == 200
+        assert metric(text, "tabsync_webhooks_disabled_total") == 1
+        assert metric(text, 'tabsync_webhooks{state="disabled"}') == 1
+        assert metric(text, 'tabsync_webhooks{state="enabled"}') == 0
+        assert metric(text, 'tabsync_webhook_deliveries_total{result="failed"}') == len(tried)
+        assert metric(text, "tabsync_webhook_oldest_pending_seconds") == 0  # a disabled hook waits for nothing
+        assert secret.removeprefix("whsec_") not in text and receiver.url not in text
+        assert str(receiver.server.server_address[1]) not in text
+
+        listed = admin("ls")
+        assert listed.returncode == 0, listed.stderr
+        assert "no (since " in listed.stdout and "HTTP 500" in listed.stdout, listed.stdout
+
+        asyncio.run(write(node, "give-b", 1, "c2"))  # a disabled hook sends nothing of it, yet
+        with receiver.lock:
+            receiver.fail = 0
+        enabled = admin("enable", disabled["id"])
+        assert enabled.returncode == 0 and f"enabled {disabled['id']}" in enabled.stdout, (enabled.stdout, enabled.stderr)
+        assert all(h["enabled"] for h in hooks())
+        wanted = {"give-a:1", "give-a:2", "give-a:3", "give-b:1"}
+        wait_for(lambda: wanted <= {i for i, _, _ in receiver.taken()}, "every version after the hook was enabled")
+        taken = [i for i, _, _ in receiver.taken()]
+        assert [i for i in taken if i.startswith("give-a:")] == ["give-a:1", "give-a:2", "give-a:3"], taken
+        for headers, body, _ in receiver.requests:
+            assert verify(secret, headers, body)
+        _, text = call(node.http, "GET", "/metrics")
+        assert metric(text, 'tabsync_webhook_deliveries_total{result="delivered"}') == 4
+        assert metric(text, 'tabsync_webhooks{state="enabled"}') == 1
     finally:
         node.stop()
         receiver.close()
