@@ -57,8 +57,10 @@ each node sending): duplicates are counted, not violations. Only requests answer
 delivered, since a sender goes on to the next version only after one:
 - hookBadSignature: a request whose signature, timestamp or body did not verify;
 - hookMissing: a version of the store's log, or an acknowledged op, of a workspace the hook follows
-  that no request answered 2xx delivered (versions a `snapshot` delivery stands for are counted
-  apart: a gap marked, not silent);
+  that no request answered 2xx delivered as an op. A `snapshot` delivery does not stand for a
+  version the log holds: the design sends one only when the log no longer holds what follows the
+  cursor, and a version in the final log was in it then too (the log only loses its oldest ops);
+  versions below the log's first that a snapshot stands for are counted apart (a gap marked);
 - hookOrder: per workspace, the first 2xx arrival of a version came after the first of a higher one
   (the sender sends V+1 only after V was answered 2xx, so first arrivals are in version order
   however many copies each node sends);
@@ -192,6 +194,7 @@ def check_hooks(hooks, store, acked, problem):
     {(ws, client, seq): version}. Returns the counts for the report."""
     logged = {(o["ws"], int(o["version"])): (o.get("client", ""), int(o.get("seq", 0))) for o in store.get("ops", [])}
     first = defaultdict(dict)           # ws -> {version: (arrival n, kind)} of the first 2xx arrival
+    as_op = defaultdict(set)            # ws -> versions taken 2xx as an op at least once
     taken = failed = bad = 0
     for h in sorted(hooks, key=lambda h: h["n"]):
         if not h.get("valid"):
@@ -210,15 +213,18 @@ def check_hooks(hooks, store, acked, problem):
             problem("hookWrong", f"{ws}: version {ver} is {(h.get('client'), h.get('seq'))} in a delivery, "
                                  f"{logged[(ws, ver)]} in the log")
         first[ws].setdefault(ver, (h["n"], h["kind"]))
+        if h["kind"] == "op":
+            as_op[ws].add(ver)
     duplicates = taken - sum(len(v) for v in first.values())
     snapshotted = 0
     for ws, got in sorted(first.items()):
-        by_arrival = sorted((n, ver) for ver, (n, _) in got.items())
+        by_arrival = sorted((n, ver, kind) for ver, (n, kind) in got.items())
         top = None
-        for n, ver in by_arrival:
-            if top is not None and ver < top:
-                problem("hookOrder", f"{ws}: version {ver} first arrived (request {n}) after version {top}")
-            top = ver if top is None else max(top, ver)
+        for n, ver, kind in by_arrival:
+            if top is not None and ver < top[0]:
+                problem("hookOrder", f"{ws}: version {ver} first arrived (request {n}) after version {top[0]}"
+                                     + (" (a snapshot delivery)" if top[1] == "snapshot" else ""))
+            top = (ver, kind) if top is None or ver > top[0] else top
     # The workspaces the hook follows: every one the store holds (the nemesis's glob matches them all).
     followed = set(store.get("workspaces", {})) | set(first)
     covered = {ws: max((ver for ver, (_, kind) in got.items() if kind == "snapshot"), default=0)
@@ -227,18 +233,21 @@ def check_hooks(hooks, store, acked, problem):
         got = first.get(ws, {})
         top = int(store.get("workspaces", {}).get(ws, {}).get("version", 0))
         for ver in range(1, top + 1):
-            if (ws, ver) not in logged or ver in got:
+            if ver in as_op.get(ws, ()):
                 continue
-            if ver <= covered.get(ws, 0):
+            if (ws, ver) in logged:
+                why = (f"; a snapshot delivery at {covered[ws]} stood for it, though the log holds it"
+                       if ver <= covered.get(ws, 0) else "")
+                problem("hookMissing", f"{ws}: logged version {ver} was never delivered (answered 2xx){why}")
+            elif ver <= covered.get(ws, 0):
                 snapshotted += 1
-            else:
-                problem("hookMissing", f"{ws}: logged version {ver} was never delivered (answered 2xx)")
     for (ws, client, seq), ver in sorted(acked.items()):
         # (A logged version was checked above; this catches an acknowledged op the log lost.)
         if (ws, ver) not in logged and ver not in first.get(ws, {}) and ver > covered.get(ws, 0):
             problem("hookMissing", f"{ws}: {client} seq {seq}, acknowledged at {ver}, was never delivered")
     return {"hookRequests": len(hooks), "hookTaken": taken, "hookFailed": failed, "hookBad": bad,
             "hookVersions": sum(len(v) for v in first.values()), "hookDuplicates": duplicates,
+            "hookSnapshots": sum(1 for got in first.values() for _, kind in got.values() if kind == "snapshot"),
             "hookSnapshotted": snapshotted}
 
 
@@ -528,7 +537,8 @@ def format_report(r):
     if "hookRequests" in r:
         lines.append(f"webhooks: {r['hookRequests']} requests, {r['hookTaken']} answered 2xx ({r['hookFailed']} failed on "
                      f"purpose, {r['hookBad']} not verified): {r['hookVersions']} versions delivered, "
-                     f"{r['hookDuplicates']} duplicates, {r['hookSnapshotted']} stood for by a snapshot; each checked "
+                     f"{r['hookDuplicates']} duplicates, {r.get('hookSnapshots', 0)} snapshot deliveries (standing for "
+                     f"{r['hookSnapshotted']} versions the log no longer holds); each checked "
                      f"against the log, the acknowledgements and the order per workspace")
     if "placement" in r:
         p = r["placement"]
