@@ -57,10 +57,12 @@ each node sending): duplicates are counted, not violations. Only requests answer
 delivered, since a sender goes on to the next version only after one:
 - hookBadSignature: a request whose signature, timestamp or body did not verify;
 - hookMissing: a version of the store's log, or an acknowledged op, of a workspace the hook follows
-  that no request answered 2xx delivered as an op. A `snapshot` delivery does not stand for a
+  that no request answered 2xx delivered as an op, below a version that was (a version skipped). A `snapshot` delivery does not stand for a
   version the log holds: the design sends one only when the log no longer holds what follows the
   cursor, and a version in the final log was in it then too (the log only loses its oldest ops);
   versions below the log's first that a snapshot stands for are counted apart (a gap marked);
+- hookBehind: the same past the workspace's highest version delivered: when the run stopped waiting
+  the senders had not got that far (slow or stuck, not seen to skip);
 - hookOrder: per workspace, the first 2xx arrival of a version came after the first of a higher one
   (the sender sends V+1 only after V was answered 2xx, so first arrivals are in version order
   however many copies each node sends);
@@ -75,7 +77,7 @@ from collections import defaultdict
 
 VIOLATIONS = ("lost", "doubled", "misplaced", "versionReused", "gaps", "outOfOrder", "rejectedYetStored",
               "phantom", "diverged", "notConverged", "unsettled", "historyNotALog", "feedBroken", "feedMissing",
-              "feedWrong", "hookBadSignature", "hookMissing", "hookOrder", "hookWrong")
+              "feedWrong", "hookBadSignature", "hookMissing", "hookBehind", "hookOrder", "hookWrong")
 
 TAB_FIELDS = ("id", "title", "url", "icon", "badge", "locked", "key", "group")
 
@@ -216,7 +218,7 @@ def check_hooks(hooks, store, acked, problem):
         if h["kind"] == "op":
             as_op[ws].add(ver)
     duplicates = taken - sum(len(v) for v in first.values())
-    snapshotted = 0
+    snapshotted = behind = 0
     for ws, got in sorted(first.items()):
         by_arrival = sorted((n, ver, kind) for ver, (n, kind) in got.items())
         top = None
@@ -231,11 +233,17 @@ def check_hooks(hooks, store, acked, problem):
                for ws, got in first.items()}
     for ws in sorted(followed):
         got = first.get(ws, {})
+        behind_from = None
         top = int(store.get("workspaces", {}).get(ws, {}).get("version", 0))
         for ver in range(1, top + 1):
             if ver in as_op.get(ws, ()):
                 continue
-            if (ws, ver) in logged:
+            if (ws, ver) in logged and ver > max(got, default=0):
+                behind += 1
+                if behind_from is None:
+                    behind_from = ver
+                    problem("hookBehind", f"{ws}: versions {ver}..{top} were not delivered when the wait ended")
+            elif (ws, ver) in logged:
                 why = (f"; a snapshot delivery at {covered[ws]} stood for it, though the log holds it"
                        if ver <= covered.get(ws, 0) else "")
                 problem("hookMissing", f"{ws}: logged version {ver} was never delivered (answered 2xx){why}")
@@ -248,7 +256,7 @@ def check_hooks(hooks, store, acked, problem):
     return {"hookRequests": len(hooks), "hookTaken": taken, "hookFailed": failed, "hookBad": bad,
             "hookVersions": sum(len(v) for v in first.values()), "hookDuplicates": duplicates,
             "hookSnapshots": sum(1 for got in first.values() for _, kind in got.values() if kind == "snapshot"),
-            "hookSnapshotted": snapshotted}
+            "hookSnapshotted": snapshotted, "hookBehindVersions": behind}
 
 
 def check(histories, store, faults=(), placement=None, feeds=None, hooks=None):
@@ -538,7 +546,8 @@ def format_report(r):
         lines.append(f"webhooks: {r['hookRequests']} requests, {r['hookTaken']} answered 2xx ({r['hookFailed']} failed on "
                      f"purpose, {r['hookBad']} not verified): {r['hookVersions']} versions delivered, "
                      f"{r['hookDuplicates']} duplicates, {r.get('hookSnapshots', 0)} snapshot deliveries (standing for "
-                     f"{r['hookSnapshotted']} versions the log no longer holds); each checked "
+                     f"{r['hookSnapshotted']} versions the log no longer holds), {r.get('hookBehindVersions', 0)} "
+                     f"versions not delivered yet when the wait ended; each checked "
                      f"against the log, the acknowledgements and the order per workspace")
     if "placement" in r:
         p = r["placement"]

@@ -273,9 +273,10 @@ def test_webhooks_delivered_at_least_once_in_order_pass_with_their_duplicates_co
 
 def test_a_version_never_taken_fails_as_missing():
     h, s = good()
-    only_failed = [x for x in hooks_of_good() if x["version"] != 2] + [dict(hooks_of_good()[3], n=9, status=500)]
+    # Version 1 came only to be refused (503), yet version 2 was taken: version 1 was skipped.
+    only_failed = [x for x in hooks_of_good() if x["status"] != 204 or x["version"] != 1]
     bad, r = violations(h, s, hooks=only_failed)
-    assert bad == {"hookMissing": 1}  # version 2 came only to be refused: not delivered
+    assert bad == {"hookMissing": 1}
     # An acknowledged op the log lost is looked for in the deliveries too (besides "lost").
     s2 = copy.deepcopy(s)
     s2["ops"] = s2["ops"][:1]
@@ -299,7 +300,7 @@ def test_a_bad_signature_and_a_body_that_is_not_its_id_or_the_log_fail():
     assert bad == {"hookBadSignature": 1} and "no webhook-signature matches" in nc.format_report(r)
     other_id = hooks_of_good()
     other_id[3]["id"] = "w:7"
-    assert violations(h, s, hooks=other_id)[0] == {"hookWrong": 1, "hookMissing": 1}
+    assert violations(h, s, hooks=other_id)[0] == {"hookWrong": 1, "hookBehind": 1}
     other_op = hooks_of_good()
     other_op[3]["seq"] = 9
     assert violations(h, s, hooks=other_op)[0] == {"hookWrong": 1}
@@ -323,3 +324,10 @@ def test_a_snapshot_delivery_stands_only_for_versions_the_log_no_longer_holds():
     bad, r = violations(h, s, hooks=[dict(snap2, n=1), hooks_of_good()[1], dict(hooks_of_good()[3], n=9)])
     assert bad == {"hookOrder": 1}  # version 2 came as an op too (request 9): delivered
     assert "after version 2 (a snapshot delivery)" in nc.format_report(r)
+
+
+def test_versions_past_the_last_delivered_are_behind_not_skipped():
+    h, s = good()
+    bad, r = violations(h, s, hooks=hooks_of_good()[:3])  # version 2 never came: the sender is behind
+    assert bad == {"hookBehind": 1} and r["hookBehindVersions"] == 1
+    assert "w: versions 2..2 were not delivered when the wait ended" in nc.format_report(r)
