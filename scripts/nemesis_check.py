@@ -47,6 +47,27 @@ With the change feed's records (RUN_DIR/feed/*.jsonl, one file per workspace: a 
   first event counts only when it skips a version);
 - feedMissing: a version of the store's log, or an acknowledged op, that the feed never delivered;
 - feedWrong: the feed named another (client, seq) at a version than the log holds.
+
+With the webhook receiver's record (RUN_DIR/hooks.jsonl: every request the nemesis's receiver got,
+in arrival order, each {n, t, id, ws, version, kind: op|snapshot, client, seq, status, valid,
+error}; `status` what it answered, 2xx taken, else a failure it made on purpose; `valid` whether the
+Standard Webhooks signature checked out with the hook's secret). Delivery is at least once, so a
+version may come several times (a retry, a node killed after the receiver's 2xx, on several nodes
+each node sending): duplicates are counted, not violations. Only requests answered 2xx count as
+delivered, since a sender goes on to the next version only after one:
+- hookBadSignature: a request whose signature, timestamp or body did not verify;
+- hookMissing: a version of the store's log, or an acknowledged op, of a workspace the hook follows
+  that no request answered 2xx delivered as an op, below a version that was (a version skipped). A `snapshot` delivery does not stand for a
+  version the log holds: the design sends one only when the log no longer holds what follows the
+  cursor, and a version in the final log was in it then too (the log only loses its oldest ops);
+  versions below the log's first that a snapshot stands for are counted apart (a gap marked);
+- hookBehind: the same past the workspace's highest version delivered: when the run stopped waiting
+  the senders had not got that far (slow or stuck, not seen to skip);
+- hookOrder: per workspace, the first 2xx arrival of a version came after the first of a higher one
+  (the sender sends V+1 only after V was answered 2xx, so first arrivals are in version order
+  however many copies each node sends);
+- hookWrong: a delivery whose body names another workspace or version than its `webhook-id`, or
+  another (client, seq) than the log holds at its version.
 """
 import json
 import math
@@ -56,7 +77,7 @@ from collections import defaultdict
 
 VIOLATIONS = ("lost", "doubled", "misplaced", "versionReused", "gaps", "outOfOrder", "rejectedYetStored",
               "phantom", "diverged", "notConverged", "unsettled", "historyNotALog", "feedBroken", "feedMissing",
-              "feedWrong")
+              "feedWrong", "hookBadSignature", "hookMissing", "hookBehind", "hookOrder", "hookWrong")
 
 TAB_FIELDS = ("id", "title", "url", "icon", "badge", "locked", "key", "group")
 
@@ -170,9 +191,77 @@ def check_feeds(feeds, store, acked, problem):
     return delivered, resumes
 
 
-def check(histories, store, faults=(), placement=None, feeds=None):
+def check_hooks(hooks, store, acked, problem):
+    """The webhook checks (see the header); `hooks` the receiver's requests in arrival order, `acked`
+    {(ws, client, seq): version}. Returns the counts for the report."""
+    logged = {(o["ws"], int(o["version"])): (o.get("client", ""), int(o.get("seq", 0))) for o in store.get("ops", [])}
+    first = defaultdict(dict)           # ws -> {version: (arrival n, kind)} of the first 2xx arrival
+    as_op = defaultdict(set)            # ws -> versions taken 2xx as an op at least once
+    taken = failed = bad = 0
+    for h in sorted(hooks, key=lambda h: h["n"]):
+        if not h.get("valid"):
+            bad += 1
+            problem("hookBadSignature", f"request {h['n']} ({h.get('id')}) at t={h['t']}: {h.get('error', 'invalid')}")
+            continue
+        if not 200 <= int(h.get("status", 0)) < 300:
+            failed += 1
+            continue
+        taken += 1
+        ws, ver = h["ws"], int(h["version"])
+        if h.get("id") != f"{ws}:{ver}":
+            problem("hookWrong", f"request {h['n']}: webhook-id {h.get('id')} with a body of {ws} version {ver}")
+            continue
+        if h["kind"] == "op" and (ws, ver) in logged and logged[(ws, ver)] != (h.get("client", ""), int(h.get("seq", 0))):
+            problem("hookWrong", f"{ws}: version {ver} is {(h.get('client'), h.get('seq'))} in a delivery, "
+                                 f"{logged[(ws, ver)]} in the log")
+        first[ws].setdefault(ver, (h["n"], h["kind"]))
+        if h["kind"] == "op":
+            as_op[ws].add(ver)
+    duplicates = taken - sum(len(v) for v in first.values())
+    snapshotted = behind = 0
+    for ws, got in sorted(first.items()):
+        by_arrival = sorted((n, ver, kind) for ver, (n, kind) in got.items())
+        top = None
+        for n, ver, kind in by_arrival:
+            if top is not None and ver < top[0]:
+                problem("hookOrder", f"{ws}: version {ver} first arrived (request {n}) after version {top[0]}"
+                                     + (" (a snapshot delivery)" if top[1] == "snapshot" else ""))
+            top = (ver, kind) if top is None or ver > top[0] else top
+    # The workspaces the hook follows: every one the store holds (the nemesis's glob matches them all).
+    followed = set(store.get("workspaces", {})) | set(first)
+    covered = {ws: max((ver for ver, (_, kind) in got.items() if kind == "snapshot"), default=0)
+               for ws, got in first.items()}
+    for ws in sorted(followed):
+        got = first.get(ws, {})
+        behind_from = None
+        top = int(store.get("workspaces", {}).get(ws, {}).get("version", 0))
+        for ver in range(1, top + 1):
+            if ver in as_op.get(ws, ()):
+                continue
+            if (ws, ver) in logged and ver > max(got, default=0):
+                behind += 1
+                if behind_from is None:
+                    behind_from = ver
+                    problem("hookBehind", f"{ws}: versions {ver}..{top} were not delivered when the wait ended")
+            elif (ws, ver) in logged:
+                why = (f"; a snapshot delivery at {covered[ws]} stood for it, though the log holds it"
+                       if ver <= covered.get(ws, 0) else "")
+                problem("hookMissing", f"{ws}: logged version {ver} was never delivered (answered 2xx){why}")
+            elif ver <= covered.get(ws, 0):
+                snapshotted += 1
+    for (ws, client, seq), ver in sorted(acked.items()):
+        # (A logged version was checked above; this catches an acknowledged op the log lost.)
+        if (ws, ver) not in logged and ver not in first.get(ws, {}) and ver > covered.get(ws, 0):
+            problem("hookMissing", f"{ws}: {client} seq {seq}, acknowledged at {ver}, was never delivered")
+    return {"hookRequests": len(hooks), "hookTaken": taken, "hookFailed": failed, "hookBad": bad,
+            "hookVersions": sum(len(v) for v in first.values()), "hookDuplicates": duplicates,
+            "hookSnapshots": sum(1 for got in first.values() for _, kind in got.values() if kind == "snapshot"),
+            "hookSnapshotted": snapshotted, "hookBehindVersions": behind}
+
+
+def check(histories, store, faults=(), placement=None, feeds=None, hooks=None):
     """histories: {client: [event, ...]}; store: as store.json; feeds: {ws: [line, ...]} or None
-    (no feed was read). Returns the report (a dict) with `violations` {name: count} and `problems`
+    (no feed was read); hooks: the webhook receiver's requests, or None (no hook). Returns the report (a dict) with `violations` {name: count} and `problems`
     (lines, the first few of each kind)."""
     faults = list(faults)
     v = {name: 0 for name in VIOLATIONS}
@@ -425,6 +514,8 @@ def check(histories, store, faults=(), placement=None, feeds=None):
     if feeds is not None:
         report["feedVersions"], report["feedResumes"] = check_feeds(feeds, store, acked, problem)
         report["feeds"] = len(feeds)
+    if hooks is not None:
+        report.update(check_hooks(hooks, store, acked, problem))
     return report
 
 
@@ -451,6 +542,13 @@ def format_report(r):
     if "feeds" in r:
         lines.append(f"feed: {r['feedVersions']} versions delivered by {r['feeds']} readers of the change feed "
                      f"({r['feedResumes']} resumes), each checked against the log and the acknowledgements")
+    if "hookRequests" in r:
+        lines.append(f"webhooks: {r['hookRequests']} requests, {r['hookTaken']} answered 2xx ({r['hookFailed']} failed on "
+                     f"purpose, {r['hookBad']} not verified): {r['hookVersions']} versions delivered, "
+                     f"{r['hookDuplicates']} duplicates, {r.get('hookSnapshots', 0)} snapshot deliveries (standing for "
+                     f"{r['hookSnapshotted']} versions the log no longer holds), {r.get('hookBehindVersions', 0)} "
+                     f"versions not delivered yet when the wait ended; each checked "
+                     f"against the log, the acknowledgements and the order per workspace")
     if "placement" in r:
         p = r["placement"]
         lines.append(f"placement: {p['splits']} splits, {p['merges']} merges ({p['splitSeconds']} workspace-seconds split over nodes)")
@@ -478,7 +576,7 @@ def read_jsonl(path):
 
 
 def load_run(run_dir):
-    """(histories, store, faults, placement, feeds) from a run directory of scripts/nemesis."""
+    """(histories, store, faults, placement, feeds, hooks) from a run directory of scripts/nemesis."""
     hist_dir = os.path.join(run_dir, "history")
     histories = {}
     for name in sorted(os.listdir(hist_dir)):
@@ -495,7 +593,13 @@ def load_run(run_dir):
     if os.path.exists(path):
         with open(path) as f:
             placement = json.load(f)
-    return histories, store, faults, placement, load_feeds(run_dir)
+    return histories, store, faults, placement, load_feeds(run_dir), load_hooks(run_dir)
+
+
+def load_hooks(run_dir):
+    """The webhook receiver's requests (RUN_DIR/hooks.jsonl), or None when no hook was registered."""
+    path = os.path.join(run_dir, "hooks.jsonl")
+    return read_jsonl(path) if os.path.exists(path) else None
 
 
 def load_feeds(run_dir):

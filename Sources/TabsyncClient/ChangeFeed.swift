@@ -6,7 +6,8 @@ import Glibc
 #endif
 
 /// A follower of a workspace's change feed (`GET /v1/workspaces/{id}/events`, docs/design.md,
-/// "The change feed") over plain HTTP on the server's port, that resumes by itself.
+/// "The change feed") over HTTP on the server's port, or HTTPS for a `wss://` server (``FeedSocket``:
+/// the certificate verified against ``Options/caFile`` or the system's CAs), that resumes by itself.
 ///
 /// Guarantees: ``items()`` yields each version once and in order, through any number of cuts: a
 /// cut stream (the server stopped, the reader was kicked off as too slow, the network dropped, or
@@ -17,12 +18,12 @@ import Glibc
 /// starts again from it). Reconnects wait per ``Options/backoff`` (or the server's `retry:`).
 /// The stream ends with ``Failure/refused(status:message:)`` on 400, 401, 403 and 404 (a token or a
 /// workspace that will not do: trying again would not help), with ``Failure/unreachable(_:)``
-/// when the first connection fails or, later, when no stream could be opened for
-/// ``Options/giveUpAfter`` in a row, and with nothing when ``cancel()`` is called. `wss://` servers
-/// are refused by ``init(_:)`` (``Failure/tlsUnsupported``): this reader speaks plain HTTP only.
+/// when the first connection fails (a certificate that is not trusted included) or, later, when no
+/// stream could be opened for ``Options/giveUpAfter`` in a row, and with nothing when ``cancel()``
+/// is called.
 public final class ChangeFeed: Sendable {
     public struct Options: Sendable {
-        /// The server, as the sessions' URL (`ws://HOST:PORT[/PREFIX]`).
+        /// The server, as the sessions' URL (`ws://HOST:PORT[/PREFIX]`; `wss://`: HTTPS).
         public var url: ServerURL
         public var workspace: String
         /// A Bearer token; empty: none.
@@ -34,14 +35,19 @@ public final class ChangeFeed: Sendable {
         public var giveUpAfter: Duration
         /// Silence after which a stream is taken for dead (the server writes a comment every 15 s).
         public var idleTimeout: Duration
-        /// How long a TCP connect and the answer's head may take.
+        /// How long a TCP connect, the TLS handshake and the answer's head may take.
         public var connectTimeout: Duration
+        /// `wss://`: a PEM bundle of the CAs that may sign the server's certificate (a private CA);
+        /// nil: the system's trust store.
+        public var caFile: String?
+        /// `wss://`: accept any certificate. For tests only: anyone in the path can pose as the server.
+        public var insecureSkipVerify: Bool
 
         public init(
             url: ServerURL, workspace: String, token: String = "", after: UInt64? = nil,
             backoff: Backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(5)),
             giveUpAfter: Duration = .seconds(60), idleTimeout: Duration = .seconds(45),
-            connectTimeout: Duration = .seconds(10)
+            connectTimeout: Duration = .seconds(10), caFile: String? = nil, insecureSkipVerify: Bool = false
         ) {
             self.url = url
             self.workspace = workspace
@@ -51,6 +57,8 @@ public final class ChangeFeed: Sendable {
             self.giveUpAfter = giveUpAfter
             self.idleTimeout = idleTimeout
             self.connectTimeout = connectTimeout
+            self.caFile = caFile
+            self.insecureSkipVerify = insecureSkipVerify
         }
     }
 
@@ -60,14 +68,11 @@ public final class ChangeFeed: Sendable {
         case refused(status: Int, message: String)
         /// No stream could be opened (first try, or for `giveUpAfter` in a row): why, last.
         case unreachable(String)
-        /// A `wss://` server: this reader has no TLS.
-        case tlsUnsupported
 
         public var description: String {
             switch self {
             case .refused(let status, let message): "the server refused the feed: HTTP \(status) \(message)"
             case .unreachable(let why): why
-            case .tlsUnsupported: "the feed reader speaks plain HTTP only: use a ws:// server URL (or a TLS-terminating proxy's plain side)"
             }
         }
     }
@@ -83,8 +88,7 @@ public final class ChangeFeed: Sendable {
     public let options: Options
     private let shared = Lock(Shared())
 
-    public init(_ options: Options) throws(Failure) {
-        guard !options.url.usesTLS else { throw .tlsUnsupported }
+    public init(_ options: Options) {
         self.options = options
     }
 
@@ -105,6 +109,12 @@ public final class ChangeFeed: Sendable {
         }
         continuation.onTermination = { [weak self] _ in self?.cancel() }
         let thread = Thread { [self] in
+            // A TLS write to a connection the server closed must fail with EPIPE, not kill the
+            // process (OpenSSL writes without MSG_NOSIGNAL): SIGPIPE stays blocked on this thread.
+            var pipe = sigset_t()
+            sigemptyset(&pipe)
+            sigaddset(&pipe, SIGPIPE)
+            pthread_sigmask(SIG_BLOCK, &pipe, nil)
             do throws(Failure) {
                 try run { continuation.yield($0) }
                 continuation.finish()
@@ -179,22 +189,23 @@ public final class ChangeFeed: Sendable {
     private func follow(
         _ cursor: inout FeedCursor, _ parser: inout EventStreamParser, _ yield: (FeedItem) -> Void
     ) throws(Failure) -> Ending {
-        let socket: Int32
-        switch connect() {
-        case .success(let fd): socket = fd
+        let socket: FeedSocket
+        switch FeedSocket.open(options.url, trust: trust, timeout: options.connectTimeout) {
+        case .success(let opened): socket = opened
         case .failure(let why): return .failed(why, retryAfter: nil)
         }
         let registered = shared.withLock { shared -> Bool in
             guard !shared.cancelled else { return false }
-            shared.socket = socket
+            shared.socket = socket.fd
             return true
         }
         defer {
+            // Unregistered before the socket closes its fd (which another socket may then reuse).
             shared.withLock { $0.socket = -1 }
-            close(socket)
+            withExtendedLifetime(socket) {}
         }
         guard registered else { return .cut }
-        guard send(socket, request(after: cursor.version)) else {
+        guard socket.send(request(after: cursor.version)) else {
             return .failed("cannot send the request: \(String(cString: strerror(errno)))", retryAfter: nil)
         }
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
@@ -203,7 +214,7 @@ public final class ChangeFeed: Sendable {
         var head: HTTPHead?
         while head == nil {
             guard ContinuousClock.now < headDeadline else { return .failed("no answer from the server", retryAfter: nil) }
-            let n = read(socket, &buffer)
+            let n = socket.read(&buffer)
             if n == 0 { return .failed("the server closed the connection before answering", retryAfter: nil) }
             if n < 0 { continue }
             received += buffer[0..<n]
@@ -236,7 +247,7 @@ public final class ChangeFeed: Sendable {
                 }
                 if chunked?.finished == true { return .cut }
             }
-            let n = read(socket, &buffer)
+            let n = socket.read(&buffer)
             if n == 0 { return .cut }
             if n < 0 {
                 if ContinuousClock.now - lastHeard > options.idleTimeout { return .cut }
@@ -263,12 +274,12 @@ public final class ChangeFeed: Sendable {
     }
 
     /// The text of a refusal's body (its first line, at most 200 characters), read for up to a second.
-    private func readMessage(_ socket: Int32, _ head: HTTPHead, _ received: [UInt8], _ buffer: inout [UInt8]) -> String {
+    private func readMessage(_ socket: FeedSocket, _ head: HTTPHead, _ received: [UInt8], _ buffer: inout [UInt8]) -> String {
         var body = received
         let wanted = min(head.contentLength ?? 4096, 4096)
         let deadline = ContinuousClock.now + .seconds(1)
         while body.count < wanted, ContinuousClock.now < deadline {
-            let n = read(socket, &buffer)
+            let n = socket.read(&buffer)
             if n == 0 { break }
             if n > 0 { body += buffer[0..<n] }
         }
@@ -277,13 +288,7 @@ public final class ChangeFeed: Sendable {
         return String(line.trimmingCharacters(in: .whitespaces).prefix(200))
     }
 
-    // MARK: sockets
-
-    private func connect() -> PlainSocket.Connected {
-        PlainSocket.connect(options.url, connectTimeout: options.connectTimeout, receiveTimeout: .milliseconds(200))
+    private var trust: FeedSocket.Trust {
+        FeedSocket.Trust(caFile: options.caFile, insecureSkipVerify: options.insecureSkipVerify)
     }
-
-    private func send(_ socket: Int32, _ bytes: [UInt8]) -> Bool { PlainSocket.send(socket, bytes) }
-
-    private func read(_ socket: Int32, _ buffer: inout [UInt8]) -> Int { PlainSocket.read(socket, &buffer) }
 }

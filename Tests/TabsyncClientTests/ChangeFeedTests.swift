@@ -18,7 +18,7 @@ import Testing
         defer { writer.close() }
         try await writer.waitUntil(timeout: scaled(.seconds(20))) { $0.connection == .ready }
 
-        let feed = try ChangeFeed(.init(
+        let feed = ChangeFeed(.init(
             url: server.url, workspace: "feed", after: 0,
             backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200)), giveUpAfter: .seconds(60)))
         let seen = Lock([FeedItem]())
@@ -55,7 +55,7 @@ import Testing
         let server = try TestServer.forClients()
         defer { server.stop() }
         // Not a workspace id: 404, and no retry.
-        let feed = try ChangeFeed(.init(url: server.url, workspace: "not an id"))
+        let feed = ChangeFeed(.init(url: server.url, workspace: "not an id"))
         await #expect(throws: ChangeFeed.Failure.refused(status: 404, message: "not found")) {
             for try await _ in feed.items() {}
         }
@@ -66,12 +66,24 @@ import Testing
         let server = try TestServer.forClients()
         let url = server.url
         server.stop()
-        let feed = try ChangeFeed(.init(url: url, workspace: "w"))
+        let feed = ChangeFeed(.init(url: url, workspace: "w"))
         await #expect(throws: ChangeFeed.Failure.self) {
             for try await _ in feed.items() {}
         }
-        #expect(throws: ChangeFeed.Failure.tlsUnsupported) {
-            try ChangeFeed(.init(url: ServerURL(usesTLS: true, host: "127.0.0.1", port: 1), workspace: "w"))
+        // wss:// to a server that speaks plain HTTP: the handshake fails at once, saying so.
+        let live = try TestServer.forClients()
+        defer { live.stop() }
+        let tls = ChangeFeed(.init(url: ServerURL(usesTLS: true, host: "127.0.0.1", port: live.port), workspace: "w",
+                                   connectTimeout: .seconds(20)))
+        do {
+            for try await _ in tls.items() {}
+            Issue.record("a plain server passed for TLS")
+        } catch let failure as ChangeFeed.Failure {
+            guard case .unreachable(let why) = failure else {
+                Issue.record("\(failure)")
+                return
+            }
+            #expect(why.hasPrefix("TLS: "), "\(why)")
         }
     }
 }

@@ -10,18 +10,23 @@ import Glibc
 
 /// `tabsync feed`, run as a process against a real server (docs/terminal-client.md): a snapshot
 /// line, then one line per op as it is made, through a server restart without a gap or a repeat,
-/// the JSON form, Ctrl-C exits 0; a server that is not there exits 1, a wss:// server 2.
+/// the JSON form, Ctrl-C exits 0; a server that is not there exits 1, and so does a plain server asked for TLS.
 @Suite("tabsync feed", .serialized)
 struct CommandFeedTests {
     static var tabsync: String {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("tabsync").path
     }
 
-    /// A `tabsync feed` process; its stdout read line by line.
+    /// A `tabsync feed` process on a plain server; its stdout read line by line.
     func start(_ port: Int, _ arguments: [String]) throws -> (Process, Pipe) {
+        try Self.feed(arguments + ["--server", "ws://127.0.0.1:\(port)"])
+    }
+
+    /// A `tabsync feed` process with these arguments; its stdout read line by line.
+    static func feed(_ arguments: [String]) throws -> (Process, Pipe) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.tabsync)
-        process.arguments = ["feed"] + arguments + ["--server", "ws://127.0.0.1:\(port)"]
+        process.executableURL = URL(fileURLWithPath: tabsync)
+        process.arguments = ["feed"] + arguments
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -66,20 +71,17 @@ struct CommandFeedTests {
         #expect(process.terminationStatus == 0)
     }
 
-    @Test func noServerExitsOneAndWssExitsTwo() throws {
+    @Test func noServerExitsOneAndAPlainServerAskedForTLSExitsOne() throws {
         let server = try TestServer(store: MemoryStore())
         let port = server.port
-        server.stop()
-        let (gone, _) = try start(port, ["w"])
-        gone.waitUntilExit()
-        #expect(gone.terminationStatus == 1)
+        // wss:// to a server that speaks plain HTTP: the TLS handshake fails, exit 1 with the reason.
+        let plain = try ToolRun.run(Self.tabsync, ["feed", "w", "--server", "wss://127.0.0.1:\(port)", "--timeout", "5"])
+        #expect(plain.status == 1, "\(plain.output)")
+        #expect(plain.output.contains("TLS"), "\(plain.output)")
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.tabsync)
-        process.arguments = ["feed", "w", "--server", "wss://127.0.0.1:\(port)"]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 2)
+        server.stop()
+        let (stopped, _) = try start(port, ["w"])
+        stopped.waitUntilExit()
+        #expect(stopped.terminationStatus == 1)
     }
 }

@@ -5,6 +5,9 @@ import TabsyncStore
 import TabsyncTestServer
 import TabsyncTestSupport
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 private let tlsToolsAvailable =
     TestCertificates.available && FileManager.default.isExecutableFile(atPath: "/usr/bin/curl")
@@ -124,6 +127,79 @@ struct ServerTLSTests {
         let skipped = try ToolRun.run(Self.tabsync, ["ls"] + common + ["--insecure-skip-verify"])
         #expect(skipped.status == 0, "\(skipped.output)")
         #expect(skipped.output.contains("for tests only"), "the flag says what it is: \(skipped.output)")
+    }
+
+    @Test func theFeedFollowsOverHTTPSVerifyingTheServerAgainstItsCAFile() throws {
+        let certificates = try TestCertificates()
+        let server = try Self.tlsServer(certificates)
+        defer { server.stop() }
+        let url = "wss://127.0.0.1:\(server.port)"
+        let ca = ["--ca-file", certificates.caCertificate]
+        let common = ["--server", url, "--workspace", "feed", "--client-id", "feed-tls", "--timeout", "10"]
+        let added = try ToolRun.run(Self.tabsync, ["add", "--title", "Secure one"] + common + ca)
+        #expect(added.status == 0, "\(added.output)")
+
+        let (process, out) = try CommandFeedTests.feed(["feed", "--after", "0", "--json", "--server", url] + ca)
+        defer { if process.isRunning { process.terminate() } }
+        let first = out.firstLine(within: .seconds(30))
+        #expect(first.contains("\"version\":\"1\"") && first.contains("Secure one"), "\(first)")
+        // An op made after the stream opened comes on it too.
+        let more = try ToolRun.run(Self.tabsync, ["add", "--title", "Secure two"] + common + ca)
+        #expect(more.status == 0, "\(more.output)")
+        let second = out.firstLine(within: .seconds(30))
+        #expect(second.contains("\"version\":\"2\"") && second.contains("Secure two"), "\(second)")
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+
+        // The system's trust store does not know the test CA: exit 1, saying why.
+        let untrusted = try Self.boundedFeed(["feed", "--server", url, "--timeout", "10"])
+        #expect(untrusted.status == 1, "\(untrusted.output)")
+        #expect(untrusted.output.contains("certificate is not trusted"), "\(untrusted.output)")
+        // Unchecked, for tests only: the stream opens (a snapshot at version 2 first).
+        let (skipped, skippedOut) = try CommandFeedTests.feed(["feed", "--server", url, "--insecure-skip-verify"])
+        defer { if skipped.isRunning { skipped.terminate() } }
+        let snapshot = skippedOut.firstLine(within: .seconds(30))
+        #expect(snapshot.hasPrefix("2\tsnapshot\t2 tabs"), "\(snapshot)")
+        kill(skipped.processIdentifier, SIGINT)
+        skipped.waitUntilExit()
+    }
+
+    /// `tabsync feed` run until it exits by itself, stdout and stderr together; a feed still running
+    /// after 60 s (one that connected when it should have refused) is stopped, status nil.
+    static func boundedFeed(_ arguments: [String]) throws -> (status: Int32?, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tabsync)
+        process.arguments = ["feed"] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let deadline = ContinuousClock.now + .seconds(60)
+        while process.isRunning, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)  // a poll of the condition, which decides
+        }
+        let exited = !process.isRunning
+        if !exited { process.terminate() }
+        process.waitUntilExit()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return (exited ? process.terminationStatus : nil, text)
+    }
+
+    @Test func theFeedRefusesACertificateForAnotherName() throws {
+        let certificates = try TestCertificates()
+        // Signed by the trusted CA, but for another host than the one connected to.
+        try certificates.issue(commonName: "other", altNames: "DNS:other.test")
+        let server = try Self.tlsServer(certificates)
+        defer { server.stop() }
+        // By address (checked against the certificate's IP names) and by name (its DNS names).
+        for (host, reason) in [("127.0.0.1", "IP address mismatch"), ("localhost", "hostname mismatch")] {
+            let run = try Self.boundedFeed([
+                "w", "--server", "wss://\(host):\(server.port)", "--ca-file", certificates.caCertificate, "--timeout", "10",
+            ])
+            #expect(run.status == 1, "\(run.output)")
+            #expect(run.output.contains("certificate is not trusted: \(reason)"), "\(run.output)")
+        }
     }
 
     @Test func aCertificatePairThatCannotBeServedStopsTheStartWithItsReason() throws {

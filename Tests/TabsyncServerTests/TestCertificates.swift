@@ -31,13 +31,14 @@ final class TestCertificates {
 
     /// Makes a new key and a certificate for it signed by the CA, then moves both over
     /// ``certificate`` and ``key`` (each file replaced at once, never half written).
-    func issue(commonName: String) throws {
+    /// `altNames`: the subjectAltName the certificate names (default: this machine's loopback).
+    func issue(commonName: String, altNames: String = "IP:127.0.0.1,DNS:localhost") throws {
         let stem = "issue-\(commonName)"
         try openssl([
             "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
             "-keyout", path("\(stem).key"), "-out", path("\(stem).csr"), "-subj", "/CN=\(commonName)",
         ])
-        try "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+        try "subjectAltName=\(altNames)\nextendedKeyUsage=serverAuth\n"
             .write(toFile: path("\(stem).ext"), atomically: true, encoding: .utf8)
         try openssl([
             "x509", "-req", "-in", path("\(stem).csr"), "-CA", caCertificate, "-CAkey", path("ca.key"),

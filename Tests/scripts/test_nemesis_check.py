@@ -249,3 +249,85 @@ def test_a_snapshot_that_skips_versions_and_a_failed_reader_fail():
     failed = feed_of_good()
     failed["w"].append({"t": 1.2, "error": "FeedUnreachable: no server for 120 s"})
     assert violations(h, s, feeds=failed)[0] == {"feedBroken": 1}
+
+
+def hooks_of_good():
+    """The webhook receiver's requests for `good()`'s workspace, at least once as a sender on two
+    nodes makes them: version 1 failed on purpose, then taken, and taken again from the other node;
+    version 2 taken once."""
+    def req(n, ver, seq, status=204, **kw):
+        return {"n": n, "t": n / 10, "id": f"w:{ver}", "ws": "w", "version": ver, "kind": "op", "client": "c1",
+                "seq": seq, "status": status, "valid": True, **kw}
+    return [req(1, 1, 1, status=503), req(2, 1, 1), req(3, 1, 1), req(4, 2, 2), req(5, 1, 1)]
+
+
+def test_webhooks_delivered_at_least_once_in_order_pass_with_their_duplicates_counted():
+    h, s = good()
+    bad, r = violations(h, s, hooks=hooks_of_good())
+    assert bad == {}
+    assert (r["hookRequests"], r["hookTaken"], r["hookFailed"], r["hookVersions"], r["hookDuplicates"]) == (5, 4, 1, 2, 2)
+    assert "4 answered 2xx (1 failed on purpose, 0 not verified): 2 versions delivered, 2 duplicates" in nc.format_report(r)
+    # No hook registered: no webhook check, no line.
+    assert "hookRequests" not in violations(h, s)[1]
+
+
+def test_a_version_never_taken_fails_as_missing():
+    h, s = good()
+    # Version 1 came only to be refused (503), yet version 2 was taken: version 1 was skipped.
+    only_failed = [x for x in hooks_of_good() if x["status"] != 204 or x["version"] != 1]
+    bad, r = violations(h, s, hooks=only_failed)
+    assert bad == {"hookMissing": 1}
+    # An acknowledged op the log lost is looked for in the deliveries too (besides "lost").
+    s2 = copy.deepcopy(s)
+    s2["ops"] = s2["ops"][:1]
+    s2["workspaces"]["w"]["version"] = 1
+    bad, _ = violations(h, s2, hooks=[x for x in hooks_of_good() if x["version"] == 1])
+    assert bad["hookMissing"] == 1 and bad["lost"] == 1
+
+
+def test_first_arrivals_out_of_version_order_fail_while_a_late_duplicate_does_not():
+    h, s = good()
+    swapped = hooks_of_good()
+    swapped[3]["n"], swapped[1]["n"], swapped[2]["n"] = 2, 3, 4  # version 2 taken before any version 1
+    bad, _ = violations(h, s, hooks=swapped)
+    assert bad == {"hookOrder": 1}
+
+
+def test_a_bad_signature_and_a_body_that_is_not_its_id_or_the_log_fail():
+    h, s = good()
+    forged = hooks_of_good() + [dict(hooks_of_good()[3], n=6, valid=False, error="no webhook-signature matches")]
+    bad, r = violations(h, s, hooks=forged)
+    assert bad == {"hookBadSignature": 1} and "no webhook-signature matches" in nc.format_report(r)
+    other_id = hooks_of_good()
+    other_id[3]["id"] = "w:7"
+    assert violations(h, s, hooks=other_id)[0] == {"hookWrong": 1, "hookBehind": 1}
+    other_op = hooks_of_good()
+    other_op[3]["seq"] = 9
+    assert violations(h, s, hooks=other_op)[0] == {"hookWrong": 1}
+
+
+def test_a_snapshot_delivery_stands_only_for_versions_the_log_no_longer_holds():
+    h, s = good()
+    snap2 = {"n": 1, "t": 0.1, "id": "w:2", "ws": "w", "version": 2, "kind": "snapshot", "status": 204, "valid": True}
+    # The log holds version 1 and 2: a snapshot at 2 in their place skips both (as a store error taken
+    # for a compacted log would).
+    bad, r = violations(h, s, hooks=[snap2])
+    assert bad == {"hookMissing": 2} and r["hookSnapshots"] == 1
+    assert "a snapshot delivery at 2 stood for it, though the log holds it" in nc.format_report(r)
+    # Compacted: the log keeps version 2 only; a snapshot at 1, then op 2, is a gap marked, not missing.
+    s2 = copy.deepcopy(s)
+    s2["ops"] = s2["ops"][1:]
+    snap1 = dict(snap2, id="w:1", version=1)
+    bad, r = violations(h, s2, hooks=[snap1, hooks_of_good()[3]])
+    assert bad == {} and r["hookVersions"] == 2
+    # A snapshot first, then an older op from another sender: versions go back for the receiver.
+    bad, r = violations(h, s, hooks=[dict(snap2, n=1), hooks_of_good()[1], dict(hooks_of_good()[3], n=9)])
+    assert bad == {"hookOrder": 1}  # version 2 came as an op too (request 9): delivered
+    assert "after version 2 (a snapshot delivery)" in nc.format_report(r)
+
+
+def test_versions_past_the_last_delivered_are_behind_not_skipped():
+    h, s = good()
+    bad, r = violations(h, s, hooks=hooks_of_good()[:3])  # version 2 never came: the sender is behind
+    assert bad == {"hookBehind": 1} and r["hookBehindVersions"] == 1
+    assert "w: versions 2..2 were not delivered when the wait ended" in nc.format_report(r)
