@@ -413,7 +413,10 @@ public final class SQLiteStore: WorkspaceStore {
         var stamp = options.clock.milliseconds()
         let newest = try db.prepare("SELECT committed_ms FROM ops WHERE workspace = ? ORDER BY version DESC LIMIT 1")
         for workspaceId in Set(batch.records.map(\.workspaceId)) {
-            newest.reset()
+            // Reset at once: the statement is the connection's cached one, and a stepped statement
+            // left active holds its read snapshot past the commit (a second writer's commits
+            // were then invisible to this connection's loads).
+            defer { newest.reset() }
             try newest.bind(.text(workspaceId))
             if try newest.step(), !newest.isNull(0) { stamp = max(stamp, newest.int64(0) + 1) }
         }
