@@ -47,14 +47,11 @@ final class FeedSocket {
     /// Connects to `url`'s host and port, with TLS when the URL asks for it.
     static func open(_ url: ServerURL, trust: Trust, timeout: Duration) -> Opened {
         let fd: Int32
-        switch connect(url, timeout: timeout) {
+        switch PlainSocket.connect(url, connectTimeout: timeout, receiveTimeout: .milliseconds(200)) {
         case .success(let socket): fd = socket
         case .failure(let why): return .failure(why)
         }
-        guard url.usesTLS else {
-            setReceiveTimeout(fd, .milliseconds(200))
-            return .success(FeedSocket(fd: fd, context: nil, ssl: nil))
-        }
+        guard url.usesTLS else { return .success(FeedSocket(fd: fd, context: nil, ssl: nil)) }
         return handshake(fd, url, trust: trust, timeout: timeout)
     }
 
@@ -97,49 +94,9 @@ final class FeedSocket {
 
     // MARK: TCP
 
-    private enum Connected {
-        case success(Int32)
-        case failure(String)
-    }
-
-    /// A TCP connection to the first of the host's addresses that answers.
-    private static func connect(_ url: ServerURL, timeout: Duration) -> Connected {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(url.host, String(url.port), &hints, &list)
-        guard status == 0, let list else {
-            return .failure("cannot resolve \(url.host): \(String(cString: gai_strerror(status)))")
-        }
-        defer { freeaddrinfo(list) }
-        var why = "no address"
-        var entry: UnsafeMutablePointer<addrinfo>? = list
-        while let address = entry {
-            entry = address.pointee.ai_next
-            let fd = socket(address.pointee.ai_family, address.pointee.ai_socktype, address.pointee.ai_protocol)
-            guard fd >= 0 else { continue }
-            var sendTimeout = timeval(timeout)
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &sendTimeout, socklen_t(MemoryLayout<Glibc.timeval>.size))
-            if Glibc.connect(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 {
-                var one: Int32 = 1
-                setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-                return .success(fd)
-            }
-            why = String(cString: strerror(errno))
-            Glibc.close(fd)
-        }
-        return .failure("cannot reach the server at \(url.host):\(url.port): \(why)")
-    }
-
     private static func setReceiveTimeout(_ fd: Int32, _ duration: Duration) {
-        var receiveTimeout = timeval(duration)
+        var receiveTimeout = PlainSocket.timeval(duration)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &receiveTimeout, socklen_t(MemoryLayout<Glibc.timeval>.size))
-    }
-
-    private static func timeval(_ duration: Duration) -> Glibc.timeval {
-        let micros = duration.microseconds
-        return Glibc.timeval(tv_sec: Int(micros / 1_000_000), tv_usec: Int(micros % 1_000_000))
     }
 
     // MARK: TLS

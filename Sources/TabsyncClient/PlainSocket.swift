@@ -3,7 +3,7 @@ import Foundation
 import Glibc
 #endif
 
-/// Blocking TCP sockets for the plain-HTTP clients (``ChangeFeed``, ``HTTPWriter``).
+/// Blocking TCP sockets for the HTTP clients (``HTTPWriter``, and ``FeedSocket`` under ``ChangeFeed``, TLS or not).
 ///
 /// Guarantees: `connect` tries every resolved address of the URL's host in turn and returns a
 /// connected descriptor (the caller closes it) with a send timeout of `connectTimeout`, a receive
