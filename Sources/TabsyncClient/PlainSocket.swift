@@ -1,3 +1,6 @@
+// The socket macros (`MSG_NOSIGNAL`): in a whole-module (release) build their header is first read
+// through libwebsockets' module, which then owns them, and a file must import that module to see them.
+import CLibwebsockets
 import Foundation
 #if canImport(Glibc)
 import Glibc
