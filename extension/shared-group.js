@@ -113,6 +113,29 @@ export function askedGroup(groupOf, work, id, leftId) {
 }
 
 /**
+ * Rule "a group-bound window is matched by its group's tabs": after a browser restart (new tab ids),
+ * the records are matched against the tabs of one browser group of the window, the one that matches
+ * them best (`score(tabs)`, ties: the group last bound, then the leftmost), never against the window's
+ * private tabs: a private tab showing the same page as a tab of the group, matched first by URL,
+ * would be mapped in its place, and the group's own tab then sent as an `add` and the workspace's as
+ * a `remove`. The whole window when no group matches at all (the browser restored the tabs ungrouped).
+ */
+export function restoredScope(tabs, groupId, score) {
+  const groups = new Map();
+  for (const t of tabs) {
+    if (t.groupId === undefined || t.groupId === NO_GROUP) continue;
+    if (!groups.has(t.groupId)) groups.set(t.groupId, []);
+    groups.get(t.groupId).push(t);
+  }
+  let best = null;
+  for (const [g, list] of groups) {
+    const s = score(list);
+    if (s > 0 && (best === null || s > best.s || (s === best.s && g === groupId))) best = { s, list };
+  }
+  return best ? best.list : tabs;
+}
+
+/**
  * Rule "a restored group is matched by its tabs": after a browser restart or an update the bound
  * group has a new id; it is the browser group holding most of the window's mapped tabs (ties: the
  * leftmost). Null when no mapped tab is in a group (the browser restored them ungrouped).

@@ -57,6 +57,9 @@ cases = [
   ("shared_group_add_asks_a_neighbours_group", [(BG, "      isPlaceholder, askGroup: this.askGroupHook(),", "      isPlaceholder,")], SHARED_TEST),
   ("shared_group_restart_finds_its_group", [("extension/attach.js", "        if (this.b.group && !this.b.closed) await this.findBoundGroup();", "")], SHARED_TEST),
   ("shared_group_closed_is_a_closed_window", [(GB, "    if (!scope) return null;", "    if (!scope) return [];")], SHARED_TEST),
+  # A Firefox restart of a group binding, a private tab showing the same page as a tab of the group.
+  ("shared_group_restart_matched_in_its_group", [("extension/attach.js", "      const tabs = mirror.b.group ? restoredScope(all, mirror.b.groupId, matched) : all;", "      const tabs = all;")],
+   "test_shared_group.py::firefox_group_binding_survives"),
 ]
 # The node mode (--node): each rule taken out of the planner (extension/plan.js), the tab table or
 # mirror.js, in a copy of the tree, and the node tests run there: a test must fail, fast.
@@ -116,6 +119,7 @@ node_cases = [
   ("shared_group_rename_without_a_group", [(SG, "  if (state.tabs.length === 0) return [];\n", "  return [];\n")]),
   ("shared_group_follows_the_workspace", [(SG, "  return same(bound, want) ? null :", "  return true ? null :")]),
   ("shared_group_users_rename_not_overwritten", [(SG, "  if (last && !same(bound, last)) return null;\n", "")]),
+  ("shared_group_restart_matched_in_its_group", [(SG, "  return best ? best.list : tabs;", "  return tabs;")]),
   ("shared_group_matched_by_its_tabs", [(SG, "  for (const [g, n] of count) if (best === null || n > count.get(best)) best = g;", "")]),
   ("one_tab_window_after_restart", [(MI, "  if (urls > 0 && match.byUrl === urls && match.map.size === records.length && windowTabs === records.length) return true;\n", "")]),
   ("restored_window_matched_against_its_table", [(MI, "    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();",

@@ -5,8 +5,10 @@ import assert from "node:assert/strict";
 import { planArrange, planChanges } from "../../extension/plan.js";
 import { GroupTable } from "../../extension/group-table.js";
 import {
-  COLORS, SHARED, askedGroup, boundTabs, colorOf, localSharedOps, remoteSharedUpdate, restoredGroupId, sharedFields, shiftActions,
+  COLORS, SHARED, askedGroup, boundTabs, colorOf, localSharedOps, remoteSharedUpdate, restoredGroupId, restoredScope, sharedFields,
+  shiftActions,
 } from "../../extension/shared-group.js";
+import { attachRecords, matchTabs } from "../../extension/mirror.js";
 import { context, realTab, tableOf, workspace } from "./plan-world.mjs";
 
 const G = 7; // the bound browser group
@@ -153,4 +155,26 @@ test("rule: a restored group is matched by its tabs (the most mapped tabs), none
   const restarted = real.map((t) => ({ ...t, groupId: t.groupId === G ? 70 : t.groupId === 9 ? 90 : t.groupId }));
   assert.equal(restoredGroupId(restarted, table), 70, "not private group 90, which holds no mapped tab");
   assert.equal(restoredGroupId(restarted.map((t) => ({ ...t, groupId: -1 })), table), null);
+});
+
+test("rule: a restarted group-bound window is matched by its group's tabs, never a private tab showing the same page", () => {
+  const state = grouped();
+  const { real } = windowOf(state);
+  // After a restart every tab has a new id; private tab 2 (in its own group 9) shows b's page, left of the group.
+  const restarted = real.map((t) => ({ ...t, id: t.id + 100, groupId: t.groupId === G ? 70 : t.groupId === 9 ? 90 : t.groupId }));
+  restarted[1] = { ...restarted[1], title: "T b", url: "https://example.test/b" };
+  const records = attachRecords(null, state.tabs);
+  const matched = (tabs) => { const m = matchTabs(records, tabs); return m.byId * 2 + m.byUrl + m.other; };
+  assert.equal(matchTabs(records, restarted).map.get(102), "b", "the whole window: the private tab would take b");
+  const scope = restoredScope(restarted, G, matched);
+  assert.deepEqual(scope.map((t) => t.id), [111, 112, 113, 114, 115], "the group's tabs only");
+  const map = matchTabs(records, scope).map;
+  assert.equal(map.get(112), "b");
+  assert.equal([...map.keys()].some((id) => id < 110), false, "no private tab mapped");
+  // The group kept its id (Firefox does): the same group, whatever a private group matches.
+  const kept = restarted.map((t) => ({ ...t, groupId: t.groupId === 70 ? G : t.groupId }));
+  assert.deepEqual(restoredScope(kept, G, matched).map((t) => t.id), [111, 112, 113, 114, 115]);
+  // Restored ungrouped: the whole window, and the group is made again from the mapped tabs (findBoundGroup).
+  const flat = restarted.map((t) => ({ ...t, groupId: -1 }));
+  assert.equal(restoredScope(flat, G, matched), flat);
 });

@@ -4,9 +4,9 @@ After each step the test waits until the server and both bound groups agree (the
 order, its title and colour), and checks that the windows' private tabs (outside the group) were
 never sent, closed or reordered.
 """
-from conftest import submit, wait_for
+from conftest import WAIT, submit, wait_for
 from test_firefox import firefox, firefox_extension, mixed_server  # noqa: F401 - fixtures
-from test_groups import restart_attached, server_groups, titles_settled
+from test_groups import restart_attached, server_groups, server_history, titles_settled
 
 GROUP_STRIP = """
     const b = arguments[0];
@@ -258,3 +258,54 @@ def test_a_shared_group_survives_a_browser_restart_and_sends_nothing(ext_server,
     a.run("await chrome.tabGroups.update(arguments[0], { title: 'Renamed' });", after["groupId"])
     settle(server, ws, a, what="a rename after the restart")
     assert server_groups(server, ws)[0][0][1] == "Renamed" and server.snapshot(ws)["version"] == version + 1
+
+
+def test_a_firefox_group_binding_survives_a_firefox_restart(mixed_server, profiles, firefox, pages):
+    """Firefox ESR A binds a group (three private tabs beside it, one in a private group of its
+    own and showing the same page as a tab of the bound group); Chromium B joins. Firefox is closed as a user quits it and started again on its profile,
+    its session restored: the bound group is found by its tabs, nothing is sent, no tab of the window
+    is closed or opened twice, the private tabs are untouched, and an edit in either browser still
+    reaches the other."""
+    server, ws = mixed_server, "shared-ff-restart"
+    a = firefox("A", restartable=True)
+    wa, ga = a_group_of(a, pages, ("Z1", "F2", "F1", "F2", "F3", "Z3"), "Trek", "orange")
+    bind_group(a, server, ws, "alice", ga)
+    settle(server, ws, a, what="Firefox's group adopted")
+    b = profiles("B")
+    join_group(b, server, ws, a, pages.url("BQ"))
+    titles_settled(server, ws, ["F1", "F2", "F3"])
+    snap = settle(server, ws, a, b, what="both groups")
+    version = snap["version"]
+    window_before = [(t["url"], t["groupId"] == ga) for t in window_tabs(a, wa)]
+    private_groups = a.run("return (await chrome.tabGroups.query({ windowId: arguments[0] })).filter((g) => g.id !== arguments[1])"
+                           ".map((g) => [g.title, g.color]);", wa, ga)
+    assert private_groups == [["Mine", "green"]]
+
+    a.restart()
+    wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
+             timeout=3 * WAIT, what="Firefox's binding attached again after the restart")
+    wa2 = a.binding()["windowId"]
+    a.target(wa2)
+    after = settle(server, ws, a, b, what="converged after Firefox's restart")
+    assert after["version"] == version, ("the restart sent ops", server_history(server, ws, version))
+    st = group_strip(a)
+    assert [st["title"], st["color"]] == ["Trek", "orange"] and st["ids"] == snap["ids"]
+    window_after = [(t["url"], t["groupId"] == st["groupId"]) for t in window_tabs(a, wa2)]
+    assert window_after == window_before, "a tab of the window was closed, opened twice or moved"
+    assert a.run("return (await chrome.tabGroups.query({ windowId: arguments[0] })).filter((g) => g.id !== arguments[1])"
+                 ".map((g) => [g.title, g.color]);", wa2, st["groupId"]) == private_groups, "the private group untouched"
+    assert st["private"] == [pages.url(n) for n in ("Z1", "F2", "Z3")], st["private"]
+    assert len(a.run("return (await chrome.windows.getAll()).filter((w) => w.id !== arguments[0]).map((w) => w.id);", wa2)) <= 1, \
+        "no second window opened for the workspace"
+
+    # The binding goes on working both ways.
+    a.run("await chrome.tabGroups.update(arguments[0], { title: 'Trek 2' });", st["groupId"])
+    settle(server, ws, a, b, what="Firefox's rename after its restart")
+    assert server_groups(server, ws)[0][0][1:] == ["Trek 2", "orange"] and server.snapshot(ws)["version"] == version + 1
+    sb = group_strip(b)
+    b.run("""const t = await chrome.tabs.create({ windowId: arguments[0], url: arguments[1], index: arguments[2] });
+             await chrome.tabs.group({ groupId: arguments[3], tabIds: [t.id] });""",
+          sb["window"], pages.url("F4"), len(window_tabs(b, sb["window"])), sb["groupId"])
+    snap = settle(server, ws, a, b, what="Chromium's new tab in Firefox's group")
+    assert len(snap["ids"]) == 4 and group_strip(a)["private"] == [pages.url(n) for n in ("Z1", "F2", "Z3")]
+
