@@ -60,6 +60,11 @@ cases = [
   # A Firefox restart of a group binding, a private tab showing the same page as a tab of the group.
   ("shared_group_restart_matched_in_its_group", [("extension/attach.js", "      const tabs = mirror.b.group ? restoredScope(all, mirror.b.groupId, matched) : all;", "      const tabs = all;")],
    "test_shared_group.py::firefox_group_binding_survives"),
+  # A group bound in a private window: its binding in storage.session only, Reopen in a private window.
+  ("shared_group_private_binding_in_session", [(BG, "    if (binding.incognito) {\n      const priv", "    if (false) {\n      const priv")],
+   "test_shared_group.py::private_window"),
+  ("shared_group_private_reopens_private", [(GB, "      win = await chrome.windows.create({ url, focused: true, incognito: this.b.incognito });",
+                                             "      win = await chrome.windows.create({ url, focused: true });")], "test_shared_group.py::private_window"),
 ]
 # The node mode (--node): each rule taken out of the planner (extension/plan.js), the tab table or
 # mirror.js, in a copy of the tree, and the node tests run there: a test must fail, fast.

@@ -4,9 +4,13 @@ After each step the test waits until the server and both bound groups agree (the
 order, its title and colour), and checks that the windows' private tabs (outside the group) were
 never sent, closed or reordered.
 """
+import json
+import os
+
 from conftest import WAIT, submit, wait_for
 from test_firefox import firefox, firefox_extension, mixed_server  # noqa: F401 - fixtures
 from test_groups import restart_attached, server_groups, server_history, titles_settled
+from test_safety import allow_incognito
 
 GROUP_STRIP = """
     const b = arguments[0];
@@ -309,3 +313,77 @@ def test_a_firefox_group_binding_survives_a_firefox_restart(mixed_server, profil
     snap = settle(server, ws, a, b, what="Chromium's new tab in Firefox's group")
     assert len(snap["ids"]) == 4 and group_strip(a)["private"] == [pages.url(n) for n in ("Z1", "F2", "Z3")]
 
+
+def on_disk(profile, *needles):
+    """The needles found in the profile's extension storage: storage.local as the extension reads
+    it, and the files of its local storage folder."""
+    local = json.dumps(profile.run("return await chrome.storage.local.get(null);"))
+    found = [n for n in needles if n in local]
+    folder = os.path.join(profile.profile_dir, "Default", "Local Extension Settings", profile.ext["id"])
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                data = f.read()
+            found += [f"{name}: {n}" for n in needles if n.encode() in data]
+    return found
+
+
+def test_a_group_bound_in_a_private_window(ext_server, profiles, pages):
+    """Chromium A (the extension allowed in private windows, as the user allows it on
+    chrome://extensions) binds a group of a private window, ticking "bind this private window".
+    As for a whole private window (docs/extension.md, "Binding rules"): the binding, its group's
+    title and its state stay in storage.session, never on disk. The group syncs both ways with B's;
+    the private window's other tabs are never sent. Closing the private window is closing a bound
+    window (nothing sent); Reopen brings the group back in a new private window."""
+    server, ws = ext_server, "shared-private-q8w"
+    a = profiles("A", cdp=True)
+    allow_incognito(a)
+    names = ("S1", "S2", "K1", "K2", "S3")
+    wa = a.run("return (await chrome.windows.create({ url: arguments[0], incognito: true, focused: false })).id;",
+               [pages.url(n) for n in names])
+    wait_for(lambda: len(window_tabs(a, wa)) == len(names), what="the private window's tabs")
+    tabs = window_tabs(a, wa)
+    make_group(a, [tabs[1]["id"]], "Mine", "green", wa)
+    ga = make_group(a, [t["id"] for t in tabs[2:4]], "Secret trip", "red", wa)
+    a.target(wa)
+    assert "(private)" in a.run("return document.getElementById('window-label').textContent;")
+    a.run("""const s = document.getElementById('group'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));""", str(ga))
+    a.bind(server.ws_url + "/", ws, "alice", incognito=True)
+    wait_for(lambda: (a.status() or {}).get("status") == "connected", what="A's private group bound")
+    snap = settle(server, ws, a, what="A's private group adopted")
+    assert a.binding()["incognito"] and a.binding()["group"]
+    assert len(snap["ids"]) == 2 and server_groups(server, ws)[0][0][1:] == ["Secret trip", "red"]
+    assert not any("/p/S" in (t.get("url") or "") for t in server.snapshot(ws)["tabs"]), "a private tab was sent"
+    private_a = group_strip(a)["private"]
+
+    b = profiles("B")
+    join_group(b, server, ws, a, pages.url("BQ"))
+    sb = group_strip(b)
+    b.run("""const t = await chrome.tabs.create({ windowId: arguments[0], url: arguments[1], index: arguments[2] });
+             await chrome.tabs.group({ groupId: arguments[3], tabIds: [t.id] });""",
+          sb["window"], pages.url("K3"), len(window_tabs(b, sb["window"])), sb["groupId"])
+    snap = settle(server, ws, a, b, what="B's tab opens in A's private group")
+    assert len(snap["ids"]) == 3 and group_strip(a)["private"] == private_a
+    a.run("await chrome.tabGroups.update(arguments[0], { title: 'Secret trip 2' });", ga)
+    settle(server, ws, a, b, what="A's rename reaches B")
+    assert group_strip(b)["title"] == "Secret trip 2"
+
+    # Nothing of the private binding on disk: its id, workspace, group title, pages.
+    bid = a.binding()["id"]
+    wait_for(lambda: f"resume:{bid}" in a.run("return await chrome.storage.session.get(null);"), what="the resume record (in session)")
+    assert on_disk(a, bid, ws, "Secret trip", "/p/K") == []
+
+    # Closing the private window is closing a bound window: nothing sent, the binding closed.
+    before = server.snapshot(ws)
+    a.run("await chrome.windows.remove(arguments[0]);", wa)
+    wait_for(lambda: (a.status() or {}).get("status") == "closed", what="A's binding closed with its window")
+    assert server.snapshot(ws)["version"] == before["version"], "closing the private window sent ops"
+    # Reopen brings the group back in a new private window, titled as the workspace's.
+    a.run("return await chrome.runtime.sendMessage({ type: 'reopen', bindingId: arguments[0] });", bid)
+    wait_for(lambda: (a.status() or {}).get("status") == "connected" and a.binding()["windowId"] != wa, what="A reopened")
+    a.target(a.binding()["windowId"])
+    settle(server, ws, a, b, what="A's group reopened")
+    assert a.run("return (await chrome.windows.get(arguments[0])).incognito;", a.binding()["windowId"]), "reopened in a private window"
+    st = group_strip(a)
+    assert st["title"] == "Secret trip 2" and st["private"] == [] and server.snapshot(ws)["version"] == before["version"]
+    assert on_disk(a, bid, ws, "Secret trip", "/p/K") == []
