@@ -87,13 +87,16 @@ export function localSharedOps(ctx) {
  * differ from the ones last synced and the browser group still shows those (the user did not
  * rename it since: that change goes out first), the browser group takes the workspace's. Returns
  * the `{ title, color }` to set, or null; recorded as synced before the call. Never `collapsed`.
+ * Rule "a viewer's rename stays local until the workspace's next": a read-only binding's rename
+ * is never sent, so it is kept (not undone by sync) while the workspace's fields are the ones last
+ * synced; once the workspace's change, the newer name is the workspace's and the group shows it.
  */
 export function remoteSharedUpdate(ctx) {
   const { bound, state, groups } = ctx;
   if (!bound) return null;
   const last = groups.fields.get(SHARED);
-  if (last && !same(bound, last)) return null;
   const want = sharedFields(state, ctx.workspace);
+  if (last && !same(bound, last) && (!ctx.readOnly || same(want, last))) return null;
   groups.fields.set(SHARED, { title: want.title, color: want.color });
   return same(bound, want) ? null : { title: want.title, color: want.color };
 }

@@ -61,6 +61,15 @@ cases = [
   ("shared_group_restart_matched_in_its_group", [("extension/attach.js", "      const tabs = mirror.b.group ? restoredScope(all, mirror.b.groupId, matched) : all;", "      const tabs = all;")],
    "test_shared_group.py::firefox_group_binding_survives"),
   # A group bound in a private window: its binding in storage.session only, Reopen in a private window.
+  # A viewer's group binding: its rename kept while the workspace's is the one last synced, then the workspace's shown.
+  ("shared_group_viewers_rename_gives_way", [(SG, " && (!ctx.readOnly || same(want, last))) return null;", ") return null;")],
+   "test_shared_group.py::viewers_group_binding"),
+  ("shared_group_viewers_rename_kept", [(SG, " && (!ctx.readOnly || same(want, last))) return null;", " && !ctx.readOnly) return null;")],
+   "test_shared_group.py::viewers_group_binding"),
+  # Two layers keep a viewer's tab local (the planner never sends it; a refused add is kept local only): both out.
+  ("shared_group_viewers_tab_stays_local", [(PL, "    if (ctx.readOnly) {\n      table.unmap(t.id);", "    if (false) {\n      table.unmap(t.id);"),
+                                            (BG, "    if ((kind === \"add\" || kind === \"open\") && code !== \"TAB_EXISTS\") {", "    if (false) {")],
+   "test_shared_group.py::viewers_group_binding"),
   ("shared_group_private_binding_in_session", [(BG, "    if (binding.incognito) {\n      const priv", "    if (false) {\n      const priv")],
    "test_shared_group.py::private_window"),
   ("shared_group_private_reopens_private", [(GB, "      win = await chrome.windows.create({ url, focused: true, incognito: this.b.incognito });",
@@ -123,7 +132,9 @@ node_cases = [
   ("shared_group_read_only_rename_stays", [(SG, "  if (same(bound, last) || ctx.readOnly) return [];", "  if (same(bound, last)) return [];")]),
   ("shared_group_rename_without_a_group", [(SG, "  if (state.tabs.length === 0) return [];\n", "  return [];\n")]),
   ("shared_group_follows_the_workspace", [(SG, "  return same(bound, want) ? null :", "  return true ? null :")]),
-  ("shared_group_users_rename_not_overwritten", [(SG, "  if (last && !same(bound, last)) return null;\n", "")]),
+  ("shared_group_viewers_rename_gives_way", [(SG, " && (!ctx.readOnly || same(want, last))) return null;", ") return null;")]),
+  ("shared_group_viewers_rename_kept", [(SG, " && (!ctx.readOnly || same(want, last))) return null;", " && !ctx.readOnly) return null;")]),
+  ("shared_group_users_rename_not_overwritten", [(SG, "  if (last && !same(bound, last) && (!ctx.readOnly || same(want, last))) return null;\n", "")]),
   ("shared_group_restart_matched_in_its_group", [(SG, "  return best ? best.list : tabs;", "  return tabs;")]),
   ("shared_group_matched_by_its_tabs", [(SG, "  for (const [g, n] of count) if (best === null || n > count.get(best)) best = g;", "")]),
   ("one_tab_window_after_restart", [(MI, "  if (urls > 0 && match.byUrl === urls && match.map.size === records.length && windowTabs === records.length) return true;\n", "")]),

@@ -149,6 +149,21 @@ test("rule: the bound group follows the workspace's rename, never over the user'
   assert.equal(remoteSharedUpdate({ bound: { title: "Plans", color: "cyan" }, state, groups, workspace: "team" }), null, "in step");
 });
 
+test("rule: a viewer's rename stays local, not undone by sync, until the workspace's next rename", () => {
+  const state = grouped();
+  const groups = new GroupTable();
+  groups.fields.set(SHARED, { title: "Work", color: "blue" });
+  const ctx = (bound) => ({ bound, state, groups, workspace: "team", readOnly: true, newGroupId: () => "gnew" });
+  const mine = { title: "My copy", color: "pink" };
+  assert.deepEqual(localSharedOps(ctx(mine)), [], "never sent");
+  assert.equal(remoteSharedUpdate(ctx(mine)), null, "not undone while the workspace's fields are the ones last synced");
+  assert.deepEqual(groups.fields.get(SHARED), { title: "Work", color: "blue" });
+  state.groups[0] = { id: "ga", title: "Holiday", color: "blue" };
+  assert.deepEqual(remoteSharedUpdate(ctx(mine)), { title: "Holiday", color: "blue" }, "the workspace's newer rename shows");
+  assert.deepEqual(groups.fields.get(SHARED), { title: "Holiday", color: "blue" });
+  assert.equal(remoteSharedUpdate(ctx({ title: "Holiday", color: "blue" })), null, "in step");
+});
+
 test("rule: a restored group is matched by its tabs (the most mapped tabs), none grouped: null", () => {
   const state = grouped();
   const { real, table } = windowOf(state);

@@ -7,10 +7,10 @@ never sent, closed or reordered.
 import json
 import os
 
-from conftest import WAIT, submit, wait_for
+from conftest import WAIT, TabsyncServer, submit, wait_for
 from test_firefox import firefox, firefox_extension, mixed_server  # noqa: F401 - fixtures
 from test_groups import restart_attached, server_groups, server_history, titles_settled
-from test_safety import allow_incognito
+from test_safety import allow_incognito, mint, popup_local_only
 
 GROUP_STRIP = """
     const b = arguments[0];
@@ -57,13 +57,13 @@ def settle(server, ws, *profiles, what):
         raise AssertionError(f"{error}\n" + "\n".join(details)) from None
 
 
-def bind_group(p, server, ws, name, choice, screenshot=None):
+def bind_group(p, server, ws, name, choice, screenshot=None, token=""):
     """Binds through the popup with "Bind" set to `choice` ("new", or a browser group id)."""
     p.target(p.window)  # the popup lists the window's groups as they are now
     chosen = p.run("""const s = document.getElementById('group'); s.value = arguments[0];
                       s.dispatchEvent(new Event('change')); return s.value;""", str(choice))
     assert chosen == str(choice), "the popup lists the group"
-    p.bind(server.ws_url + "/", ws, name, screenshot=screenshot)
+    p.bind(server.ws_url + "/", ws, name, token=token, screenshot=screenshot)
     wait_for(lambda: (p.status() or {}).get("status") == "connected", what=f"{p.name} connected")
 
 
@@ -374,10 +374,12 @@ def test_a_group_bound_in_a_private_window(ext_server, profiles, pages):
     assert on_disk(a, bid, ws, "Secret trip", "/p/K") == []
 
     # Closing the private window is closing a bound window: nothing sent, the binding closed.
-    before = server.snapshot(ws)
+    titles_settled(server, ws, ["K1", "K2", "K3"])  # B's K3 is retitled once its page loads: an op of its own
+    before = settle(server, ws, a, b, what="both groups before the close")
     a.run("await chrome.windows.remove(arguments[0]);", wa)
     wait_for(lambda: (a.status() or {}).get("status") == "closed", what="A's binding closed with its window")
-    assert server.snapshot(ws)["version"] == before["version"], "closing the private window sent ops"
+    assert server.snapshot(ws)["version"] == before["version"], ("closing the private window sent ops",
+                                                                 server_history(server, ws, before["version"]))
     # Reopen brings the group back in a new private window, titled as the workspace's.
     a.run("return await chrome.runtime.sendMessage({ type: 'reopen', bindingId: arguments[0] });", bid)
     wait_for(lambda: (a.status() or {}).get("status") == "connected" and a.binding()["windowId"] != wa, what="A reopened")
@@ -387,3 +389,85 @@ def test_a_group_bound_in_a_private_window(ext_server, profiles, pages):
     st = group_strip(a)
     assert st["title"] == "Secret trip 2" and st["private"] == [] and server.snapshot(ws)["version"] == before["version"]
     assert on_disk(a, bid, ws, "Secret trip", "/p/K") == []
+
+
+def viewer_agrees(server, ws, v):
+    """The viewer's group shows the server's tabs in order (its local-only tabs aside), nothing pending."""
+    snap = server.snapshot(ws)
+    st = group_strip(v)
+    if not st or st["status"] != "connected" or st["pending"] != 0 or st["version"] != snap["version"]:
+        return False
+    return st["contiguous"] and [i for i in st["ids"] if i is not None] == snap["ids"] and st
+
+
+def test_a_viewers_group_binding(extension, profiles, pages, tmp_path):
+    """A viewer's token binds a group (docs/extension.md, "The shared group"): the workspace opens as
+    a group of its own in the viewer's window (the group the viewer chose is never merged into, never
+    sent); a tab the viewer drags into the group or opens in it stays open there, local only, never
+    sent; the viewer's rename stays local, is not undone by sync, and gives way to the workspace's
+    next rename; the window's private tabs are never touched."""
+    key = tmp_path / "team.key"
+    key.write_text("s3cret-" * 8 + "\n")
+    server = TabsyncServer(extension["origin"], "--auth-key-file", str(key))
+    try:
+        ws = "shared-viewer"
+        server.read_token = mint(key, ws, "admin", "root")
+        a = profiles("A")
+        wa, ga = a_group_of(a, pages, ("W1", "W2", "J1", "J2", "J3", "W3"), "Trip", "blue")
+        bind_group(a, server, ws, "alice", ga, token=mint(key, ws, "editor", "alice"))
+        snap = settle(server, ws, a, what="A's group adopted")
+
+        v = profiles("V")
+        wv = v.new_window([pages.url("VQ"), pages.url("VM")])
+        wait_for(lambda: len(window_tabs(v, wv)) == 2, what="V's window")
+        mine = make_group(v, [window_tabs(v, wv)[1]["id"]], "Mine V", "green", wv)
+        bind_group(v, server, ws, "viewer", mine, token=mint(key, ws, "viewer", "vera"))
+        wait_for(lambda: viewer_agrees(server, ws, v), what="the workspace opens as a group in V's window")
+        st = group_strip(v)
+        assert st["window"] == wv and st["groupId"] != mine, "a group of its own, in V's window"
+        assert [st["title"], st["color"]] == ["Trip", "blue"]
+        private_v = [(t["url"], t["groupId"]) for t in window_tabs(v, wv) if t["groupId"] != st["groupId"]]
+        assert private_v == [(pages.url("VQ"), -1), (pages.url("VM"), mine)], "V's own tabs and group untouched"
+        assert server.snapshot(ws)["version"] == snap["version"], "the viewer sent something"
+
+        # A tab dragged into the group, and one opened in it, stay open there, local only.
+        vq = window_tabs(v, wv)[0]["id"]
+        v.run("await chrome.tabs.group({ groupId: arguments[0], tabIds: [arguments[1]] });", st["groupId"], vq)
+        v.run("""const t = await chrome.tabs.create({ windowId: arguments[0], url: arguments[1], index: arguments[2] });
+                 await chrome.tabs.group({ groupId: arguments[3], tabIds: [t.id] });""",
+              wv, pages.url("VNew"), len(window_tabs(v, wv)), st["groupId"])
+        v.target(wv)
+        wait_for(lambda: sorted(popup_local_only(v)) and all(any(n in x for x in popup_local_only(v)) for n in ("VQ", "VNew")),
+                 what="both listed local only")
+        st = wait_for(lambda: viewer_agrees(server, ws, v), what="V's group with its local-only tabs")
+        assert sum(i is None for i in st["ids"]) == 2, st
+        assert server.snapshot(ws)["version"] == snap["version"], "a viewer's tab was sent"
+
+        # A's edits still reach the viewer's group; the local-only tabs stay in it.
+        a.run("await chrome.tabs.create({ windowId: arguments[0], index: arguments[1], url: arguments[2] });",
+              wa, 5, pages.url("J4"))
+        j4 = wait_for(lambda: next((t for t in window_tabs(a, wa) if "J4" in (t["url"] or "")), None), what="A's J4")
+        if j4["groupId"] != ga:
+            a.run("await chrome.tabs.group({ groupId: arguments[0], tabIds: [arguments[1]] });", ga, j4["id"])
+        snap = settle(server, ws, a, what="A's J4")
+        st = wait_for(lambda: viewer_agrees(server, ws, v), what="J4 in V's group")
+        assert len(st["ids"]) == 6 and sum(i is None for i in st["ids"]) == 2
+
+        # The viewer's rename stays local: not sent, not undone by the next sync.
+        v.run("await chrome.tabGroups.update(arguments[0], { title: 'My copy', color: 'pink' });", st["groupId"])
+        a.run("await chrome.tabs.update(arguments[0], { url: arguments[1] });", window_tabs(a, wa)[2]["id"], pages.url("J1b"))
+        snap = wait_for(lambda: any("J1b" in (t.get("url") or "") for t in server.snapshot(ws)["tabs"]) and server.snapshot(ws),
+                        what="A's navigation reached the server")
+        st = wait_for(lambda: viewer_agrees(server, ws, v), what="V synced after its rename")
+        assert [st["title"], st["color"]] == ["My copy", "pink"], "the viewer's rename was undone"
+        assert server_groups(server, ws)[0][0][1:] == ["Trip", "blue"], "the viewer's rename was sent"
+        # The workspace's next rename is news: the viewer's group shows it.
+        a.run("await chrome.tabGroups.update(arguments[0], { title: 'Holiday' });", ga)
+        wait_for(lambda: server_groups(server, ws)[0][0][1] == "Holiday", what="A's rename on the server")
+        wait_for(lambda: (group_strip(v) or {}).get("title") == "Holiday", what="the workspace's rename in V's group")
+        assert group_strip(v)["color"] == "blue"
+        assert [(t["url"], t["groupId"]) for t in window_tabs(v, wv) if t["groupId"] != st["groupId"]] == private_v[1:], \
+            "V's private group touched"
+        assert server.snapshot(ws)["version"] == snap["version"] + 1
+    finally:
+        server.stop()
