@@ -7,7 +7,7 @@ import { attachRecords, matchTabs, pageFields, tabFields, windowMatches, workspa
 import { mirrorable } from "./plan.js";
 import { isPlaceholder, urlFor } from "./executor.js";
 import { attachSerially, claimedWindows } from "./registry.js";
-import { restoredScope } from "./shared-group.js";
+import { SHARED, restoredScope } from "./shared-group.js";
 import { saveBinding } from "./storage.js";
 
 export const RESTORE_WAIT_MS = 8_000; // after a browser restart, how long a binding waits for its window
@@ -30,7 +30,7 @@ export async function findWindow(mirror, records, prior, waitMs) {
       if (taken.has(w.id) || w.incognito !== mirror.b.incognito) continue;
       const all = w.tabs.slice().sort((a, b) => a.index - b.index);
       const matched = (tabs) => { const m = matchTabs(records, tabs, prior, BASE); return m.byId * 2 + m.byUrl + m.other; };
-      const tabs = mirror.b.group ? restoredScope(all, mirror.b.groupId, matched) : all;
+      const tabs = mirror.b.group ? restoredScope(all, mirror.b.groupId, matched, await lastBound(mirror, w.id)) : all;
       const match = matchTabs(records, tabs, prior, BASE);
       if (!windowMatches(records, match, tabs.filter((t) => !t.pinned).length)) continue;
       const score = match.byId * 2 + match.byUrl + match.other;
@@ -39,6 +39,15 @@ export async function findWindow(mirror, records, prior, waitMs) {
     if (best || Date.now() >= deadline) return best;
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
+}
+
+/** For a group-bound binding: whether browser group `g` of window `windowId` shows the title and colour last synced. */
+async function lastBound(mirror, windowId) {
+  const fields = mirror.table?.groups?.fields?.get(SHARED);
+  if (!fields) return () => false;
+  const groups = chrome.tabGroups?.query ? await chrome.tabGroups.query({ windowId }).catch(() => []) : [];
+  const info = new Map(groups.map((g) => [g.id, g]));
+  return (g) => (info.get(g)?.title ?? "") === fields.title && info.get(g)?.color === fields.color;
 }
 
 /** The attach methods of Mirror (binding-mirror.js). */

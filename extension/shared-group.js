@@ -118,12 +118,14 @@ export function askedGroup(groupOf, work, id, leftId) {
 /**
  * Rule "a group-bound window is matched by its group's tabs": after a browser restart (new tab ids),
  * the records are matched against the tabs of one browser group of the window, the one that matches
- * them best (`score(tabs)`, ties: the group last bound, then the leftmost), never against the window's
- * private tabs: a private tab showing the same page as a tab of the group, matched first by URL,
- * would be mapped in its place, and the group's own tab then sent as an `add` and the workspace's as
- * a `remove`. The whole window when no group matches at all (the browser restored the tabs ungrouped).
+ * them best (`score(tabs)`; ties: the group last bound, by its id (Firefox keeps it) or `wasBound(g)`,
+ * its title and colour the ones last synced (Chromium gives a new id); then the leftmost), never
+ * against the window's private tabs: a private tab showing the same page as a tab of the group,
+ * matched first by URL, would be mapped in its place, and the group's own tab then sent as an `add`
+ * and the workspace's as a `remove`. The whole window when no group matches at all (the browser
+ * restored the tabs ungrouped).
  */
-export function restoredScope(tabs, groupId, score) {
+export function restoredScope(tabs, groupId, score, wasBound = () => false) {
   const groups = new Map();
   for (const t of tabs) {
     if (t.groupId === undefined || t.groupId === NO_GROUP) continue;
@@ -133,7 +135,8 @@ export function restoredScope(tabs, groupId, score) {
   let best = null;
   for (const [g, list] of groups) {
     const s = score(list);
-    if (s > 0 && (best === null || s > best.s || (s === best.s && g === groupId))) best = { s, list };
+    const bound = g === groupId || wasBound(g);
+    if (s > 0 && (best === null || s > best.s || (s === best.s && bound && !best.bound))) best = { s, list, bound };
   }
   return best ? best.list : tabs;
 }

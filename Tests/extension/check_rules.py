@@ -136,6 +136,7 @@ node_cases = [
   ("shared_group_viewers_rename_kept", [(SG, " && (!ctx.readOnly || same(want, last))) return null;", " && !ctx.readOnly) return null;")]),
   ("shared_group_users_rename_not_overwritten", [(SG, "  if (last && !same(bound, last) && (!ctx.readOnly || same(want, last))) return null;\n", "")]),
   ("shared_group_restart_matched_in_its_group", [(SG, "  return best ? best.list : tabs;", "  return tabs;")]),
+  ("shared_group_restart_tie_to_the_bound_group", [(SG, "(s === best.s && bound && !best.bound)", "false")]),
   ("shared_group_matched_by_its_tabs", [(SG, "  for (const [g, n] of count) if (best === null || n > count.get(best)) best = g;", "")]),
   ("one_tab_window_after_restart", [(MI, "  if (urls > 0 && match.byUrl === urls && match.map.size === records.length && windowTabs === records.length) return true;\n", "")]),
   ("restored_window_matched_against_its_table", [(MI, "    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();",

@@ -189,6 +189,13 @@ test("rule: a restarted group-bound window is matched by its group's tabs, never
   // The group kept its id (Firefox does): the same group, whatever a private group matches.
   const kept = restarted.map((t) => ({ ...t, groupId: t.groupId === 70 ? G : t.groupId }));
   assert.deepEqual(restoredScope(kept, G, matched).map((t) => t.id), [111, 112, 113, 114, 115]);
+  // One tab bound, a private group showing its page left of it, new ids (Chromium): a tie, broken by
+  // the title and colour last synced, else the bound id; never the private group.
+  const one = [realTab(201, "b", { groupId: 90 }), realTab(202, "b", { groupId: 70 })];
+  const oneRecord = [{ id: "b", url: "https://example.test/b", title: "T b" }];
+  const oneScore = (tabs) => matchTabs(oneRecord, tabs).byUrl;
+  assert.deepEqual(restoredScope(one, G, oneScore, (g) => g === 70).map((t) => t.id), [202]);
+  assert.deepEqual(restoredScope(one, 90, oneScore).map((t) => t.id), [201], "the bound id, when it is kept");
   // Restored ungrouped: the whole window, and the group is made again from the mapped tabs (findBoundGroup).
   const flat = restarted.map((t) => ({ ...t, groupId: -1 }));
   assert.equal(restoredScope(flat, G, matched), flat);
