@@ -7,6 +7,7 @@ import { attachRecords, matchTabs, pageFields, tabFields, windowMatches, workspa
 import { mirrorable } from "./plan.js";
 import { isPlaceholder, urlFor } from "./executor.js";
 import { attachSerially, claimedWindows } from "./registry.js";
+import { SHARED, restoredScope } from "./shared-group.js";
 import { saveBinding } from "./storage.js";
 
 export const RESTORE_WAIT_MS = 8_000; // after a browser restart, how long a binding waits for its window
@@ -16,7 +17,8 @@ const BASE = chrome.runtime.getURL("");
  * The window that matches `records` (the workspace tabs the window showed: { id, url, title })
  * best, with `prior` (real tab id -> workspace id saved before): { w, match, tabs } or null. A
  * window another binding claimed, or of the other kind (private or not), is never taken. Waits
- * up to `waitMs` for the browser to restore one.
+ * up to `waitMs` for the browser to restore one. A group-bound binding's records are matched against
+ * one group's tabs (shared-group.js `restoredScope`), never the window's private tabs.
  */
 export async function findWindow(mirror, records, prior, waitMs) {
   const deadline = Date.now() + waitMs;
@@ -26,7 +28,9 @@ export async function findWindow(mirror, records, prior, waitMs) {
     let best = null;
     for (const w of windows) {
       if (taken.has(w.id) || w.incognito !== mirror.b.incognito) continue;
-      const tabs = w.tabs.slice().sort((a, b) => a.index - b.index);
+      const all = w.tabs.slice().sort((a, b) => a.index - b.index);
+      const matched = (tabs) => { const m = matchTabs(records, tabs, prior, BASE); return m.byId * 2 + m.byUrl + m.other; };
+      const tabs = mirror.b.group ? restoredScope(all, mirror.b.groupId, matched, await lastBound(mirror, w.id)) : all;
       const match = matchTabs(records, tabs, prior, BASE);
       if (!windowMatches(records, match, tabs.filter((t) => !t.pinned).length)) continue;
       const score = match.byId * 2 + match.byUrl + match.other;
@@ -35,6 +39,15 @@ export async function findWindow(mirror, records, prior, waitMs) {
     if (best || Date.now() >= deadline) return best;
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
+}
+
+/** For a group-bound binding: whether browser group `g` of window `windowId` shows the title and colour last synced. */
+async function lastBound(mirror, windowId) {
+  const fields = mirror.table?.groups?.fields?.get(SHARED);
+  if (!fields) return () => false;
+  const groups = chrome.tabGroups?.query ? await chrome.tabGroups.query({ windowId }).catch(() => []) : [];
+  const info = new Map(groups.map((g) => [g.id, g]));
+  return (g) => (info.get(g)?.title ?? "") === fields.title && info.get(g)?.color === fields.color;
 }
 
 /** The attach methods of Mirror (binding-mirror.js). */

@@ -87,13 +87,16 @@ export function localSharedOps(ctx) {
  * differ from the ones last synced and the browser group still shows those (the user did not
  * rename it since: that change goes out first), the browser group takes the workspace's. Returns
  * the `{ title, color }` to set, or null; recorded as synced before the call. Never `collapsed`.
+ * Rule "a viewer's rename stays local until the workspace's next": a read-only binding's rename
+ * is never sent, so it is kept (not undone by sync) while the workspace's fields are the ones last
+ * synced; once the workspace's change, the newer name is the workspace's and the group shows it.
  */
 export function remoteSharedUpdate(ctx) {
   const { bound, state, groups } = ctx;
   if (!bound) return null;
   const last = groups.fields.get(SHARED);
-  if (last && !same(bound, last)) return null;
   const want = sharedFields(state, ctx.workspace);
+  if (last && !same(bound, last) && (!ctx.readOnly || same(want, last))) return null;
   groups.fields.set(SHARED, { title: want.title, color: want.color });
   return same(bound, want) ? null : { title: want.title, color: want.color };
 }
@@ -110,6 +113,32 @@ export function askedGroup(groupOf, work, id, leftId) {
   const g = (neighbour && groupOf.get(neighbour)) || "";
   groupOf.set(id, g);
   return g;
+}
+
+/**
+ * Rule "a group-bound window is matched by its group's tabs": after a browser restart (new tab ids),
+ * the records are matched against the tabs of one browser group of the window, the one that matches
+ * them best (`score(tabs)`; ties: the group last bound, by its id (Firefox keeps it) or `wasBound(g)`,
+ * its title and colour the ones last synced (Chromium gives a new id); then the leftmost), never
+ * against the window's private tabs: a private tab showing the same page as a tab of the group,
+ * matched first by URL, would be mapped in its place, and the group's own tab then sent as an `add`
+ * and the workspace's as a `remove`. The whole window when no group matches at all (the browser
+ * restored the tabs ungrouped).
+ */
+export function restoredScope(tabs, groupId, score, wasBound = () => false) {
+  const groups = new Map();
+  for (const t of tabs) {
+    if (t.groupId === undefined || t.groupId === NO_GROUP) continue;
+    if (!groups.has(t.groupId)) groups.set(t.groupId, []);
+    groups.get(t.groupId).push(t);
+  }
+  let best = null;
+  for (const [g, list] of groups) {
+    const s = score(list);
+    const bound = g === groupId || wasBound(g);
+    if (s > 0 && (best === null || s > best.s || (s === best.s && bound && !best.bound))) best = { s, list, bound };
+  }
+  return best ? best.list : tabs;
 }
 
 /**

@@ -57,6 +57,23 @@ cases = [
   ("shared_group_add_asks_a_neighbours_group", [(BG, "      isPlaceholder, askGroup: this.askGroupHook(),", "      isPlaceholder,")], SHARED_TEST),
   ("shared_group_restart_finds_its_group", [("extension/attach.js", "        if (this.b.group && !this.b.closed) await this.findBoundGroup();", "")], SHARED_TEST),
   ("shared_group_closed_is_a_closed_window", [(GB, "    if (!scope) return null;", "    if (!scope) return [];")], SHARED_TEST),
+  # A restart of a group binding (Firefox's, Chromium's), a private tab showing the same page as a tab of the group.
+  ("shared_group_restart_matched_in_its_group", [("extension/attach.js", "      const tabs = mirror.b.group ? restoredScope(all, mirror.b.groupId, matched) : all;", "      const tabs = all;")],
+   "test_shared_group.py::firefox_group_binding_survives or sends_nothing"),
+  # A group bound in a private window: its binding in storage.session only, Reopen in a private window.
+  # A viewer's group binding: its rename kept while the workspace's is the one last synced, then the workspace's shown.
+  ("shared_group_viewers_rename_gives_way", [(SG, " && (!ctx.readOnly || same(want, last))) return null;", ") return null;")],
+   "test_shared_group.py::viewers_group_binding"),
+  ("shared_group_viewers_rename_kept", [(SG, " && (!ctx.readOnly || same(want, last))) return null;", " && !ctx.readOnly) return null;")],
+   "test_shared_group.py::viewers_group_binding"),
+  # Two layers keep a viewer's tab local (the planner never sends it; a refused add is kept local only): both out.
+  ("shared_group_viewers_tab_stays_local", [(PL, "    if (ctx.readOnly) {\n      table.unmap(t.id);", "    if (false) {\n      table.unmap(t.id);"),
+                                            (BG, "    if ((kind === \"add\" || kind === \"open\") && code !== \"TAB_EXISTS\") {", "    if (false) {")],
+   "test_shared_group.py::viewers_group_binding"),
+  ("shared_group_private_binding_in_session", [(BG, "    if (binding.incognito) {\n      const priv", "    if (false) {\n      const priv")],
+   "test_shared_group.py::private_window"),
+  ("shared_group_private_reopens_private", [(GB, "      win = await chrome.windows.create({ url, focused: true, incognito: this.b.incognito });",
+                                             "      win = await chrome.windows.create({ url, focused: true });")], "test_shared_group.py::private_window"),
 ]
 # The node mode (--node): each rule taken out of the planner (extension/plan.js), the tab table or
 # mirror.js, in a copy of the tree, and the node tests run there: a test must fail, fast.
@@ -115,7 +132,11 @@ node_cases = [
   ("shared_group_read_only_rename_stays", [(SG, "  if (same(bound, last) || ctx.readOnly) return [];", "  if (same(bound, last)) return [];")]),
   ("shared_group_rename_without_a_group", [(SG, "  if (state.tabs.length === 0) return [];\n", "  return [];\n")]),
   ("shared_group_follows_the_workspace", [(SG, "  return same(bound, want) ? null :", "  return true ? null :")]),
-  ("shared_group_users_rename_not_overwritten", [(SG, "  if (last && !same(bound, last)) return null;\n", "")]),
+  ("shared_group_viewers_rename_gives_way", [(SG, " && (!ctx.readOnly || same(want, last))) return null;", ") return null;")]),
+  ("shared_group_viewers_rename_kept", [(SG, " && (!ctx.readOnly || same(want, last))) return null;", " && !ctx.readOnly) return null;")]),
+  ("shared_group_users_rename_not_overwritten", [(SG, "  if (last && !same(bound, last) && (!ctx.readOnly || same(want, last))) return null;\n", "")]),
+  ("shared_group_restart_matched_in_its_group", [(SG, "  return best ? best.list : tabs;", "  return tabs;")]),
+  ("shared_group_restart_tie_to_the_bound_group", [(SG, "(s === best.s && bound && !best.bound)", "false")]),
   ("shared_group_matched_by_its_tabs", [(SG, "  for (const [g, n] of count) if (best === null || n > count.get(best)) best = g;", "")]),
   ("one_tab_window_after_restart", [(MI, "  if (urls > 0 && match.byUrl === urls && match.map.size === records.length && windowTabs === records.length) return true;\n", "")]),
   ("restored_window_matched_against_its_table", [(MI, "    return had.size > 0 ? restored.tabs.filter((t) => had.has(t.id)) : restored.tabs.slice();",

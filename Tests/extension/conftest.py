@@ -271,8 +271,11 @@ class Profile:
         d.find_element("id", "bind").click()
 
     def binding(self):
-        """The worker's binding of this profile (one per profile in these tests), or None."""
-        bindings = self.run("return (await chrome.storage.local.get('bindings')).bindings || {};")
+        """The worker's binding of this profile (one per profile in these tests), or None: a
+        private window's is in storage.session only (docs/extension.md, "Binding rules")."""
+        bindings = self.run("""const l = (await chrome.storage.local.get('bindings')).bindings || {};
+                               const s = (await chrome.storage.session.get('privateBindings')).privateBindings || {};
+                               return { ...l, ...s };""")
         return next(iter(bindings.values()), None)
 
     def status(self):

@@ -139,34 +139,88 @@ const windowOf = (id) => { for (const w of Services.wm.getEnumerator("navigator:
 class FirefoxProfile(Profile):
     """One Firefox ESR profile with the extension installed, driven over Marionette."""
 
-    def __init__(self, name, xpi, gecko_id):
+    def __init__(self, name, xpi, gecko_id, restartable=False):
+        """`restartable`: the extension is installed for good (an unsigned add-on, which ESR allows
+        with `xpinstall.signatures.required` off) rather than as a temporary add-on, which Firefox
+        removes when it closes, and Firefox restores its last session when started (`restart`)."""
         self.name = name
         self.xpi = xpi
+        self.restartable = restartable
         self.uuid = str(uuid.uuid4())
         self.base = f"moz-extension://{self.uuid}"
         self.origin = self.base
         self.profile_dir = tempfile.mkdtemp(prefix=f"tabsync-ext-ff-{name}-")
         prefs = dict(PREFS, **{"extensions.webextensions.uuids": json.dumps({gecko_id: self.uuid})})
+        if restartable:
+            prefs.update({"xpinstall.signatures.required": False, "browser.startup.page": 3,
+                          "browser.sessionstore.resume_session_once": False})
         with open(os.path.join(self.profile_dir, "user.js"), "w") as f:
             for key, value in prefs.items():
                 f.write(f"user_pref({json.dumps(key)}, {json.dumps(value)});\n")
+        self.log = open(os.path.join(self.profile_dir, "firefox.log"), "wb")
+        self.launch(["about:blank"])
+        self.m.call("Addon:Install", {"path": xpi, "temporary": not restartable})
+        self._open_control(0)
+
+    def launch(self, args):
+        """Starts Firefox on this profile (`args` after the profile: a page to show, or none when a
+        restored session is wanted) and opens a Marionette session."""
         env = dict(os.environ, MOZ_DISABLE_NONLOCAL_CONNECTIONS="1", MOZ_CRASHREPORTER_DISABLE="1",
                    MOZ_HEADLESS_WIDTH="900", MOZ_HEADLESS_HEIGHT="700")
-        self.log = open(os.path.join(self.profile_dir, "firefox.log"), "wb")
+        port_file = os.path.join(self.profile_dir, "MarionetteActivePort")
+        if os.path.exists(port_file):
+            os.remove(port_file)  # the last run's port: wait for this run's
         self.process = subprocess.Popen(
             [FIREFOX, "--headless", "--marionette", "-remote-allow-system-access", "-no-remote",
-             "--profile", self.profile_dir, "about:blank"],
+             "--profile", self.profile_dir, *args],
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        port_file = os.path.join(self.profile_dir, "MarionetteActivePort")
         port = wait_for(lambda: os.path.exists(port_file) and int(open(port_file).read().strip() or 0), timeout=60,
-                        what=f"{name}: Firefox's Marionette port")
-        self.m = wait_for(lambda: Marionette(port), what=f"{name}: Marionette answers")
+                        what=f"{self.name}: Firefox's Marionette port")
+        self.m = wait_for(lambda: Marionette(port), what=f"{self.name}: Marionette answers")
         self.m.call("WebDriver:NewSession", {"capabilities": {"alwaysMatch": {"acceptInsecureCerts": True}}}, timeout=60)
         self.m.call("WebDriver:SetTimeouts", {"script": WAIT * 1000})
-        self.m.call("Addon:Install", {"path": xpi, "temporary": True})
         self.window = None
         self.control = None
-        self._open_control(0)
+
+    def restart(self):
+        """Closes Firefox as a user does (File > Quit: the session is written on the way out) and
+        starts it again on its profile, which restores that session (a `restartable` profile)."""
+        assert self.restartable, "a temporary add-on does not survive a restart"
+        try:
+            self.m.call("Marionette:Quit", {"flags": ["eAttemptQuit"]}, timeout=WAIT)
+        except (AssertionError, ConnectionError, OSError):  # the connection may close before the reply
+            pass
+        self.m.close()
+        self.process.wait(timeout=2 * WAIT)
+        self.launch([])
+        self._restore_control()
+
+    def _restore_control(self):
+        """After a restart: the session restored the control tab (in the first window, never a
+        window under test); it is loaded again with the popup page, in place, and no other tab is
+        touched (a user's restored tabs are never closed by the harness)."""
+        url = f"{self.base}/popup.html?window=0"
+        prefix = f"{self.base}/popup.html"
+        found = wait_for(lambda: self.chrome_script("""
+            const [prefix, url] = arguments;
+            for (const w of Services.wm.getEnumerator("navigator:browser")) {
+              if (!w.gBrowser) continue;
+              for (const tab of w.gBrowser.tabs) {
+                const spec = tab.linkedBrowser.currentURI?.spec ?? "";
+                const lazy = w.SessionStore?.getLazyTabValue?.(tab, "url") ?? "";
+                if (!spec.startsWith(prefix) && !lazy.startsWith(prefix)) continue;
+                w.gBrowser.selectedTab = tab;
+                tab.linkedBrowser.loadURI(Services.io.newURI(url), { triggeringPrincipal: Services.scriptSecurityManager.getSystemPrincipal() });
+                return true;
+              }
+            }
+            return false;""", prefix, url), timeout=2 * WAIT, what=f"{self.name}: the restored control tab")
+        assert found
+        self.control = wait_for(lambda: self._control_handle(url), what=f"{self.name}: the control tab")
+        self.m.call("WebDriver:SwitchToWindow", {"handle": self.control, "focus": False})
+        wait_for(lambda: self._script(f"return location.href === {json.dumps(url)} && document.readyState === 'complete' "
+                                      "&& typeof chrome !== 'undefined' && !!chrome.tabs"),
+                 what=f"{self.name}: {url} loads")
 
     # --- chrome (browser UI) context
 

@@ -5,8 +5,10 @@ import assert from "node:assert/strict";
 import { planArrange, planChanges } from "../../extension/plan.js";
 import { GroupTable } from "../../extension/group-table.js";
 import {
-  COLORS, SHARED, askedGroup, boundTabs, colorOf, localSharedOps, remoteSharedUpdate, restoredGroupId, sharedFields, shiftActions,
+  COLORS, SHARED, askedGroup, boundTabs, colorOf, localSharedOps, remoteSharedUpdate, restoredGroupId, restoredScope, sharedFields,
+  shiftActions,
 } from "../../extension/shared-group.js";
+import { attachRecords, matchTabs } from "../../extension/mirror.js";
 import { context, realTab, tableOf, workspace } from "./plan-world.mjs";
 
 const G = 7; // the bound browser group
@@ -147,10 +149,54 @@ test("rule: the bound group follows the workspace's rename, never over the user'
   assert.equal(remoteSharedUpdate({ bound: { title: "Plans", color: "cyan" }, state, groups, workspace: "team" }), null, "in step");
 });
 
+test("rule: a viewer's rename stays local, not undone by sync, until the workspace's next rename", () => {
+  const state = grouped();
+  const groups = new GroupTable();
+  groups.fields.set(SHARED, { title: "Work", color: "blue" });
+  const ctx = (bound) => ({ bound, state, groups, workspace: "team", readOnly: true, newGroupId: () => "gnew" });
+  const mine = { title: "My copy", color: "pink" };
+  assert.deepEqual(localSharedOps(ctx(mine)), [], "never sent");
+  assert.equal(remoteSharedUpdate(ctx(mine)), null, "not undone while the workspace's fields are the ones last synced");
+  assert.deepEqual(groups.fields.get(SHARED), { title: "Work", color: "blue" });
+  state.groups[0] = { id: "ga", title: "Holiday", color: "blue" };
+  assert.deepEqual(remoteSharedUpdate(ctx(mine)), { title: "Holiday", color: "blue" }, "the workspace's newer rename shows");
+  assert.deepEqual(groups.fields.get(SHARED), { title: "Holiday", color: "blue" });
+  assert.equal(remoteSharedUpdate(ctx({ title: "Holiday", color: "blue" })), null, "in step");
+});
+
 test("rule: a restored group is matched by its tabs (the most mapped tabs), none grouped: null", () => {
   const state = grouped();
   const { real, table } = windowOf(state);
   const restarted = real.map((t) => ({ ...t, groupId: t.groupId === G ? 70 : t.groupId === 9 ? 90 : t.groupId }));
   assert.equal(restoredGroupId(restarted, table), 70, "not private group 90, which holds no mapped tab");
   assert.equal(restoredGroupId(restarted.map((t) => ({ ...t, groupId: -1 })), table), null);
+});
+
+test("rule: a restarted group-bound window is matched by its group's tabs, never a private tab showing the same page", () => {
+  const state = grouped();
+  const { real } = windowOf(state);
+  // After a restart every tab has a new id; private tab 2 (in its own group 9) shows b's page, left of the group.
+  const restarted = real.map((t) => ({ ...t, id: t.id + 100, groupId: t.groupId === G ? 70 : t.groupId === 9 ? 90 : t.groupId }));
+  restarted[1] = { ...restarted[1], title: "T b", url: "https://example.test/b" };
+  const records = attachRecords(null, state.tabs);
+  const matched = (tabs) => { const m = matchTabs(records, tabs); return m.byId * 2 + m.byUrl + m.other; };
+  assert.equal(matchTabs(records, restarted).map.get(102), "b", "the whole window: the private tab would take b");
+  const scope = restoredScope(restarted, G, matched);
+  assert.deepEqual(scope.map((t) => t.id), [111, 112, 113, 114, 115], "the group's tabs only");
+  const map = matchTabs(records, scope).map;
+  assert.equal(map.get(112), "b");
+  assert.equal([...map.keys()].some((id) => id < 110), false, "no private tab mapped");
+  // The group kept its id (Firefox does): the same group, whatever a private group matches.
+  const kept = restarted.map((t) => ({ ...t, groupId: t.groupId === 70 ? G : t.groupId }));
+  assert.deepEqual(restoredScope(kept, G, matched).map((t) => t.id), [111, 112, 113, 114, 115]);
+  // One tab bound, a private group showing its page left of it, new ids (Chromium): a tie, broken by
+  // the title and colour last synced, else the bound id; never the private group.
+  const one = [realTab(201, "b", { groupId: 90 }), realTab(202, "b", { groupId: 70 })];
+  const oneRecord = [{ id: "b", url: "https://example.test/b", title: "T b" }];
+  const oneScore = (tabs) => matchTabs(oneRecord, tabs).byUrl;
+  assert.deepEqual(restoredScope(one, G, oneScore, (g) => g === 70).map((t) => t.id), [202]);
+  assert.deepEqual(restoredScope(one, 90, oneScore).map((t) => t.id), [201], "the bound id, when it is kept");
+  // Restored ungrouped: the whole window, and the group is made again from the mapped tabs (findBoundGroup).
+  const flat = restarted.map((t) => ({ ...t, groupId: -1 }));
+  assert.equal(restoredScope(flat, G, matched), flat);
 });

@@ -45,8 +45,8 @@ def mixed_server(extension, firefox_extension):
 def firefox(firefox_extension):
     made = []
 
-    def make(name):
-        p = FirefoxProfile(name, firefox_extension["xpi"], firefox_extension["id"])
+    def make(name, restartable=False):
+        p = FirefoxProfile(name, firefox_extension["xpi"], firefox_extension["id"], restartable=restartable)
         made.append(p)
         return p
     yield make

@@ -4,9 +4,13 @@ After each step the test waits until the server and both bound groups agree (the
 order, its title and colour), and checks that the windows' private tabs (outside the group) were
 never sent, closed or reordered.
 """
-from conftest import submit, wait_for
+import json
+import os
+
+from conftest import WAIT, TabsyncServer, submit, wait_for
 from test_firefox import firefox, firefox_extension, mixed_server  # noqa: F401 - fixtures
-from test_groups import restart_attached, server_groups, titles_settled
+from test_groups import restart_attached, server_groups, server_history, titles_settled
+from test_safety import allow_incognito, mint, popup_local_only
 
 GROUP_STRIP = """
     const b = arguments[0];
@@ -53,13 +57,13 @@ def settle(server, ws, *profiles, what):
         raise AssertionError(f"{error}\n" + "\n".join(details)) from None
 
 
-def bind_group(p, server, ws, name, choice, screenshot=None):
+def bind_group(p, server, ws, name, choice, screenshot=None, token=""):
     """Binds through the popup with "Bind" set to `choice` ("new", or a browser group id)."""
     p.target(p.window)  # the popup lists the window's groups as they are now
     chosen = p.run("""const s = document.getElementById('group'); s.value = arguments[0];
                       s.dispatchEvent(new Event('change')); return s.value;""", str(choice))
     assert chosen == str(choice), "the popup lists the group"
-    p.bind(server.ws_url + "/", ws, name, screenshot=screenshot)
+    p.bind(server.ws_url + "/", ws, name, token=token, screenshot=screenshot)
     wait_for(lambda: (p.status() or {}).get("status") == "connected", what=f"{p.name} connected")
 
 
@@ -243,7 +247,7 @@ def test_a_shared_group_survives_a_browser_restart_and_sends_nothing(ext_server,
     sent, the private tabs stay private, and a rename after the restart goes out as one update."""
     server, ws = ext_server, "shared-restart"
     a = profiles("A", cdp=True)
-    wa, ga = a_group_of(a, pages, ("Y1", "Y2", "H1", "H2", "H3", "Y3"), "Kept", "cyan")
+    wa, ga = a_group_of(a, pages, ("Y1", "H2", "H1", "H2", "H3", "Y3"), "Kept", "cyan")  # a private H2 left of the group's
     bind_group(a, server, ws, "alice", ga)
     settle(server, ws, a, what="A's group adopted")
     titles_settled(server, ws, ["H1", "H2", "H3"])
@@ -254,7 +258,216 @@ def test_a_shared_group_survives_a_browser_restart_and_sends_nothing(ext_server,
     after = group_strip(a)
     assert after["groupId"] != ga, "the browser gave the restored group a new id (else this tests nothing)"
     assert [after["title"], after["color"]] == ["Kept", "cyan"] and len(after["ids"]) == 3
-    assert sum("/p/Y" in (u or "") for u in after["private"]) == 3, after["private"]
+    assert after["private"] == [pages.url(n) for n in ("Y1", "H2", "Y3")], after["private"]
     a.run("await chrome.tabGroups.update(arguments[0], { title: 'Renamed' });", after["groupId"])
     settle(server, ws, a, what="a rename after the restart")
     assert server_groups(server, ws)[0][0][1] == "Renamed" and server.snapshot(ws)["version"] == version + 1
+
+
+def test_a_firefox_group_binding_survives_a_firefox_restart(mixed_server, profiles, firefox, pages):
+    """Firefox ESR A binds a group (three private tabs beside it, one in a private group of its
+    own and showing the same page as a tab of the bound group); Chromium B joins. Firefox is closed as a user quits it and started again on its profile,
+    its session restored: the bound group is found by its tabs, nothing is sent, no tab of the window
+    is closed or opened twice, the private tabs are untouched, and an edit in either browser still
+    reaches the other."""
+    server, ws = mixed_server, "shared-ff-restart"
+    a = firefox("A", restartable=True)
+    wa, ga = a_group_of(a, pages, ("Z1", "F2", "F1", "F2", "F3", "Z3"), "Trek", "orange")
+    bind_group(a, server, ws, "alice", ga)
+    settle(server, ws, a, what="Firefox's group adopted")
+    b = profiles("B")
+    join_group(b, server, ws, a, pages.url("BQ"))
+    titles_settled(server, ws, ["F1", "F2", "F3"])
+    snap = settle(server, ws, a, b, what="both groups")
+    version = snap["version"]
+    window_before = [(t["url"], t["groupId"] == ga) for t in window_tabs(a, wa)]
+    private_groups = a.run("return (await chrome.tabGroups.query({ windowId: arguments[0] })).filter((g) => g.id !== arguments[1])"
+                           ".map((g) => [g.title, g.color]);", wa, ga)
+    assert private_groups == [["Mine", "green"]]
+
+    a.restart()
+    wait_for(lambda: (a.binding() or {}).get("attach") == "" and (a.status() or {}).get("status") == "connected",
+             timeout=3 * WAIT, what="Firefox's binding attached again after the restart")
+    wa2 = a.binding()["windowId"]
+    a.target(wa2)
+    after = settle(server, ws, a, b, what="converged after Firefox's restart")
+    assert after["version"] == version, ("the restart sent ops", server_history(server, ws, version))
+    st = group_strip(a)
+    assert [st["title"], st["color"]] == ["Trek", "orange"] and st["ids"] == snap["ids"]
+    window_after = [(t["url"], t["groupId"] == st["groupId"]) for t in window_tabs(a, wa2)]
+    assert window_after == window_before, "a tab of the window was closed, opened twice or moved"
+    assert a.run("return (await chrome.tabGroups.query({ windowId: arguments[0] })).filter((g) => g.id !== arguments[1])"
+                 ".map((g) => [g.title, g.color]);", wa2, st["groupId"]) == private_groups, "the private group untouched"
+    assert st["private"] == [pages.url(n) for n in ("Z1", "F2", "Z3")], st["private"]
+    assert len(a.run("return (await chrome.windows.getAll()).filter((w) => w.id !== arguments[0]).map((w) => w.id);", wa2)) <= 1, \
+        "no second window opened for the workspace"
+
+    # The binding goes on working both ways.
+    a.run("await chrome.tabGroups.update(arguments[0], { title: 'Trek 2' });", st["groupId"])
+    settle(server, ws, a, b, what="Firefox's rename after its restart")
+    assert server_groups(server, ws)[0][0][1:] == ["Trek 2", "orange"] and server.snapshot(ws)["version"] == version + 1
+    sb = group_strip(b)
+    b.run("""const t = await chrome.tabs.create({ windowId: arguments[0], url: arguments[1], index: arguments[2] });
+             await chrome.tabs.group({ groupId: arguments[3], tabIds: [t.id] });""",
+          sb["window"], pages.url("F4"), len(window_tabs(b, sb["window"])), sb["groupId"])
+    snap = settle(server, ws, a, b, what="Chromium's new tab in Firefox's group")
+    assert len(snap["ids"]) == 4 and group_strip(a)["private"] == [pages.url(n) for n in ("Z1", "F2", "Z3")]
+
+
+def on_disk(profile, *needles):
+    """The needles found in the profile's extension storage: storage.local as the extension reads
+    it, and the files of its local storage folder."""
+    local = json.dumps(profile.run("return await chrome.storage.local.get(null);"))
+    found = [n for n in needles if n in local]
+    folder = os.path.join(profile.profile_dir, "Default", "Local Extension Settings", profile.ext["id"])
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                data = f.read()
+            found += [f"{name}: {n}" for n in needles if n.encode() in data]
+    return found
+
+
+def test_a_group_bound_in_a_private_window(ext_server, profiles, pages):
+    """Chromium A (the extension allowed in private windows, as the user allows it on
+    chrome://extensions) binds a group of a private window, ticking "bind this private window".
+    As for a whole private window (docs/extension.md, "Binding rules"): the binding, its group's
+    title and its state stay in storage.session, never on disk. The group syncs both ways with B's;
+    the private window's other tabs are never sent. Closing the private window is closing a bound
+    window (nothing sent); Reopen brings the group back in a new private window."""
+    server, ws = ext_server, "shared-private-q8w"
+    a = profiles("A", cdp=True)
+    allow_incognito(a)
+    names = ("S1", "S2", "K1", "K2", "S3")
+    wa = a.run("return (await chrome.windows.create({ url: arguments[0], incognito: true, focused: false })).id;",
+               [pages.url(n) for n in names])
+    wait_for(lambda: len(window_tabs(a, wa)) == len(names), what="the private window's tabs")
+    tabs = window_tabs(a, wa)
+    make_group(a, [tabs[1]["id"]], "Mine", "green", wa)
+    ga = make_group(a, [t["id"] for t in tabs[2:4]], "Secret trip", "red", wa)
+    a.target(wa)
+    assert "(private)" in a.run("return document.getElementById('window-label').textContent;")
+    a.run("""const s = document.getElementById('group'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));""", str(ga))
+    a.bind(server.ws_url + "/", ws, "alice", incognito=True)
+    wait_for(lambda: (a.status() or {}).get("status") == "connected", what="A's private group bound")
+    snap = settle(server, ws, a, what="A's private group adopted")
+    assert a.binding()["incognito"] and a.binding()["group"]
+    assert len(snap["ids"]) == 2 and server_groups(server, ws)[0][0][1:] == ["Secret trip", "red"]
+    assert not any("/p/S" in (t.get("url") or "") for t in server.snapshot(ws)["tabs"]), "a private tab was sent"
+    private_a = group_strip(a)["private"]
+
+    b = profiles("B")
+    join_group(b, server, ws, a, pages.url("BQ"))
+    sb = group_strip(b)
+    b.run("""const t = await chrome.tabs.create({ windowId: arguments[0], url: arguments[1], index: arguments[2] });
+             await chrome.tabs.group({ groupId: arguments[3], tabIds: [t.id] });""",
+          sb["window"], pages.url("K3"), len(window_tabs(b, sb["window"])), sb["groupId"])
+    snap = settle(server, ws, a, b, what="B's tab opens in A's private group")
+    assert len(snap["ids"]) == 3 and group_strip(a)["private"] == private_a
+    a.run("await chrome.tabGroups.update(arguments[0], { title: 'Secret trip 2' });", ga)
+    settle(server, ws, a, b, what="A's rename reaches B")
+    assert group_strip(b)["title"] == "Secret trip 2"
+
+    # Nothing of the private binding on disk: its id, workspace, group title, pages.
+    bid = a.binding()["id"]
+    wait_for(lambda: f"resume:{bid}" in a.run("return await chrome.storage.session.get(null);"), what="the resume record (in session)")
+    assert on_disk(a, bid, ws, "Secret trip", "/p/K") == []
+
+    # Closing the private window is closing a bound window: nothing sent, the binding closed.
+    titles_settled(server, ws, ["K1", "K2", "K3"])  # B's K3 is retitled once its page loads: an op of its own
+    before = settle(server, ws, a, b, what="both groups before the close")
+    a.run("await chrome.windows.remove(arguments[0]);", wa)
+    wait_for(lambda: (a.status() or {}).get("status") == "closed", what="A's binding closed with its window")
+    assert server.snapshot(ws)["version"] == before["version"], ("closing the private window sent ops",
+                                                                 server_history(server, ws, before["version"]))
+    # Reopen brings the group back in a new private window, titled as the workspace's.
+    a.run("return await chrome.runtime.sendMessage({ type: 'reopen', bindingId: arguments[0] });", bid)
+    wait_for(lambda: (a.status() or {}).get("status") == "connected" and a.binding()["windowId"] != wa, what="A reopened")
+    a.target(a.binding()["windowId"])
+    settle(server, ws, a, b, what="A's group reopened")
+    assert a.run("return (await chrome.windows.get(arguments[0])).incognito;", a.binding()["windowId"]), "reopened in a private window"
+    st = group_strip(a)
+    assert st["title"] == "Secret trip 2" and st["private"] == [] and server.snapshot(ws)["version"] == before["version"]
+    assert on_disk(a, bid, ws, "Secret trip", "/p/K") == []
+
+
+def viewer_agrees(server, ws, v):
+    """The viewer's group shows the server's tabs in order (its local-only tabs aside), nothing pending."""
+    snap = server.snapshot(ws)
+    st = group_strip(v)
+    if not st or st["status"] != "connected" or st["pending"] != 0 or st["version"] != snap["version"]:
+        return False
+    return st["contiguous"] and [i for i in st["ids"] if i is not None] == snap["ids"] and st
+
+
+def test_a_viewers_group_binding(extension, profiles, pages, tmp_path):
+    """A viewer's token binds a group (docs/extension.md, "The shared group"): the workspace opens as
+    a group of its own in the viewer's window (the group the viewer chose is never merged into, never
+    sent); a tab the viewer drags into the group or opens in it stays open there, local only, never
+    sent; the viewer's rename stays local, is not undone by sync, and gives way to the workspace's
+    next rename; the window's private tabs are never touched."""
+    key = tmp_path / "team.key"
+    key.write_text("s3cret-" * 8 + "\n")
+    server = TabsyncServer(extension["origin"], "--auth-key-file", str(key))
+    try:
+        ws = "shared-viewer"
+        server.read_token = mint(key, ws, "admin", "root")
+        a = profiles("A")
+        wa, ga = a_group_of(a, pages, ("W1", "W2", "J1", "J2", "J3", "W3"), "Trip", "blue")
+        bind_group(a, server, ws, "alice", ga, token=mint(key, ws, "editor", "alice"))
+        snap = settle(server, ws, a, what="A's group adopted")
+
+        v = profiles("V")
+        wv = v.new_window([pages.url("VQ"), pages.url("VM")])
+        wait_for(lambda: len(window_tabs(v, wv)) == 2, what="V's window")
+        mine = make_group(v, [window_tabs(v, wv)[1]["id"]], "Mine V", "green", wv)
+        bind_group(v, server, ws, "viewer", mine, token=mint(key, ws, "viewer", "vera"))
+        wait_for(lambda: viewer_agrees(server, ws, v), what="the workspace opens as a group in V's window")
+        st = group_strip(v)
+        assert st["window"] == wv and st["groupId"] != mine, "a group of its own, in V's window"
+        assert [st["title"], st["color"]] == ["Trip", "blue"]
+        private_v = [(t["url"], t["groupId"]) for t in window_tabs(v, wv) if t["groupId"] != st["groupId"]]
+        assert private_v == [(pages.url("VQ"), -1), (pages.url("VM"), mine)], "V's own tabs and group untouched"
+        assert server.snapshot(ws)["version"] == snap["version"], "the viewer sent something"
+
+        # A tab dragged into the group, and one opened in it, stay open there, local only.
+        vq = window_tabs(v, wv)[0]["id"]
+        v.run("await chrome.tabs.group({ groupId: arguments[0], tabIds: [arguments[1]] });", st["groupId"], vq)
+        v.run("""const t = await chrome.tabs.create({ windowId: arguments[0], url: arguments[1], index: arguments[2] });
+                 await chrome.tabs.group({ groupId: arguments[3], tabIds: [t.id] });""",
+              wv, pages.url("VNew"), len(window_tabs(v, wv)), st["groupId"])
+        v.target(wv)
+        wait_for(lambda: sorted(popup_local_only(v)) and all(any(n in x for x in popup_local_only(v)) for n in ("VQ", "VNew")),
+                 what="both listed local only")
+        st = wait_for(lambda: viewer_agrees(server, ws, v), what="V's group with its local-only tabs")
+        assert sum(i is None for i in st["ids"]) == 2, st
+        assert server.snapshot(ws)["version"] == snap["version"], "a viewer's tab was sent"
+
+        # A's edits still reach the viewer's group; the local-only tabs stay in it.
+        a.run("await chrome.tabs.create({ windowId: arguments[0], index: arguments[1], url: arguments[2] });",
+              wa, 5, pages.url("J4"))
+        j4 = wait_for(lambda: next((t for t in window_tabs(a, wa) if "J4" in (t["url"] or "")), None), what="A's J4")
+        if j4["groupId"] != ga:
+            a.run("await chrome.tabs.group({ groupId: arguments[0], tabIds: [arguments[1]] });", ga, j4["id"])
+        snap = settle(server, ws, a, what="A's J4")
+        st = wait_for(lambda: viewer_agrees(server, ws, v), what="J4 in V's group")
+        assert len(st["ids"]) == 6 and sum(i is None for i in st["ids"]) == 2
+
+        # The viewer's rename stays local: not sent, not undone by the next sync.
+        v.run("await chrome.tabGroups.update(arguments[0], { title: 'My copy', color: 'pink' });", st["groupId"])
+        a.run("await chrome.tabs.update(arguments[0], { url: arguments[1] });", window_tabs(a, wa)[2]["id"], pages.url("J1b"))
+        snap = wait_for(lambda: any("J1b" in (t.get("url") or "") for t in server.snapshot(ws)["tabs"]) and server.snapshot(ws),
+                        what="A's navigation reached the server")
+        st = wait_for(lambda: viewer_agrees(server, ws, v), what="V synced after its rename")
+        assert [st["title"], st["color"]] == ["My copy", "pink"], "the viewer's rename was undone"
+        assert server_groups(server, ws)[0][0][1:] == ["Trip", "blue"], "the viewer's rename was sent"
+        # The workspace's next rename is news: the viewer's group shows it.
+        a.run("await chrome.tabGroups.update(arguments[0], { title: 'Holiday' });", ga)
+        wait_for(lambda: server_groups(server, ws)[0][0][1] == "Holiday", what="A's rename on the server")
+        wait_for(lambda: (group_strip(v) or {}).get("title") == "Holiday", what="the workspace's rename in V's group")
+        assert group_strip(v)["color"] == "blue"
+        assert [(t["url"], t["groupId"]) for t in window_tabs(v, wv) if t["groupId"] != st["groupId"]] == private_v[1:], \
+            "V's private group touched"
+        assert server.snapshot(ws)["version"] == snap["version"] + 1
+    finally:
+        server.stop()
