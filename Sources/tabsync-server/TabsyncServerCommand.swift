@@ -150,6 +150,20 @@ struct TabsyncServerCommand: ParsableCommand {
         }
     }
 
+    /// Blocks SIGINT, SIGTERM and SIGHUP in this thread before any other thread exists, so every
+    /// thread inherits the block and the signal sources in `run` (libdispatch reads the signals
+    /// with signalfd) are the only way they are taken. A thread that did not block them could be
+    /// handed one by the kernel, and libdispatch's handler, which does nothing, would eat it: the
+    /// stop would never start. That happened to a first SIGTERM now and then on a loaded machine
+    /// (the store's and the loop's threads were made before the sources blocked the signals in
+    /// libdispatch's own thread only). Tests/thirdparty/test_signals.py reads every thread's mask.
+    private static func blockStopSignals() {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for number in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, number) }
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+    }
+
     /// Ends the process at once, status 1, with one line on stderr saying why (a stop that
     /// overran its deadline, or a second signal). Written with write(2): no lock is taken.
     private static func exitNow(_ why: String) -> Never {
@@ -159,6 +173,7 @@ struct TabsyncServerCommand: ParsableCommand {
     }
 
     func run() throws {
+        Self.blockStopSignals()
         let settings = try resolvedSettings()
         let level = settings.logLevel
         LoggingSystem.bootstrap { label in
