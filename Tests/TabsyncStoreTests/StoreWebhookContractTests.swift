@@ -210,6 +210,57 @@ struct StoreWebhookContractTests {
         #expect(try Self.opsHeld(store, "team-b", after: version - bound) == Int(bound))
     }
 
+    // MARK: the cursor lease (several nodes)
+
+    /// The lease on a hook's cursor (``WebhookStore/claimWebhookCursors``; docs/design.md,
+    /// "Webhooks", "Several nodes"), on PostgreSQL with two nodes on one schema: taken by one node,
+    /// refused to another until it runs out, renewed by its holder, taken over once run out; a
+    /// workspace a live node holds is leased only to that node until it releases it; a removed hook
+    /// leases nothing. A store of one writer (memory, SQLite) grants every workspace of a registered
+    /// hook to whoever asks.
+    @Test(arguments: StoreKind.allCases)
+    func theCursorLeaseIsTakenRefusedRenewedTakenOverAndReleased(kind: StoreKind) throws {
+        let harness = try StoreHarness(kind)
+        let a = try #require(harness.store as? any WebhookStore)
+        try a.addWebhook(Self.hook("wh_1"), cursors: ["team-a": 0])
+        let t0 = Self.created
+        func at(_ seconds: Double) -> Date { t0.addingTimeInterval(seconds) }
+        guard let first = a as? PostgresStore else {
+            #expect(try a.claimWebhookCursors(hookId: "wh_1", workspaces: ["team-a", "team-b"], node: "x", until: at(30), now: t0)
+                == ["team-a", "team-b"])
+            #expect(try a.claimWebhookCursors(hookId: "wh_1", workspaces: ["team-a"], node: "y", until: at(31), now: at(1))
+                == ["team-a"])
+            #expect(try a.claimWebhookCursors(hookId: "wh_none", workspaces: ["team-a"], node: "x", until: at(30), now: t0).isEmpty)
+            return
+        }
+        let second = try #require(try harness.secondWriter() as? PostgresStore)
+        defer { second.close() }
+        func claim(_ store: PostgresStore, _ workspace: String, until: Double, now: Double) throws -> Bool {
+            try store.claimWebhookCursors(
+                hookId: "wh_1", workspaces: [workspace], node: store.node, until: at(until), now: at(now)) == [workspace]
+        }
+        #expect(try claim(first, "team-a", until: 30, now: 0), "taken by the first node to ask")
+        #expect(try !claim(second, "team-a", until: 31, now: 1), "refused to another while it runs")
+        #expect(try claim(first, "team-a", until: 60, now: 20), "renewed by its holder")
+        #expect(try !claim(second, "team-a", until: 75, now: 45), "still refused: the renewal moved its end")
+        #expect(try claim(second, "team-a", until: 91, now: 61), "taken over once run out")
+        #expect(try !claim(first, "team-a", until: 92, now: 62), "the first node lost it")
+        #expect(try second.webhookCursors(hookId: "wh_1").map(\.workspace) == ["team-a"], "one cursor, whoever holds the lease")
+
+        // A workspace a live node holds is leased to that node only, until it releases it.
+        _ = try first.hold(workspaceId: "team-b")
+        #expect(try !claim(second, "team-b", until: 30, now: 0), "not the holder of team-b")
+        try first.release(workspaceIds: ["team-b"])
+        #expect(try claim(second, "team-b", until: 30, now: 0), "released: any node may take it")
+        #expect(try second.webhookCursors(hookId: "wh_1").first { $0.workspace == "team-b" }?.delivered == 0,
+                "a cursor not yet stored is made at 0")
+
+        // A removed hook's cursors go with it, and nothing is leased of it any more.
+        #expect(try first.removeWebhook(id: "wh_1"))
+        #expect(try !claim(second, "team-a", until: 200, now: 150))
+        #expect(try second.webhookCursors(hookId: "wh_1").isEmpty)
+    }
+
     /// The file of the release before groups (schema 5, Fixtures/store-schema5.sqlite3) migrates
     /// through every step to this build's schema and keeps webhooks like a new file.
     @Test func aStoreMadeBeforeWebhooksIsMigratedAndKeepsThem() throws {
