@@ -60,6 +60,9 @@ struct CatchUpState {
     /// Per loaded workspace, the highest stored version heard of and not yet read.
     var heard: [String: UInt64] = [:]
     var readInFlight = false
+    /// Catch-up reads started so far: the serial of the latest (a change feed waiting for the store
+    /// waits for one started after it opened).
+    var readsStarted: UInt64 = 0
     /// A poll of stored versions is out; `pollAgain`: another was asked meanwhile.
     var pollInFlight = false
     var pollAgain = false

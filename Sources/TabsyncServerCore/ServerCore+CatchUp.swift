@@ -71,39 +71,56 @@ extension ServerCore {
         }
         guard !versions.isEmpty else { return }
         catchUps.readInFlight = true
+        catchUps.readsStarted += 1
         metrics.catchUpReads += 1
         emit(.readChanges(versions))
     }
 
     /// A catch-up read is back: applies and broadcasts each workspace's missed ops unless it moved
-    /// on meanwhile, then reads again what was heard meanwhile.
+    /// on meanwhile, settles the change feeds that waited for it, then reads again what was heard
+    /// meanwhile.
     mutating func caughtUp(_ reads: [String: CatchUpRead], duration: Duration) {
         catchUps.readInFlight = false
         metrics.storeSeconds.observe(duration.seconds)
-        for (id, read) in reads.sorted(by: { $0.key < $1.key }) { caughtUp(id, read) }
+        let serial = catchUps.readsStarted  // one read in flight at a time: this one
+        for (id, read) in reads.sorted(by: { $0.key < $1.key }) {
+            switch caughtUp(id, read) {
+            case .taken: settleFeeds(of: id, readSerial: serial)
+            case .notTaken: settleFeeds(of: id, readSerial: nil)
+            case .failed: settleFeeds(of: id, readSerial: serial, failed: true)
+            }
+        }
         startCatchUpRead()
     }
 
-    private mutating func caughtUp(_ id: String, _ read: CatchUpRead) {
-        guard let storedVersion = storedVersion(of: id) else { return }
+    /// What became of one workspace's read: `taken` when the node now holds everything the store
+    /// held when the read started.
+    private enum ReadOutcome { case taken, notTaken, failed }
+
+    private mutating func caughtUp(_ id: String, _ read: CatchUpRead) -> ReadOutcome {
+        guard let storedVersion = storedVersion(of: id) else { return .notTaken }
         switch read {
         case .caughtUp(let missed):
-            guard missed.from == storedVersion else { return }  // another read got there first
+            guard missed.from == storedVersion else { return .notTaken }  // another read got there first
             guard !isHeldBack(id) else {
                 catchUps.heard[id] = max(catchUps.heard[id] ?? 0, missed.dedup?.version ?? 0)
-                return
+                return .notTaken
             }
             do throws(OpError) {
                 try takeStored(missed, into: id, live: true)
+                return .taken
             } catch {
                 fellBehind(id, why: "\(error)")
+                return .notTaken
             }
         case .compacted:
-            guard !commits.isBusy(id) else { return }
+            guard !commits.isBusy(id) else { return .notTaken }
             fellBehind(id, why: "the log no longer holds the ops after version \(storedVersion)")
+            return .notTaken
         case .failed(let error):
             // The poll finds it again once the store answers.
             logger.warning("catch-up read failed", metadata: ["workspace": "\(id)", "error": "\(error)"])
+            return .failed
         }
     }
 

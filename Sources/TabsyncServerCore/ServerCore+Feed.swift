@@ -10,7 +10,11 @@ import TabsyncProto
 /// `Applied` of exactly that version, and a `snapshot` event the durable state at it; versions only
 /// grow, each `op` is the one after the event before it (no gap, no repeat), and nothing is written
 /// that is not durable. A resume (`Last-Event-ID`, or `?after=V`) continues from the version after it
-/// when the log still holds every op since, else starts with a `snapshot`. A silent stream gets a
+/// when the log still holds every op since, else starts with a `snapshot`. On a shared store a node
+/// behind the store (a reader resumes after a version another node wrote and this one has not read
+/// yet) does not answer from what it holds: the stream waits for a catch-up read started after it
+/// opened and continues from `after` once the node holds it; a `snapshot` below `after` is written
+/// only when that read shows the store itself below it (another history). A silent stream gets a
 /// comment line every `Settings.feedKeepAlive` (`--feed-keepalive`, 15 s). The stream ends (the
 /// reader resumes) when its reader cannot keep up, its token expires or is revoked or its sub
 /// kicked, the workspace is deleted, moves to another node or is read back at another history, and
@@ -23,6 +27,31 @@ extension ServerCore {
         var version: UInt64
         /// The token's grant, with access control on (what a revocation or a kick is matched with).
         var grant: AccessGrant?
+        /// Set while the stream resumes after a version this node does not hold yet (`version` is
+        /// then the reader's, above the node's durable one): the serial of the last catch-up read
+        /// started before it opened. Only a read with a later serial shows whether the store holds
+        /// `version` (``CatchUpState/readsStarted``).
+        var awaitsReadAfter: UInt64? = nil
+    }
+
+    /// How a stream opens at `after` on a node whose durable state is at `durable`.
+    enum Opening: Equatable {
+        /// The ops after `after`, from the log (none when the reader is at `durable`).
+        case ops
+        /// The durable state: `after` is nil, older than the log, or above a store that is read.
+        case snapshot
+        /// The reader is past this node, which may be behind the store: read the store first.
+        case catchUpFirst
+    }
+
+    /// The decision: `logHoldsAfter` says whether the log still holds every op after `after`,
+    /// `sharedStore` whether other nodes write the store (this node's state may be behind it), and
+    /// `storeRead` whether a catch-up read started after the reader asked has come back (the node
+    /// then holds what the store held when the reader asked).
+    static func opening(after: UInt64?, durable: UInt64, logHoldsAfter: Bool, sharedStore: Bool, storeRead: Bool) -> Opening {
+        guard let after else { return .snapshot }
+        if after > durable { return sharedStore && !storeRead ? .catchUpFirst : .snapshot }
+        return logHoldsAfter ? .ops : .snapshot
     }
 
     /// The request, as the driver read it: the workspace id of the path, the version to resume
@@ -58,20 +87,70 @@ extension ServerCore {
         let durable = hub.durable
         var feed = Feed(workspaceId: id, version: durable.version, grant: grant)
         var bytes: [UInt8] = []
-        if let after = start.after, after <= durable.version,
-           let missed = hub.live.missed(after: after)?.prefix(while: { $0.version <= durable.version }),
-           missed.count == Int(durable.version - after)
+        let missed = start.after.flatMap { after in
+            after <= durable.version ? hub.live.missed(after: after)?.prefix(while: { $0.version <= durable.version }) : nil
+        }
+        let logHoldsAfter = start.after.map { $0 <= durable.version && missed?.count == Int(durable.version - $0) } ?? false
+        switch Self.opening(
+            after: start.after, durable: durable.version, logHoldsAfter: logHoldsAfter,
+            sharedStore: hub.stored != nil, storeRead: false)
         {
-            for applied in missed { bytes += Self.feedEvent(applied) }
-        } else {
+        case .ops:
+            for applied in missed ?? [] { bytes += Self.feedEvent(applied) }
+        case .snapshot:
             bytes = Self.feedSnapshot(durable)
+        case .catchUpFirst:
+            // Nothing yet: the ops up to `after` come with the catch-up and are not written (the
+            // reader has them); those after it are, in order (``feedApplied``).
+            feed.version = start.after!
+            feed.awaitsReadAfter = catchUps.readsStarted
         }
         if !bytes.isEmpty { emit(.feedWrite(requestId, bytes)) }
-        feed.version = durable.version
         feeds[requestId] = feed
         feedsByWorkspace[id, default: []].insert(requestId)
         armFeed(requestId)
         metrics.feedsOpened += 1
+        if feed.awaitsReadAfter != nil { heardOf(id, version: feed.version) }
+    }
+
+    /// A catch-up read of `id` (serial `serial`) is back and applied, or the workspace was read
+    /// back whole. The streams it settles (those that waited for a read started after they
+    /// opened): each still above the node's durable version is above the store too, and starts
+    /// again from a `snapshot` of it (another history: docs/design.md, "The change feed"); the
+    /// others already had every op after their version written. Those waiting on an older read ask
+    /// for a new one. `failed`: the store could not say; they end, and their readers resume.
+    mutating func settleFeeds(of id: String, readSerial serial: UInt64?, failed: Bool = false) {
+        guard let ids = feedsByWorkspace[id], let hub = workspaces.hub(id) else { return }
+        var readAgain: UInt64? = nil
+        for requestId in ids.sorted() {
+            guard var feed = feeds[requestId], let waited = feed.awaitsReadAfter else { continue }
+            let storeRead = serial.map { $0 > waited } ?? false
+            switch Self.opening(
+                after: feed.version, durable: hub.durable.version, logHoldsAfter: true, sharedStore: true, storeRead: storeRead)
+            {
+            case .ops:
+                // The node caught up: every op after the reader's version went out as it came.
+                feeds[requestId]!.awaitsReadAfter = nil
+                continue
+            case .catchUpFirst:
+                readAgain = max(readAgain ?? 0, feed.version)
+                continue
+            case .snapshot where failed:
+                endFeed(requestId)
+                continue
+            case .snapshot:
+                break
+            }
+            logger.info("feed reader is past the store: snapshot", metadata: [
+                "workspace": "\(id)", "after": "\(feed.version)", "store": "\(hub.durable.version)",
+            ])
+            emit(.feedWrite(requestId, Self.feedSnapshot(hub.durable)))
+            armFeed(requestId)
+            feed.version = hub.durable.version
+            feed.awaitsReadAfter = nil
+            feeds[requestId] = feed
+        }
+        if let readAgain { heardOf(id, version: readAgain) }
     }
 
     /// Durable ops of a workspace, in version order: written to each of its streams.

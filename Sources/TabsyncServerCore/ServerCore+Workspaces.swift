@@ -69,6 +69,7 @@ extension ServerCore {
             let version = workspaces.hub(id)?.durable.version ?? 0
             logger.info("workspace reloaded after a failed commit", metadata: ["workspace": "\(id)", "version": "\(version)"])
             catchUpReadBack(id, sessionsSaw: before, log: stored?.log ?? [])
+            settleFeeds(of: id, readSerial: nil)  // a feed past the node reads the store again
             for session in stillWaiting(waiters, for: id) { join(session, to: id) }
             unloadIfIdle(id)
         case (.reloading, .failure(let error)):

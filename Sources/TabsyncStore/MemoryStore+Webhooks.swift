@@ -73,4 +73,11 @@ extension MemoryStore: WebhookStore {
     public func claimWebhookCursors(hookId: String, workspaces: [String], node: String, until: Date, now: Date) throws(StoreError) -> Set<String> {
         hooks.withLock { state in state.registrations.contains { $0.id == hookId } ? Set(workspaces) : [] }
     }
+
+    /// The lowest version an enabled hook delivered of the workspace (nil: none has a cursor of it).
+    func hookFloor(_ workspaceId: String) -> Int64? {
+        hooks.withLock { state in
+            state.registrations.filter(\.isEnabled).compactMap { state.cursors[$0.id]?[workspaceId].map { Int64($0.delivered) } }.min()
+        }
+    }
 }

@@ -73,8 +73,12 @@ public final class MemoryStore: WorkspaceStore {
             for id in Set(batch.records.map(\.workspaceId)) {
                 // Trimmed in chunks of a quarter of the retention, so trimming costs O(1) per op.
                 let count = stored[id]?.log.count ?? 0
-                if count > retention + max(1, retention / 4) {
-                    stored[id]?.log.removeFirst(count - retention)
+                if count > retention + max(1, retention / 4), let newest = stored[id]?.log.last?.version {
+                    // Not past an enabled hook's cursor (RetentionPlan.hookFloored).
+                    let horizon = RetentionPlan.hookFloored(
+                        Int64(newest) - Int64(retention), floor: hookFloor(id), version: Int64(newest), retention: retention)
+                    let trimmed = stored[id]?.log.prefix { Int64($0.version) <= horizon }.count ?? 0
+                    if trimmed > 0 { stored[id]?.log.removeFirst(trimmed) }
                     // Rekeys leave with the log window they translate keys of.
                     let oldest = stored[id]?.log.first?.version ?? 0
                     stored[id]?.rekeys.removeAll { $0.version < oldest }

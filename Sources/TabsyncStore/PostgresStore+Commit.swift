@@ -147,9 +147,11 @@ struct PostgresCommitRows {
     private var rekeyRows: [[PGValue]] = [[], [], [], []]
     private var refusalRows: [[PGValue]] = [[], [], [], [], [], [], []]
     private var snapshotRows: [[PGValue]] = [[], [], []]
-    private var horizonRows: [[PGValue]] = [[], []]
+    /// Per workspace: the trim horizon and the lowest the webhook floor may hold it at
+    /// (``RetentionPlan/hookFloored``; the floor itself is read in the statement).
+    private var horizonRows: [[PGValue]] = [[], [], []]
     private var milestoneRows: [[PGValue]] = [[], [], []]
-    private var historyTrimRows: [[PGValue]] = [[], [], [], []]
+    private var historyTrimRows: [[PGValue]] = [[], [], [], [], []]
     /// Workspaces with a refusal in the batch (their old refusals are trimmed).
     private var refused: Set<String> = []
     /// How many refusals per workspace stay answerable (the batch's log retention).
@@ -193,9 +195,10 @@ struct PostgresCommitRows {
             bytes = try encoded { () throws(StoreError) in try StoreEncoding.encode(state) }
             Self.append(&snapshotRows, [workspace, .int64(stateVersion), .bytes(bytes!)])
         }
+        let hookLowest = PGValue.int64(stateVersion - Int64(retention) * RetentionPlan.hookBacklogFactor)
         guard history.isOn else {
             // A rekey leaves with the log window it translates keys of.
-            if plan.horizon > 0 { Self.append(&horizonRows, [workspace, .int64(plan.horizon)]) }
+            if plan.horizon > 0 { Self.append(&horizonRows, [workspace, .int64(plan.horizon), hookLowest]) }
             return
         }
         // History (HistoryRetention): milestones, and ops go only with the day's trim.
@@ -211,6 +214,7 @@ struct PostgresCommitRows {
         if historyPlan.trims {
             Self.append(&historyTrimRows, [
                 workspace, .int64(plan.horizon), .int64(historyPlan.opsBeforeMs), .int64(historyPlan.milestonesBeforeMs),
+                hookLowest,
             ])
         }
     }
@@ -361,7 +365,9 @@ struct PostgresCommitRows {
             // milestone before the milestones' cut-off.
             statements.append(PGStatement(
                 """
-                WITH h AS (SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) AS h(workspace, horizon, ops_ms, m_ms)),
+                WITH h AS (
+                         SELECT u.workspace, \(Self.hookFloored("u")) AS horizon, u.ops_ms, u.m_ms
+                         FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[]) AS u(workspace, horizon, ops_ms, m_ms, lowest)),
                      cut AS (
                          SELECT h.workspace, to_timestamp(h.ops_ms / 1000.0) AS ops_before, to_timestamp(h.m_ms / 1000.0) AS m_before,
                                 least(h.horizon, coalesce((SELECT min(o.version) - 1 FROM tabsync_ops o
@@ -376,12 +382,14 @@ struct PostgresCommitRows {
                                  AND date_trunc('day', n.committed_at AT TIME ZONE 'UTC') = date_trunc('day', m.committed_at AT TIME ZONE 'UTC')))),
                      gone AS (DELETE FROM tabsync_rekeys r USING cut WHERE r.workspace = cut.workspace AND r.version <= cut.upto)
                 DELETE FROM tabsync_ops o USING cut WHERE o.workspace = cut.workspace AND o.version <= cut.upto
-                """, Self.arrays(historyTrimRows, [.text, .int64, .int64, .int64])))
+                """, Self.arrays(historyTrimRows, [.text, .int64, .int64, .int64, .int64])))
         }
         if !horizonRows[0].isEmpty {
             statements.append(PGStatement(
                 """
-                WITH h AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS h(workspace, horizon)),
+                WITH h AS (
+                         SELECT u.workspace, \(Self.hookFloored("u")) AS horizon
+                         FROM unnest($1::text[], $2::int8[], $3::int8[]) AS u(workspace, horizon, lowest)),
                      gone AS (
                          DELETE FROM tabsync_rekeys r WHERE (r.workspace, r.version) IN (
                              SELECT x.workspace, x.version FROM h CROSS JOIN LATERAL (
@@ -390,9 +398,21 @@ struct PostgresCommitRows {
                 DELETE FROM tabsync_ops o WHERE (o.workspace, o.version) IN (
                     SELECT x.workspace, x.version FROM h CROSS JOIN LATERAL (
                         SELECT workspace, version FROM tabsync_ops y WHERE y.workspace = h.workspace AND y.version <= h.horizon OFFSET 0) x)
-                """, Self.arrays(horizonRows, [.text, .int64])))
+                """, Self.arrays(horizonRows, [.text, .int64, .int64])))
         }
         return statements
+    }
+
+    /// ``RetentionPlan/hookFloored`` in SQL over a row `u` of (workspace, horizon, lowest): the
+    /// floor is the lowest `delivered` of an enabled hook's cursor of the workspace, read in the
+    /// commit's transaction (a hook disabled or removed releases it at the next compaction).
+    static func hookFloored(_ u: String) -> String {
+        """
+        (SELECT CASE WHEN f.floor IS NULL OR \(u).horizon <= 0 THEN \(u).horizon
+                     ELSE greatest(0, least(\(u).horizon, greatest(f.floor, \(u).lowest))) END
+         FROM (SELECT min(c.delivered) AS floor FROM tabsync_webhook_cursors c JOIN tabsync_webhooks w ON w.id = c.hook
+               WHERE c.workspace = \(u).workspace AND w.disabled_reason IS NULL) f)
+        """
     }
 
     /// Appends one row to column arrays.

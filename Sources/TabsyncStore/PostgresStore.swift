@@ -461,6 +461,15 @@ public final class PostgresStore: WorkspaceStore {
         return result
     }
 
+    /// From the log table itself, not through ``load(workspaceId:)``, whose window is the
+    /// retention: a webhook cursor the compaction floor kept further back reads its ops here.
+    public func ops(workspaceId: String, after version: UInt64, limit: Int) throws(StoreError) -> [AppliedOp]? {
+        try withConnection(failure: StoreError.readFailed) { db throws(PGError) -> [AppliedOp]? in
+            let ops = try self.ops(workspaceId, after: version, limit: limit, db)
+            return ops.first.map { $0.version == version + 1 } ?? true ? ops : nil
+        }
+    }
+
     /// The stored ops after `version`, oldest first, at most `limit`; throws when not contiguous.
     private func ops(_ workspaceId: String, after version: UInt64, limit: Int, _ db: PGConnection) throws(PGError) -> [AppliedOp] {
         let rows = try db.execute(

@@ -21,6 +21,21 @@ public struct RetentionPlan: Sendable, Equatable {
         let snapshot = writesSnapshot ? version : (lastSnapshot ?? 0)
         horizon = max(0, min(snapshot, version - Int64(retention)))
     }
+
+    /// How many times `retention` ops the log keeps at most for a webhook that has not delivered
+    /// them (``hookFloored(_:floor:version:retention:)``).
+    public static let hookBacklogFactor: Int64 = 10
+
+    /// A trim horizon under the webhook floor (docs/design.md, "Webhooks", "Compaction and
+    /// cursors"): `floor` is the lowest `delivered` of an enabled hook's cursor of the workspace
+    /// (nil: none), and no op after it is trimmed, unless it lies more than
+    /// ``hookBacklogFactor`` × `retention` ops behind `version`: that far the log grows for a stuck
+    /// hook and no further (the hook then gets a `snapshot` delivery). Never raises `horizon`.
+    public static func hookFloored(_ horizon: Int64, floor: Int64?, version: Int64, retention: Int) -> Int64 {
+        guard let floor, horizon > 0 else { return horizon }
+        let lowest = version - Int64(max(retention, 1)) * hookBacklogFactor
+        return max(0, min(horizon, max(floor, lowest)))
+    }
 }
 
 /// A store's epoch: the opaque string that changes whenever history cannot continue (a new or

@@ -212,6 +212,15 @@ public final class SQLiteStore: WorkspaceStore {
         try read { db throws(StoreError) in try self.load(workspaceId, db) }
     }
 
+    /// From the log table itself, not through ``load(workspaceId:)``, whose window is the
+    /// retention: a webhook cursor the compaction floor kept further back reads its ops here.
+    public func ops(workspaceId: String, after version: UInt64, limit: Int) throws(StoreError) -> [AppliedOp]? {
+        try read { db throws(StoreError) in
+            let ops = try self.ops(workspaceId, after: version, limit: limit, db)
+            return ops.first.map { $0.version == version + 1 } ?? true ? ops : nil
+        }
+    }
+
     public func commit(_ batch: CommitBatch) throws(StoreError) {
         try connection.withLock { (db: inout SQLiteConnection?) throws(StoreError) in
             guard let current = db else { throw StoreError.writeFailed("store \(path) is closed") }
@@ -324,12 +333,14 @@ public final class SQLiteStore: WorkspaceStore {
         return UInt64(max(0, min(snapshot, newest - Int64(max(1, options.loadWindow)))))
     }
 
-    /// The stored ops after `version`, oldest first; throws when they are not contiguous.
-    private func ops(_ workspaceId: String, after version: UInt64, _ db: SQLiteConnection) throws(StoreError) -> [AppliedOp] {
+    /// The stored ops after `version`, oldest first, at most `limit` (nil: all); throws when they
+    /// are not contiguous.
+    private func ops(_ workspaceId: String, after version: UInt64, limit: Int? = nil, _ db: SQLiteConnection) throws(StoreError) -> [AppliedOp] {
         do {
             let query = try db.prepare(
-                "SELECT version, client_id, seq, active_tab_id, op FROM ops WHERE workspace = ? AND version > ? ORDER BY version")
-            try query.bind(.text(workspaceId), .integer(Int64(bitPattern: version)))
+                "SELECT version, client_id, seq, active_tab_id, op FROM ops WHERE workspace = ? AND version > ? ORDER BY version LIMIT ?")
+            defer { query.reset() }
+            try query.bind(.text(workspaceId), .integer(Int64(bitPattern: version)), .integer(limit.map { Int64(max(0, $0)) } ?? -1))
             var result: [AppliedOp] = []
             while try query.step() {
                 let opVersion = UInt64(bitPattern: query.int64(0))
@@ -528,6 +539,10 @@ public final class SQLiteStore: WorkspaceStore {
             }
         }
         if horizon > 0 {
+            horizon = RetentionPlan.hookFloored(
+                horizon, floor: try hookFloor(workspaceId, db), version: version, retention: retention)
+        }
+        if horizon > 0 {
             let delete = try db.prepare("DELETE FROM ops WHERE workspace = ? AND version <= ?")
             try delete.bind(.text(workspaceId), .integer(horizon))
             try delete.run()
@@ -540,6 +555,20 @@ public final class SQLiteStore: WorkspaceStore {
 }
 
 extension SQLiteStore {
+    /// The lowest version an enabled webhook delivered of the workspace (nil: no enabled hook has a
+    /// cursor of it): compaction keeps the ops after it (``RetentionPlan/hookFloored``).
+    private func hookFloor(_ workspaceId: String, _ db: SQLiteConnection) throws -> Int64? {
+        let query = try db.prepare(
+            """
+            SELECT min(c.delivered) FROM webhook_cursors c JOIN webhooks w ON w.id = c.hook
+            WHERE c.workspace = ? AND w.disabled_reason IS NULL
+            """)
+        defer { query.reset() }
+        try query.bind(.text(workspaceId))
+        guard try query.step(), !query.isNull(0) else { return nil }
+        return query.int64(0)
+    }
+
     /// Runs raw SQL on the store's connection and returns the first column of the first row, if
     /// any. For tests only (e.g. `PRAGMA max_page_count` to simulate a full disk, reading pragmas).
     func rawQueryForTesting(_ sql: String) throws(SQLiteError) -> String? {

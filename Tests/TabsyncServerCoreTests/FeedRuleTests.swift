@@ -1,6 +1,7 @@
 import Testing
 import TabsyncCore
 import TabsyncProto
+import TabsyncStore
 @testable import TabsyncServerCore
 
 /// The change feed's rules in the core (docs/design.md, "The change feed"; ServerCore+Feed.swift),
@@ -137,5 +138,72 @@ import TabsyncProto
         #expect(Self.written(h.handle(.timeout)) == ["comment"])
         h.advance(.seconds(5) + .milliseconds(200))
         #expect(Self.written(h.handle(.timeout)) == ["close"])
+    }
+
+    // MARK: a node behind the store (several nodes)
+
+    /// Another node's ops 1...n of "w", as a catch-up read from `from` returns them.
+    static func othersRead(from: UInt64, to n: UInt64) -> CatchUpRead {
+        let tabs = (1...max(n, 1)).map { "o\($0)" }
+        let ops = (1...max(n, 1)).filter { $0 > from && $0 <= n }.map { v in
+            CatchUpRuleTests.othersOp(tabs[Int(v) - 1], version: v, after: Array(tabs.prefix(Int(v) - 1)))
+        }
+        return .caughtUp(.init(from: from, ops: ops, dedup: DedupState(version: n, lastSeqs: ["c9": n], rejections: [], rekeys: [])))
+    }
+
+    static func reads(_ actions: [ServerCore.Action]) -> [[String: UInt64]] {
+        actions.compactMap { if case .readChanges(let versions) = $0 { versions } else { nil } }
+    }
+
+    @Test func theDecision() {
+        typealias O = ServerCore.Opening
+        let open = ServerCore.opening
+        #expect(open(nil, 5, false, true, false) == O.snapshot)
+        #expect(open(3, 5, true, true, false) == O.ops)
+        #expect(open(3, 5, false, false, false) == O.snapshot, "the log no longer holds it")
+        #expect(open(5, 5, true, true, false) == O.ops, "at the durable version: nothing to write")
+        #expect(open(7, 5, false, true, false) == O.catchUpFirst, "past this node of a shared store: read it first")
+        #expect(open(7, 5, false, true, true) == O.snapshot, "past the store itself: another history")
+        #expect(open(7, 5, false, false, false) == O.snapshot, "a store of its own: this node is the store's version")
+    }
+
+    /// A reader that saw version 2 on another node resumes on this node, which holds "w" at 0:
+    /// nothing goes backwards; the node reads the store and the stream goes on at 3.
+    @Test func aResumePastANodeBehindTheStoreWaitsForItToCatchUp() {
+        var h = CatchUpRuleTests.joined()
+        let asked = h.handle(.feedRequested(Self.feed, workspaceId: "w", after: 2, bearerToken: nil))
+        #expect(Self.written(asked) == ["open"], "no snapshot at 0 for a reader at 2")
+        #expect(Self.reads(asked) == [["w": 0]])
+        let caught = h.handle(.caughtUp(["w": Self.othersRead(from: 0, to: 3)], duration: .zero))
+        #expect(Self.written(caught) == ["op 3"])
+        let next = h.submit(1, seq: 1, CoreHarness.add("mine")).commitId!
+        #expect(Self.written(h.handle(.committed(batch: next, .stored, duration: .zero))) == ["op 4"])
+    }
+
+    /// A read already in flight when the reader asked may not hold its version: it does not
+    /// decide; the next read does.
+    @Test func aReadStartedBeforeTheReaderAskedDoesNotDecide() {
+        var h = CatchUpRuleTests.joined()
+        #expect(Self.reads(h.handle(.heard(.committed(CommitNotification(workspaceId: "w", version: 1))))) == [["w": 0]])
+        let asked = h.handle(.feedRequested(Self.feed, workspaceId: "w", after: 2, bearerToken: nil))
+        #expect(Self.written(asked) == ["open"] && Self.reads(asked).isEmpty, "one read at a time")
+        let stale = h.handle(.caughtUp(["w": Self.othersRead(from: 0, to: 1)], duration: .zero))
+        #expect(Self.written(stale).isEmpty, "the node is at 1, the reader at 2: nothing yet")
+        #expect(Self.reads(stale) == [["w": 1]])
+        let caught = h.handle(.caughtUp(["w": Self.othersRead(from: 1, to: 3)], duration: .zero))
+        #expect(Self.written(caught) == ["op 3"])
+    }
+
+    /// The store itself is below the reader (restored from a backup): a snapshot, once the store
+    /// was read; and a read that fails ends the stream (the reader resumes).
+    @Test func aReaderPastTheStoreGetsASnapshotAndAFailedReadEndsTheStream() {
+        var h = CatchUpRuleTests.joined()
+        h.handle(.feedRequested(Self.feed, workspaceId: "w", after: 5, bearerToken: nil))
+        let caught = h.handle(.caughtUp(["w": Self.othersRead(from: 0, to: 2)], duration: .zero))
+        #expect(Self.written(caught) == ["snapshot 2"])
+        h.handle(.feedRequested(901, workspaceId: "w", after: 9, bearerToken: nil))
+        let failed = h.handle(.caughtUp(["w": .failed(.readFailed("down"))], duration: .zero))
+        #expect(Self.written(failed, to: 901) == ["close"])
+        #expect(Self.written(failed).isEmpty)
     }
 }

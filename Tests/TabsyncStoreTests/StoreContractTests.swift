@@ -33,7 +33,9 @@ final class StoreHarness {
         case .postgres:
             let schema = try PostgresSchema()
             self.schema = schema
-            store = try PostgresStore(url: schema.url, options: schema.options(snapshotInterval: options.snapshotInterval))
+            var postgres = schema.options(snapshotInterval: options.snapshotInterval)
+            postgres.loadWindow = options.loadWindow
+            store = try PostgresStore(url: schema.url, options: postgres)
         }
     }
 

@@ -76,10 +76,12 @@ def verify(secret, headers, body):
                for part in headers["webhook-signature"].split() if part.startswith("v1,"))
 
 
-async def write(node, workspace, count, client):
+async def write(node, workspace, count, client, first=0):
+    """`count` adds of tabs t{first+1}... from a new session of `client`, until each is applied."""
     s = await Session(node.ws, workspace, mint(node.secret, "w", role="editor"), client=client).open()
     for seq in range(1, count + 1):
-        await s.ws.send(json.dumps({"submit": {"seq": str(seq), "op": {"add": {"tab": {"id": f"t{seq}", "title": f"tab {seq}"}}}}}))
+        n = first + seq
+        await s.ws.send(json.dumps({"submit": {"seq": str(seq), "op": {"add": {"tab": {"id": f"t{n}", "title": f"tab {n}"}}}}}))
     while sum("applied" in m for m in s.messages) < count:
         s.messages.append(json.loads(await asyncio.wait_for(s.ws.recv(), 10)))
     await s.ws.close()
@@ -151,6 +153,43 @@ def test_a_restarted_server_goes_on_from_its_cursor(tmp_path):
         wait_for(lambda: "again:4" in {i for i, _, _ in receiver.taken()}, "version 4 after the restart")
         ids = [i for i, _, _ in receiver.taken()]
         assert ids == ["again:1", "again:2", "again:3", "again:4"], ids
+    finally:
+        node.stop()
+        receiver.close()
+
+
+@pytest.mark.parametrize("history", ["0", "30d,365d"])
+def test_a_receiver_down_for_more_than_the_log_gets_every_op_not_a_snapshot(tmp_path, history):
+    """Compaction keeps what an enabled hook has not delivered (docs/design.md, "Webhooks",
+    "Compaction and cursors"): with a log of 5 ops, a receiver down while 40 more are committed
+    gets each of them as an `op` delivery, in order, once it is back; no `snapshot` delivery.
+    Without history the retention alone would trim them (the floor keeps them); with history (the
+    default) they are kept anyway, and the deliverer must read them from the log, not through a
+    load of the retention's window."""
+    receiver = Receiver(fail=10**9)
+    node = Node(tmp_path, "--webhook-allow-private", "--log-retention", "5", "--history-retention", history)
+    try:
+        secret = register(node, receiver.url, "down-*")
+        asyncio.run(write(node, "down-a", 1, "c1"))
+        # Two failed attempts: the deliverer has stored its cursor (at 0) with the first.
+        wait_for(lambda: len(receiver.requests) >= 2, "two failed attempts of down-a:1", timeout=60)
+        asyncio.run(write(node, "down-a", 40, "c2", first=1))
+        with receiver.lock:
+            receiver.fail = 0
+        wanted = {f"down-a:{v}" for v in range(1, 42)}
+
+        def all_ops():
+            taken = receiver.taken()
+            snapshots = [i for i, _, body in taken if json.loads(body)["type"] == "snapshot"]
+            assert not snapshots, f"a snapshot delivery: {snapshots} (the log lost ops the hook had not delivered)"
+            return wanted <= {i for i, _, _ in taken}
+        wait_for(all_ops, "all 41 versions", timeout=120)
+        taken = receiver.taken()
+        assert [i for i, _, _ in taken] == [f"down-a:{v}" for v in range(1, 42)]
+        for webhook_id, headers, body in taken:
+            event = json.loads(body)
+            assert event["type"] == "op", (webhook_id, event["type"])
+            assert verify(secret, headers, body)
     finally:
         node.stop()
         receiver.close()

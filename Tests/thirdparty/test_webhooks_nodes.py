@@ -25,10 +25,10 @@ import lib  # noqa: E402
 class PgNode:
     """One tabsync-server on the shared PostgreSQL store, with the shared HS256 key."""
 
-    def __init__(self, tmp, name, store, key):
+    def __init__(self, tmp, name, store, key, *extra):
         self.log = open(tmp / f"{name}.log", "wb")
         self.process = subprocess.Popen(
-            [SERVER, "--port", "0", "--store", store, "--auth-key-file", str(key), "--webhook-allow-private"],
+            [SERVER, "--port", "0", "--store", store, "--auth-key-file", str(key), "--webhook-allow-private", *extra],
             stdout=subprocess.PIPE, stderr=self.log)
         line = self.process.stdout.readline().decode()
         assert line.startswith("listening on ws://"), line
