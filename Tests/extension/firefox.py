@@ -246,9 +246,13 @@ class FirefoxProfile(Profile):
             self.control = wait_for(lambda: self._control_handle(url), what=f"{self.name}: the control tab")
             self.m.call("WebDriver:SwitchToWindow", {"handle": self.control, "focus": False})
         else:
+            # The page loading now is marked as the old one: a load of the URL it already shows
+            # keeps the old document (its href, its readyState "complete") until the new one
+            # commits, and a script run meanwhile is unloaded under it (Marionette answers null).
+            self._script("window.tabsyncOldPage = true;")
             self._load_control(url)
         wait_for(lambda: self._script(f"return location.href === {json.dumps(url)} && document.readyState === 'complete' "
-                                      "&& typeof chrome !== 'undefined' && !!chrome.tabs"),
+                                      "&& typeof chrome !== 'undefined' && !!chrome.tabs && !window.tabsyncOldPage"),
                  what=f"{self.name}: {url} loads")
         return True
 
