@@ -284,8 +284,9 @@ class FirefoxProfile(Profile):
                                  timeout=WAIT + 5)["value"]
             if result is not None:
                 break
-            # Marionette answers null when the control page was unloaded under the script (seen once
-            # in a 20-minute chaos run, reading the bindings just after a Try again): the page is
+            # Marionette answers null when the control page was unloaded under the script (seen in
+            # 20-minute chaos runs just after a Try again: `target` reloading the URL the page
+            # already showed, now waited for as a new document in `_open_control`): the page is
             # waited for and the script run once more.
             wait_for(lambda: self._script("return document.readyState === 'complete' && typeof chrome !== 'undefined' && !!chrome.tabs"),
                      what=f"{self.name}: the control page loaded again")
