@@ -58,7 +58,7 @@ cases = [
   ("shared_group_restart_finds_its_group", [("extension/attach.js", "        if (this.b.group && !this.b.closed) await this.findBoundGroup();", "")], SHARED_TEST),
   ("shared_group_closed_is_a_closed_window", [(GB, "    if (!scope) return null;", "    if (!scope) return [];")], SHARED_TEST),
   # A restart of a group binding (Firefox's, Chromium's), a private tab showing the same page as a tab of the group.
-  ("shared_group_restart_matched_in_its_group", [("extension/attach.js", "      const tabs = mirror.b.group ? restoredScope(all, mirror.b.groupId, matched) : all;", "      const tabs = all;")],
+  ("shared_group_restart_matched_in_its_group", [("extension/attach.js", "      const tabs = mirror.b.group ? restoredScope(all, mirror.b.groupId, matched, await lastBound(mirror, w.id)) : all;", "      const tabs = all;")],
    "test_shared_group.py::firefox_group_binding_survives or sends_nothing"),
   # A group bound in a private window: its binding in storage.session only, Reopen in a private window.
   # A viewer's group binding: its rename kept while the workspace's is the one last synced, then the workspace's shown.

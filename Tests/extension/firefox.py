@@ -246,9 +246,13 @@ class FirefoxProfile(Profile):
             self.control = wait_for(lambda: self._control_handle(url), what=f"{self.name}: the control tab")
             self.m.call("WebDriver:SwitchToWindow", {"handle": self.control, "focus": False})
         else:
+            # The page loading now is marked as the old one: a load of the URL it already shows
+            # keeps the old document (its href, its readyState "complete") until the new one
+            # commits, and a script run meanwhile is unloaded under it (Marionette answers null).
+            self._script("window.tabsyncOldPage = true;")
             self._load_control(url)
         wait_for(lambda: self._script(f"return location.href === {json.dumps(url)} && document.readyState === 'complete' "
-                                      "&& typeof chrome !== 'undefined' && !!chrome.tabs"),
+                                      "&& typeof chrome !== 'undefined' && !!chrome.tabs && !window.tabsyncOldPage"),
                  what=f"{self.name}: {url} loads")
         return True
 
@@ -286,10 +290,11 @@ class FirefoxProfile(Profile):
             if result is not None:
                 break
             # Marionette answers null, or "Document was unloaded", when the control page was
-            # unloaded under the script (seen in 20-minute chaos runs, just after a Try again or a
-            # Bind in the popup): the page is waited for and the script run once more. A control
-            # tab navigated to any other page would be sync touching a tab of a window it is not
-            # bound to: that fails, naming the page.
+            # unloaded under the script: `target` reloading the URL the page already showed (seen in
+            # 20-minute chaos runs just after a Try again or a Bind; now waited for as a new document
+            # in `_open_control`). The page is waited for and the script run once more. A control tab
+            # navigated to any other page would be sync touching a tab of a window it is not bound
+            # to: that fails, naming the page.
             def loaded_again():
                 href = self._script("return location.href")
                 if not href.startswith(self.base):
