@@ -92,7 +92,9 @@ def test_the_home_node_sends_each_version_once_and_a_killed_nodes_cursor_is_take
         wait_for(lambda: wanted <= {i for i, _, _ in receiver.taken()}, "every version of both workspaces", timeout=120)
         counts = collections.Counter(i for i, _, _ in receiver.taken())
         assert all(n == 1 for n in counts.values()), {i: n for i, n in counts.items() if n > 1}
-        # Each workspace from the node that holds it (where its session wrote).
+        # Each workspace from the node that holds it (where its session wrote); a node counts a
+        # delivery once it has read the receiver's 2xx, just after the receiver recorded it.
+        wait_for(lambda: (one.delivered(), two.delivered()) == (20, 15), "each node counts what it sent")
         assert (one.delivered(), two.delivered()) == (20, 15)
 
         # Node 1 fails to deliver nodes-a:21..23 and is killed while retrying; node 2 takes over.
@@ -105,7 +107,8 @@ def test_the_home_node_sends_each_version_once_and_a_killed_nodes_cursor_is_take
             receiver.fail = 0
         wait_for(lambda: {"nodes-a:21", "nodes-a:22", "nodes-a:23"} <= {i for i, _, _ in receiver.taken()},
                  "node 2 sends what node 1 had left", timeout=180)
-        assert two.delivered() >= 15 + 3
+        # The receiver has answered 2xx before node 2 reads that answer and counts it: waited for.
+        wait_for(lambda: two.delivered() >= 15 + 3, "node 2 counts the three it sent")
         taken = [i for i, _, _ in receiver.taken() if i.startswith("nodes-a:")]
         assert taken == [f"nodes-a:{v}" for v in range(1, 24)], taken
         for headers, body, _ in receiver.requests:
