@@ -34,6 +34,9 @@ public final class Server: Sendable {
     private let stoppedSignal = DispatchSemaphore(value: 0)
     /// Sends webhooks while the server runs (a store that keeps webhooks only).
     let deliverer: WebhookDeliverer?
+    /// The extra CAs webhook deliveries trust (`webhookCAFile`), read when the server is made;
+    /// ``start()`` refuses a file that failed to load.
+    private let webhookTrust: Result<WebhookTrust?, WebhookTrust.LoadError>
 
     private enum Lifecycle {
         case idle, running(port: Int), stopped
@@ -55,6 +58,8 @@ public final class Server: Sendable {
         /// Tokens are on and the store's admin log (revocations) cannot be read: serving without
         /// it would let revoked tokens in.
         case adminLogUnreadable(String)
+        /// The webhook CA file cannot be used (unreadable, a broken PEM block, no certificate).
+        case webhookCAUnusable(String)
 
         public var description: String {
             switch self {
@@ -66,6 +71,7 @@ public final class Server: Sendable {
                     + "rewrite every workspace): give --auth-key-file, bind 127.0.0.1, or pass --insecure-no-auth"
             case .tlsUnusable(let why): "cannot serve TLS: \(why)"
             case .adminLogUnreadable(let why): "cannot read the admin log (revocations): \(why)"
+            case .webhookCAUnusable(let why): "cannot use \(why)"
             }
         }
     }
@@ -76,9 +82,11 @@ public final class Server: Sendable {
         self.logger = logger
         nodeName = configuration.sharedStore?.nodeName ?? String(UInt32.random(in: .min ... .max), radix: 36)
         let (executor, node) = (storeExecutor, nodeName)
+        webhookTrust = Result { () throws(WebhookTrust.LoadError) in try configuration.webhookCAFile.map(WebhookTrust.load(file:)) }
+        let trust = try? webhookTrust.get()
         deliverer = stores.webhooks.map {
             WebhookDeliverer(
-                store: $0, executor: executor, allowPrivate: configuration.webhookAllowPrivate,
+                store: $0, executor: executor, allowPrivate: configuration.webhookAllowPrivate, trust: trust,
                 tuning: .init(
                     rescanInterval: configuration.sharedStore == nil ? nil : WebhookDeliverer.sharedRescanInterval,
                     giveUpAfter: configuration.webhookGiveUpAfter, node: node),
@@ -103,8 +111,9 @@ public final class Server: Sendable {
         guard claimed else { throw .alreadyStarted }
 
         let address = try Self.resolve(configuration.host)
-        do {  // transport security
+        do throws(Server.Error) {  // transport security, and the webhooks' CAs
             try Self.checkTransportSecurity(configuration, address: address)
+            if case .failure(let error) = webhookTrust { throw .webhookCAUnusable(error.description) }
         } catch {
             lifecycle.withLock { $0 = .stopped }
             throw error

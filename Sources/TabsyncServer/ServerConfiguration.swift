@@ -48,6 +48,11 @@ extension Server {
         /// Webhook deliveries may connect to loopback, private and link-local addresses
         /// (``WebhookTargetPolicy``); off: those are refused at connect time.
         public var webhookAllowPrivate = false
+        /// A PEM bundle of certificate authorities `https` webhook targets may chain to beside the
+        /// system's (a receiver with a private CA); read once at start (``Server/start()`` fails with
+        /// ``Server/Error/webhookCAUnusable(_:)`` when it holds no certificate). Host names are
+        /// verified whatever it holds.
+        public var webhookCAFile: String? = nil
         /// A hook whose oldest pending delivery has failed for this long is disabled (docs/design.md,
         /// "Webhooks"); an admin enables it again.
         public var webhookGiveUpAfter: Duration = .seconds(24 * 3600)

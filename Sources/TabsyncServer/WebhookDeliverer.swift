@@ -69,10 +69,13 @@ final class WebhookDeliverer: Sendable {
         var patterns: [WorkspacePattern] = []
     }
 
-    init(store: any WebhookStore, executor: DispatchQueue, allowPrivate: Bool, tuning: Tuning = Tuning(), logger: Logger) {
+    init(
+        store: any WebhookStore, executor: DispatchQueue, allowPrivate: Bool, trust: WebhookTrust? = nil, tuning: Tuning = Tuning(),
+        logger: Logger
+    ) {
         self.store = store
         self.executor = executor
-        poster = WebhookPoster(allowPrivate: allowPrivate)
+        poster = WebhookPoster(allowPrivate: allowPrivate, trust: trust)
         self.tuning = tuning
         self.logger = logger
     }
@@ -342,7 +345,7 @@ final class WebhookDeliverer: Sendable {
             let due = now.addingTimeInterval(wait.seconds)
             cursor = WebhookCursor(
                 hookId: hook.id, workspace: workspace, delivered: cursor.delivered, attempts: cursor.attempts,
-                firstFailure: firstFailure, nextAttempt: due)
+                firstFailure: firstFailure, nextAttempt: due, lastError: "\(Self.describe(outcome)) (\(id))")
             let saved = cursor
             _ = onStore({ store throws(StoreError) in try store.saveWebhookCursor(saved) })
             let attempts = cursor.attempts
@@ -352,7 +355,7 @@ final class WebhookDeliverer: Sendable {
             }
             logger.info("webhook delivery failed", metadata: [
                 "hook": "\(hook.id)", "url": "\(hook.url)", "webhook_id": "\(id)", "attempt": "\(cursor.attempts)",
-                "outcome": "\(outcome)", "retry_in": "\(wait)",
+                "error": "\(Self.describe(outcome))", "retry_in": "\(wait)",
             ])
             if now.timeIntervalSince(firstFailure) >= tuning.giveUpAfter.seconds {
                 return disable(hook, lastError: "\(Self.describe(outcome)) (\(id), attempt \(attempts)), failing since "

@@ -3,14 +3,18 @@ import Foundation
 import TabsyncServerCore
 
 /// One webhook request over libcurl (Sources/CCurl/CCurl.h): a POST with no proxy and no redirect,
-/// HTTPS verified, and every resolved address judged by ``WebhookTargetPolicy`` just before it is
-/// connected to.
+/// HTTPS verified (the certificate chains to a system CA or one of ``trust``'s, and names the URL's
+/// host), and every resolved address judged by ``WebhookTargetPolicy`` just before it is connected to.
 ///
-/// Guarantees: a refused address is never connected to (the outcome is ``Outcome/refused(_:)``);
+/// Guarantees: a refused address is never connected to (the outcome is ``Outcome/refused(_:)``); a
+/// certificate that fails verification ends the attempt before the request is sent
+/// (``Outcome/failed(_:)`` with libcurl's reason);
 /// the call blocks its thread for at most `timeout` plus name resolution, so it runs on the
 /// deliverer's thread only, never on the event loop.
 struct WebhookPoster: Sendable {
     var allowPrivate: Bool
+    /// CAs trusted beside the system's (`--webhook-ca-file`); nil: the system's only.
+    var trust: WebhookTrust? = nil
     var timeout: Duration = .seconds(10)
 
     enum Outcome: Sendable, Equatable {
@@ -28,7 +32,7 @@ struct WebhookPoster: Sendable {
         var status = 0
         var refused: Int32 = 0
         var error = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
-        let code = withExtendedLifetime(check) { () -> Int32 in
+        let code = withExtendedLifetime((check, trust)) { () -> Int32 in
             let context = Unmanaged.passUnretained(check).toOpaque()
             let duplicates = lines.map { strdup($0) }
             defer { duplicates.forEach { free($0) } }
@@ -37,7 +41,7 @@ struct WebhookPoster: Sendable {
                 body.withUnsafeBytes { bytes in
                     tsc_post(
                         url, headerList.baseAddress, Int32(lines.count), bytes.baseAddress, bytes.count,
-                        Int(timeout.components.seconds * 1000), webhookAddressCheck, context, &status, &refused, &error)
+                        Int(timeout.components.seconds * 1000), trust?.certificates, webhookAddressCheck, context, &status, &refused, &error)
                 }
             }
         }

@@ -159,14 +159,26 @@ package enum AdminJSON {
         HTTPResponse(status: status, body: message + "\n")
     }
 
-    /// A hook as the admin API shows it: never its secret.
-    package static func webhook(_ hook: WebhookRegistration) -> [String: Any] {
+    /// A hook as the admin API shows it: never its secret; with `failing`, its pending failed
+    /// delivery (`"failing": {"workspaces", "workspace", "attempts", "since", "nextAttempt",
+    /// "lastError"}`, the last error naming the `webhook-id` it failed at).
+    package static func webhook(_ hook: WebhookRegistration, failing: ServerCore.WebhookFailing? = nil) -> [String: Any] {
         var object: [String: Any] = [
             "id": hook.id, "url": hook.url, "workspaces": hook.workspaces,
             "createdAt": RFC3339.format(hook.createdAt.timeIntervalSince1970), "enabled": hook.isEnabled,
         ]
         if let reason = hook.disabledReason { object["disabledReason"] = reason }
         if let at = hook.disabledAt { object["disabledAt"] = RFC3339.format(at.timeIntervalSince1970) }
+        if let failing {
+            let cursor = failing.cursor
+            var pending: [String: Any] = [
+                "workspaces": failing.workspaces, "workspace": cursor.workspace, "attempts": cursor.attempts,
+            ]
+            if let since = cursor.firstFailure { pending["since"] = RFC3339.format(since.timeIntervalSince1970) }
+            if let next = cursor.nextAttempt { pending["nextAttempt"] = RFC3339.format(next.timeIntervalSince1970) }
+            if let error = cursor.lastError { pending["lastError"] = error }
+            object["failing"] = pending
+        }
         return object
     }
 

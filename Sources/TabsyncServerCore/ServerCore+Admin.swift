@@ -45,10 +45,28 @@ extension ServerCore {
         case deleted(Bool)
         /// The hook as stored; nil: refused, the store keeps ``WebhookSpec/maxHooks`` already.
         case webhookAdded(WebhookRegistration?)
-        case webhooks([WebhookRegistration])
+        /// Every hook, and per hook id what its deliveries have pending (only hooks with a failed
+        /// attempt pending are keys).
+        case webhooks([WebhookRegistration], failing: [String: WebhookFailing])
         case webhookRemoved(Bool)
         /// The hook as it is now enabled; nil: there is no such hook.
         case webhookEnabled(WebhookRegistration?)
+    }
+
+    /// A hook's failing deliveries as the admin list shows them: the pending one that failed most
+    /// often (ties: the one failing longest), and how many of its workspaces have one.
+    package struct WebhookFailing: Sendable, Equatable {
+        package var cursor: WebhookCursor
+        package var workspaces: Int
+
+        /// What `cursors` (one hook's) have failing; nil when no attempt of them is pending.
+        package init?(_ cursors: [WebhookCursor]) {
+            let failing = cursors.filter { $0.attempts > 0 }
+            guard let worst = failing.min(by: {
+                ($0.attempts, -($0.firstFailure?.timeIntervalSince1970 ?? 0)) > ($1.attempts, -($1.firstFailure?.timeIntervalSince1970 ?? 0))
+            }) else { return nil }
+            (cursor, workspaces) = (worst, failing.count)
+        }
     }
 
     /// The id the admin API gives a session: this node's name and the connection's number.
@@ -228,9 +246,9 @@ extension ServerCore {
             }
             logger.notice("webhook registered", metadata: ["id": "\(hook.id)", "url": "\(hook.url)", "workspaces": "\(hook.workspaces)"])
             emit(.respond(requestId, AdminJSON.response(201, AdminJSON.webhook(hook))))
-        case (.listWebhooks, .success(.webhooks(let hooks))):
+        case (.listWebhooks, .success(.webhooks(let hooks, let failing))):
             guard let requestId = call.request else { return }
-            emit(.respond(requestId, AdminJSON.response(["webhooks": hooks.map(AdminJSON.webhook)])))
+            emit(.respond(requestId, AdminJSON.response(["webhooks": hooks.map { AdminJSON.webhook($0, failing: failing[$0.id]) }])))
         case (.removeWebhook(let id), .success(.webhookRemoved(let existed))):
             guard let requestId = call.request else { return }
             if existed { logger.notice("webhook removed", metadata: ["id": "\(id)"]) }

@@ -152,7 +152,12 @@ package struct StoreTurn: Sendable {
         case .enableWebhook(let id):
             guard try webhooks.enableWebhook(id: id) else { return .success(.webhookEnabled(nil)) }
             return .success(.webhookEnabled(try webhooks.webhooks().first { $0.id == id }))
-        default: return .success(.webhooks(try webhooks.webhooks()))
+        default:
+            // Every cursor of every hook (at most WebhookSpec.maxHooks): an admin's call, not a hot path.
+            let hooks = try webhooks.webhooks()
+            var failing: [String: ServerCore.WebhookFailing] = [:]
+            for hook in hooks { failing[hook.id] = ServerCore.WebhookFailing(try webhooks.webhookCursors(hookId: hook.id)) }
+            return .success(.webhooks(hooks, failing: failing))
         }
     }
 

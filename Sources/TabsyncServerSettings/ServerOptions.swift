@@ -70,6 +70,7 @@ public struct ServerOptions: ParsableArguments {
     // MARK: webhooks
 
     @Flag(SettingTable.webhookAllowPrivate) public var webhookAllowPrivate = false
+    @Option(SettingTable.webhookCAFile) public var webhookCAFile: String?
     @Option(SettingTable.webhookGiveUpAfter) public var webhookGiveUpAfter: String?
 }
 

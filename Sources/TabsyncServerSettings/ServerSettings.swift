@@ -68,6 +68,8 @@ public struct ServerSettings: Sendable {
     public var feedKeepAlive: Duration
     /// Webhooks may reach loopback, private and link-local addresses.
     public var webhookAllowPrivate: Bool
+    /// Extra CAs trusted for https webhook targets (a PEM bundle); read when the server starts.
+    public var webhookCAFile: String?
     /// A webhook failing this long is disabled.
     public var webhookGiveUpAfter: Duration
     /// `--data-dir` or `TABSYNC_DATA_DIR` was given (with a store URL it is not used, and the
@@ -146,6 +148,7 @@ public struct ServerSettings: Sendable {
         maxPresencePeers = try T.maxPresencePeers.resolve(flag: flags.maxPresencePeers, environment: env)
         feedKeepAlive = try T.feedKeepAlive.resolve(flag: flags.feedKeepAlive, environment: env)
         webhookAllowPrivate = try T.webhookAllowPrivate.resolve(flag: flags.webhookAllowPrivate, environment: env)
+        webhookCAFile = try T.webhookCAFile.resolve(flag: flags.webhookCAFile, environment: env)
         webhookGiveUpAfter = try T.webhookGiveUpAfter.resolve(flag: flags.webhookGiveUpAfter, environment: env)
 
         // The SQLite store's checkpoints.
@@ -191,6 +194,7 @@ public struct ServerSettings: Sendable {
         configuration.maxPresencePeers = maxPresencePeers
         configuration.feedKeepAlive = feedKeepAlive
         configuration.webhookAllowPrivate = webhookAllowPrivate
+        configuration.webhookCAFile = webhookCAFile
         configuration.webhookGiveUpAfter = webhookGiveUpAfter
         configuration.shutdownTimeout = shutdownTimeout
         configuration.quotas = .init(

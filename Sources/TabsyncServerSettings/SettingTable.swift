@@ -271,6 +271,12 @@ public enum SettingTable {
         switch: "webhook-allow-private",
         doc: "Let webhooks reach loopback, private and link-local addresses (refused by default, checked at connect time).")
 
+    public static let webhookCAFile = Setting<String?>(
+        "webhook-ca-file",
+        doc: "PEM bundle of extra certificate authorities trusted for https webhook targets, beside the system's "
+            + "(a receiver with a private CA); host names are still verified. Read at start.",
+        valueName: "path", expected: "a file path", parse: SettingValue.nonEmpty)
+
     public static let webhookGiveUpAfter = Setting<Duration>(
         duration: "webhook-give-up-after", default: server.webhookGiveUpAfter,
         doc: "A webhook whose oldest pending delivery has failed for this long is disabled until an admin enables it: "
@@ -287,7 +293,7 @@ public enum SettingTable {
         maxConnectionsPerSub.row, maxOpsPerSecondPerSub.row, maxConnectionsPerWorkspace.row,
         authKeyFile.row, checkpoint.row, walLimit.row, historyRetention.row, storeTrace.row, store.row, storePollInterval.row, storeCommitLinger.row,
         slowCloseGrace.row, shutdownTimeout.row, diagnosticsEcho.row, maxPresencePeers.row, feedKeepAlive.row,
-        webhookAllowPrivate.row, webhookGiveUpAfter.row,
+        webhookAllowPrivate.row, webhookCAFile.row, webhookGiveUpAfter.row,
     ]
 
     /// `10` for 10.0, `2.5` for 2.5.

@@ -157,6 +157,11 @@ extension PostgresStore {
         ALTER TABLE tabsync_webhook_cursors ADD COLUMN lease_node text;
         ALTER TABLE tabsync_webhook_cursors ADD COLUMN lease_until_ms int8;
         """,
+        // Version 11: why a cursor's pending attempt last failed (NULL: none failed), for the admin
+        // list.
+        """
+        ALTER TABLE tabsync_webhook_cursors ADD COLUMN last_error text;
+        """,
     ]
 
     /// Creates or migrates the schema to ``schemaVersion`` in one transaction under a transaction

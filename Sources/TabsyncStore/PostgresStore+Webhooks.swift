@@ -52,7 +52,7 @@ extension PostgresStore: WebhookStore {
         try withConnection(failure: StoreError.readFailed) { db throws(PGError) in
             let rows = try db.execute(
                 """
-                SELECT workspace, delivered, attempts, first_failure_ms, next_attempt_ms FROM tabsync_webhook_cursors
+                SELECT workspace, delivered, attempts, first_failure_ms, next_attempt_ms, last_error FROM tabsync_webhook_cursors
                 WHERE hook = $1 ORDER BY workspace
                 """, [.text(hookId)])
             var cursors: [WebhookCursor] = []
@@ -61,7 +61,8 @@ extension PostgresStore: WebhookStore {
                     hookId: hookId, workspace: rows.text(row, 0), delivered: UInt64(max(try rows.int64(row, 1) ?? 0, 0)),
                     attempts: Int(try rows.int64(row, 2) ?? 0),
                     firstFailure: try rows.int64(row, 3).map(WebhookMillis.date),
-                    nextAttempt: try rows.int64(row, 4).map(WebhookMillis.date)))
+                    nextAttempt: try rows.int64(row, 4).map(WebhookMillis.date),
+                    lastError: rows.isNull(row, 5) ? nil : rows.text(row, 5)))
             }
             return cursors
         }
@@ -72,17 +73,19 @@ extension PostgresStore: WebhookStore {
             // Only for a registered hook; never below the stored `delivered` (WebhookCursorMerge).
             _ = try db.execute(
                 """
-                INSERT INTO tabsync_webhook_cursors (hook, workspace, delivered, attempts, first_failure_ms, next_attempt_ms)
-                    SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM tabsync_webhooks WHERE id = $1)
+                INSERT INTO tabsync_webhook_cursors (hook, workspace, delivered, attempts, first_failure_ms, next_attempt_ms, last_error)
+                    SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM tabsync_webhooks WHERE id = $1)
                 ON CONFLICT (hook, workspace) DO UPDATE SET
                     delivered = excluded.delivered, attempts = excluded.attempts,
-                    first_failure_ms = excluded.first_failure_ms, next_attempt_ms = excluded.next_attempt_ms
+                    first_failure_ms = excluded.first_failure_ms, next_attempt_ms = excluded.next_attempt_ms,
+                    last_error = excluded.last_error
                     WHERE excluded.delivered >= tabsync_webhook_cursors.delivered
                 """,
                 [.text(cursor.hookId), .text(cursor.workspace), .int64(Int64(clamping: cursor.delivered)),
                  .int64(Int64(cursor.attempts)),
                  cursor.firstFailure.map { .int64(WebhookMillis.of($0)) } ?? .null,
-                 cursor.nextAttempt.map { .int64(WebhookMillis.of($0)) } ?? .null])
+                 cursor.nextAttempt.map { .int64(WebhookMillis.of($0)) } ?? .null,
+                 cursor.lastError.map { .text($0) } ?? .null])
         }
     }
 
@@ -102,7 +105,10 @@ extension PostgresStore: WebhookStore {
                 "UPDATE tabsync_webhooks SET disabled_reason = NULL, disabled_ms = NULL WHERE id = $1 RETURNING id",
                 [.text(id)]).rowCount == 1 else { return false }
             try db.execute(
-                "UPDATE tabsync_webhook_cursors SET attempts = 0, first_failure_ms = NULL, next_attempt_ms = NULL WHERE hook = $1",
+                """
+                UPDATE tabsync_webhook_cursors SET attempts = 0, first_failure_ms = NULL, next_attempt_ms = NULL, last_error = NULL
+                WHERE hook = $1
+                """,
                 [.text(id)])
             return true
         }

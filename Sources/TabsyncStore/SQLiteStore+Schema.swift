@@ -48,6 +48,8 @@ extension SQLiteStore {
     /// (`attempts`, `first_failure_ms`, `next_attempt_ms`, Unix milliseconds).
     /// Version 8: `webhooks.disabled_ms`, when a hook was disabled (its deliveries failed for
     /// `--webhook-give-up-after`).
+    /// Version 9: `webhook_cursors.last_error`, why the pending attempt last failed (NULL: none
+    /// failed), for the admin list.
     static let migrations: [String] = [
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -141,6 +143,9 @@ extension SQLiteStore {
         """,
         """
         ALTER TABLE webhooks ADD COLUMN disabled_ms INTEGER;
+        """,
+        """
+        ALTER TABLE webhook_cursors ADD COLUMN last_error TEXT;
         """,
     ]
 

@@ -57,7 +57,7 @@ extension SQLiteStore: WebhookStore {
         try withStoreConnection(write: false) { db throws(SQLiteError) in
             let query = try db.prepare(
                 """
-                SELECT workspace, delivered, attempts, first_failure_ms, next_attempt_ms FROM webhook_cursors
+                SELECT workspace, delivered, attempts, first_failure_ms, next_attempt_ms, last_error FROM webhook_cursors
                 WHERE hook = ? ORDER BY workspace
                 """)
             try query.bind(.text(hookId))
@@ -67,7 +67,8 @@ extension SQLiteStore: WebhookStore {
                     hookId: hookId, workspace: query.text(0), delivered: UInt64(max(query.int64(1), 0)),
                     attempts: Int(query.int64(2)),
                     firstFailure: query.isNull(3) ? nil : WebhookMillis.date(query.int64(3)),
-                    nextAttempt: query.isNull(4) ? nil : WebhookMillis.date(query.int64(4))))
+                    nextAttempt: query.isNull(4) ? nil : WebhookMillis.date(query.int64(4)),
+                    lastError: query.isNull(5) ? nil : query.text(5)))
             }
             return cursors
         }
@@ -78,18 +79,20 @@ extension SQLiteStore: WebhookStore {
             // Only for a registered hook; never below the stored `delivered` (WebhookCursorMerge).
             let upsert = try db.prepare(
                 """
-                INSERT INTO webhook_cursors (hook, workspace, delivered, attempts, first_failure_ms, next_attempt_ms)
-                    SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ?1)
+                INSERT INTO webhook_cursors (hook, workspace, delivered, attempts, first_failure_ms, next_attempt_ms, last_error)
+                    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ?1)
                 ON CONFLICT (hook, workspace) DO UPDATE SET
                     delivered = excluded.delivered, attempts = excluded.attempts,
-                    first_failure_ms = excluded.first_failure_ms, next_attempt_ms = excluded.next_attempt_ms
+                    first_failure_ms = excluded.first_failure_ms, next_attempt_ms = excluded.next_attempt_ms,
+                    last_error = excluded.last_error
                     WHERE excluded.delivered >= webhook_cursors.delivered
                 """)
             try upsert.bind(
                 .text(cursor.hookId), .text(cursor.workspace), .integer(Int64(clamping: cursor.delivered)),
                 .integer(Int64(cursor.attempts)),
                 cursor.firstFailure.map { .integer(WebhookMillis.of($0)) } ?? .null,
-                cursor.nextAttempt.map { .integer(WebhookMillis.of($0)) } ?? .null)
+                cursor.nextAttempt.map { .integer(WebhookMillis.of($0)) } ?? .null,
+                cursor.lastError.map { .text($0) } ?? .null)
             try upsert.run()
         }
     }
@@ -120,7 +123,10 @@ extension SQLiteStore {
                 try update.run()
                 guard try db.scalar("SELECT changes()") == 1 else { return false }
                 let cursors = try db.prepare(
-                    "UPDATE webhook_cursors SET attempts = 0, first_failure_ms = NULL, next_attempt_ms = NULL WHERE hook = ?")
+                    """
+                    UPDATE webhook_cursors SET attempts = 0, first_failure_ms = NULL, next_attempt_ms = NULL, last_error = NULL
+                    WHERE hook = ?
+                    """)
                 try cursors.bind(.text(id))
                 try cursors.run()
                 return true

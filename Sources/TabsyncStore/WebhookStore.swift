@@ -50,9 +50,13 @@ public struct WebhookCursor: Sendable, Equatable {
     public var firstFailure: Date?
     /// When the next attempt is due (nil: now).
     public var nextAttempt: Date?
+    /// Why the last of those attempts failed, as the admin list shows it (nil: none failed). Never
+    /// holds the hook's secret; the URL's host at most.
+    public var lastError: String?
 
     public init(
-        hookId: String, workspace: String, delivered: UInt64, attempts: Int = 0, firstFailure: Date? = nil, nextAttempt: Date? = nil
+        hookId: String, workspace: String, delivered: UInt64, attempts: Int = 0, firstFailure: Date? = nil, nextAttempt: Date? = nil,
+        lastError: String? = nil
     ) {
         self.hookId = hookId
         self.workspace = workspace
@@ -60,6 +64,7 @@ public struct WebhookCursor: Sendable, Equatable {
         self.attempts = attempts
         self.firstFailure = firstFailure.map(Self.millis)
         self.nextAttempt = nextAttempt.map(Self.millis)
+        self.lastError = lastError
     }
 
     private static func millis(_ date: Date) -> Date {
@@ -81,7 +86,7 @@ public struct WebhookCursor: Sendable, Equatable {
 ///   cursors back).
 /// - ``disableWebhook(id:reason:at:)`` marks an enabled hook disabled with its reason and time and
 ///   keeps its cursors; ``enableWebhook(id:)`` clears both and the pending attempt of each of its
-///   cursors (attempts, first failure, next time), keeping what was delivered, so delivery resumes
+///   cursors (attempts, first failure, next time, last error), keeping what was delivered, so delivery resumes
 ///   from the cursor and a failure starts a new give-up period.
 public protocol WebhookStore: AdminStore {
     func addWebhook(_ hook: WebhookRegistration, cursors: [String: UInt64]) throws(StoreError)

@@ -47,17 +47,24 @@ struct AdminWebhooksCommand: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "ls", abstract: "List the webhooks (never their secrets).")
+        static let configuration = CommandConfiguration(commandName: "ls", abstract: "List the webhooks (never their secrets), and what each has failing: the last error.")
         @OptionGroup var common: AdminCommand.Common
 
         func run() throws {
             try common.call("GET", "/v1/admin/webhooks") { object in
-                var rows = [["ID", "WORKSPACES", "ENABLED", "CREATED", "URL"]]
+                var rows = [["ID", "WORKSPACES", "ENABLED", "CREATED", "FAILING", "URL"]]
                 for hook in object["webhooks"] as? [[String: Any]] ?? [] {
                     let enabled = (hook["enabled"] as? Bool ?? true)
                         ? "yes" : "no (since \(hook["disabledAt"] ?? "?")): \(hook["disabledReason"] ?? "")"
+                    var failing = "-"
+                    if let pending = hook["failing"] as? [String: Any] {
+                        failing = "\(pending["workspaces"] ?? "?") workspace(s), \(pending["workspace"] ?? "?") "
+                            + "attempt \(pending["attempts"] ?? "?") since \(pending["since"] ?? "?"), "
+                            + "next \(pending["nextAttempt"] ?? "?"): \(pending["lastError"] ?? "?")"
+                    }
                     rows.append([
-                        "\(hook["id"] ?? "")", "\(hook["workspaces"] ?? "")", enabled, "\(hook["createdAt"] ?? "")", "\(hook["url"] ?? "")",
+                        "\(hook["id"] ?? "")", "\(hook["workspaces"] ?? "")", enabled, "\(hook["createdAt"] ?? "")", failing,
+                        "\(hook["url"] ?? "")",
                     ])
                 }
                 return AdminCommand.pad(rows)

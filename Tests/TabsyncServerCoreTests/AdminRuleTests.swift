@@ -52,7 +52,7 @@ import TabsyncStore
             case .readLog: return h.handle(.adminAnswered(call, .success(.entries([]))))
             case .listWorkspaces: return h.handle(.adminAnswered(call, .success(.workspaces([]))))
             case .addWebhook(let hook): return h.handle(.adminAnswered(call, .success(.webhookAdded(hook))))
-            case .listWebhooks: return h.handle(.adminAnswered(call, .success(.webhooks([]))))
+            case .listWebhooks: return h.handle(.adminAnswered(call, .success(.webhooks([], failing: [:]))))
             case .removeWebhook: return h.handle(.adminAnswered(call, .success(.webhookRemoved(true))))
             case .enableWebhook: return h.handle(.adminAnswered(call, .success(.webhookEnabled(nil))))
             }

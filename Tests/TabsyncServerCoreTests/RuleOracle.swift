@@ -81,7 +81,7 @@ struct RuleOracle {
     /// The version each stored client op is at.
     private(set) var appliedAt: [ClientSeq: UInt64] = [:]
     /// The last seq stored per client.
-    private var lastConsumed: [String: UInt64] = [:]
+    private(set) var lastConsumed: [String: UInt64] = [:]
     var stats = Stats()
     private var problems: [String] = []
 

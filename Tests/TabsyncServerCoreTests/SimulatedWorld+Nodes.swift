@@ -66,6 +66,7 @@ extension SimulatedWorld {
             }
         }
         harvest(n)
+        writesLost(at: n)
         nodes[n] = makeNode()
         if n == home { home = (home + 1) % nodes.count }
     }
@@ -239,7 +240,8 @@ extension SimulatedWorld {
             links[id]!.down.append(.ping)
         case .verifyToken:
             nodes[n].storeCalls.append(action)  // answered in turn, as the driver's verifier does off the loop
-        case .respond(_, let response):
+        case .respond(let request, let response):
+            if writeAnswered(n, request, response) { return }
             if case .adminRequested? = handling, response.status != 200 { fail("node \(n) answered the operator's delete \(response.status)") }
         case .echo, .stop, .feedOpen, .feedWrite, .feedClose:
             break  // the simulated worlds open no change feed (FeedRuleTests and Tests/thirdparty/test_feed.py do)

@@ -152,6 +152,12 @@ extension SimulatedWorld {
         var pongs = 0
         var halfOpen = 0
         var idleCloses = 0
+        /// HTTP writes: requests sent (first sends and repeats), answers lost on their way, 503s.
+        var httpSends = 0
+        var httpAnswersLost = 0
+        var httpRetryLater = 0
+        /// 200 answers with `ANSWER_GONE` in an op's place (its op left the log window).
+        var httpAnswersGone = 0
 
         mutating func add(_ other: Stats) {
             delivered += other.delivered
@@ -179,6 +185,10 @@ extension SimulatedWorld {
             pongs += other.pongs
             halfOpen += other.halfOpen
             idleCloses += other.idleCloses
+            httpSends += other.httpSends
+            httpAnswersLost += other.httpAnswersLost
+            httpRetryLater += other.httpRetryLater
+            httpAnswersGone += other.httpAnswersGone
         }
     }
 }

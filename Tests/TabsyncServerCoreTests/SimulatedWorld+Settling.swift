@@ -44,6 +44,7 @@ extension SimulatedWorld {
                 tellFeed()
                 moved = true
             }
+            if !overBudget && resendUnansweredWrites() { moved = true }
             tick()
             if !moved && round > 40 && settled() { break }
             if round == Self.settleRounds - 1 && !settled() {
@@ -59,7 +60,7 @@ extension SimulatedWorld {
         clients.allSatisfy { c in
             c.stopped || (c.session.phase == .ready && c.session.state.pending.isEmpty && c.session.state.unsequenced == 0)
         } && links.values.allSatisfy(Self.isKeepalive)
-            && nodes.allSatisfy { $0.storeCalls.allSatisfy(Self.isPeriodic) }
+            && nodes.allSatisfy { $0.storeCalls.allSatisfy(Self.isPeriodic) } && writesSettled
     }
 
     /// Nothing but keepalive traffic (or nothing at all) is in flight on the link: it goes on on the
@@ -105,6 +106,7 @@ extension SimulatedWorld {
                 + "v\(oracle.current.version) \(oracle.current.tabs.map(\.id))")
         }
         if log != Array(oracle.log.suffix(log.count)) { fail("the store's log is not the tail of the ops its batches brought") }
+        checkWrites()
         for (c, client) in clients.enumerated() {
             for (seq, version) in client.acked.sorted(by: { $0.key < $1.key })
             where client.ackedEpoch[seq] == final.epoch && oracle.appliedAt[RuleOracle.ClientSeq(client: "c\(c)", seq: seq)] != version {
@@ -140,6 +142,9 @@ extension SimulatedWorld {
             parts.append("node \(n) \(nodes[n].storeCalls.count) store calls (first \(Self.name(nodes[n].storeCalls[0])))")
         }
         if !feed.isEmpty { parts.append("\(feed.count) commits not yet told") }
+        for write in httpWrites where !write.answered || write.pending != nil {
+            parts.append("write \(write.key) \(write.pending.map { "in flight at node \($0.node)" } ?? "unanswered") after \(write.sends) sends")
+        }
         if stats.behind > 0 { parts.append("(\(stats.behind) batches came back behind so far)") }
         return parts.isEmpty ? "nothing (settled)" : parts.joined(separator: ", ")
     }

@@ -54,6 +54,8 @@ struct SimulatedWorld {
     var oracle: RuleOracle
     /// Every tab id a client made, for ops on tabs others removed.
     var knownTabIds: [String] = []
+    /// HTTP writes made so far (SimulatedWorld+HTTPWrites.swift).
+    var httpWrites: [SimWrite] = []
 
     mutating func note(_ line: @autoclosure () -> String) {
         if trace != nil { trace!.append("\(step) \(line())") }
@@ -202,6 +204,7 @@ struct SimulatedWorld {
             40,  // an operator kicks a client's session
             options.accessControl ? 15 : 0,  // an operator revokes a client's token
             options.accessControl && options.nodes == 1 ? 25 : 0,  // an operator deletes the workspace (once)
+            options.accessControl ? 0 : 400,  // an HTTP writer sends a write, or the same again
         ]
         switch rng.weighted(weights) {
         case 0: clientOp(rng.int(0...(clients.count - 1)))
@@ -216,7 +219,8 @@ struct SimulatedWorld {
         case 9: moveHome()
         case 10: kickSomeone()
         case 11: revokeSomeone()
-        default: deleteWorkspace()
+        case 12: deleteWorkspace()
+        default: httpWriteStep()
         }
     }
 

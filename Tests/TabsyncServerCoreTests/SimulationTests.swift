@@ -97,6 +97,7 @@ struct SimulationTests {
             + "\(totals.quotaRefusals) ops refused over a sub's quota, "
         summary += "\(keepalive) keepalive worlds: \(totals.pings) pings, \(totals.pongs) pongs, \(totals.halfOpen) half-open, \(totals.idleCloses) idle closes, "
         summary += "\(totals.historyReads) history reads (\(totals.historyOpsChecked) ops checked against the stored log); "
+        summary += "\(totals.httpSends) HTTP write requests (\(totals.httpAnswersLost) answers lost, \(totals.httpRetryLater) answered 503, \(totals.httpAnswersGone) answered ANSWER_GONE); "
         summary += "busiest world seed \(busiest.seed): \(busiest.work) of its budget of \(busiest.budget) events "
         summary += "(most in one world \(mostWork)); \(failed.count) failing"
         print(summary)
@@ -123,6 +124,7 @@ struct SimulationTests {
         #expect(totals.kicks > 0, "no session was kicked: the admin log's kick went untested")
         #expect(totals.revocations > 0 && totals.quotaRefusals > 0 && totals.deletes > 0, "no token was revoked or no op refused over a quota: the admin mix went untested")
         #expect(totals.pongs > 0 && totals.halfOpen > 0 && totals.idleCloses > 0, "the keepalive's paths went untested")
+        #expect(totals.httpAnswersLost > 0, "no HTTP write's answer was lost: its repeat went untested")
         #expect(totals.historyOpsChecked > 0, "no history answer named an op: the prefix check went untested")
         #expect(rules.historyOps["restore applied", default: 0] > 0 && rules.historyOps["reopen applied", default: 0] > 0,
                 "no restore or reopen applied: history's ops went untested")

@@ -23,9 +23,10 @@ from test_admin import SERVER, Node, Session, call, mint
 
 
 class Receiver:
-    """A webhook receiver on 127.0.0.1: answers 500 to the first `fail` requests, then 204."""
+    """A webhook receiver on 127.0.0.1: answers 500 to the first `fail` requests, then 204. With
+    `tls` (an `ssl.SSLContext` of the server side) it serves HTTPS, its URL naming `host`."""
 
-    def __init__(self, fail=0):
+    def __init__(self, fail=0, tls=None, host="127.0.0.1"):
         self.requests = []
         self.fail = fail
         self.lock = threading.Lock()
@@ -45,7 +46,10 @@ class Receiver:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        if tls is not None:  # a failed handshake ends in accept() and is dropped by serve_forever
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://{host}:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def taken(self):
