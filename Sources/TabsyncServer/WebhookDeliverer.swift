@@ -301,9 +301,19 @@ final class WebhookDeliverer: Sendable {
         case disabled
     }
 
-    /// Sends what follows `cursor` (at most ``batch`` versions), in order, until one fails.
+    /// Sends what follows `cursor` (at most ``batch`` versions), in order, until one fails. The
+    /// cursor is stored once for the versions answered 2xx in a row (after the last of them, before
+    /// the pass returns), not after each: one store write per batch instead of one per version,
+    /// which the deliverer's one thread waited for. A node killed in the middle of a batch sends
+    /// those versions again, with the same `webhook-id` (delivery is at least once).
     private func deliver(_ hook: WebhookRegistration, from start: WebhookCursor) -> DeliverOutcome {
         var cursor = start
+        /// Stores the 2xx'd versions not stored yet; false when the store did not take them.
+        func storeProgress() -> Bool {
+            guard cursor.delivered != start.delivered || cursor.attempts != start.attempts else { return true }
+            let saved = WebhookCursor(hookId: hook.id, workspace: cursor.workspace, delivered: cursor.delivered)
+            return onStore({ store throws(StoreError) in try store.saveWebhookCursor(saved) }) != nil
+        }
         let workspace = cursor.workspace, after = cursor.delivered
         let storeRetry = DeliverOutcome.retry(Date().addingTimeInterval(Self.firstBackoff.seconds))
         let deliveries: [(version: UInt64, body: [UInt8])]
@@ -319,10 +329,12 @@ final class WebhookDeliverer: Sendable {
             deliveries = [(stored.workspace.version, Self.body("snapshot", workspace, "snapshot", Tabsync_V1_Snapshot(stored.workspace)))]
         }
         for delivery in deliveries {
-            if isStopping { return .done }
+            if isStopping { return storeProgress() ? .done : storeRetry }
             let id = WebhookSignature.id(workspace: workspace, version: delivery.version)
             let timestamp = Int64(Date().timeIntervalSince1970)
-            guard let signature = WebhookSignature.sign(secret: hook.secret, id: id, timestamp: timestamp, body: delivery.body) else { return .done }
+            guard let signature = WebhookSignature.sign(secret: hook.secret, id: id, timestamp: timestamp, body: delivery.body) else {
+                return storeProgress() ? .done : storeRetry
+            }
             let outcome = poster.post(url: hook.url, headers: [
                 "Content-Type": "application/json", "User-Agent": "tabsync/\(TabsyncVersion.current)",
                 "webhook-id": id, "webhook-timestamp": "\(timestamp)", "webhook-signature": signature,
@@ -335,8 +347,6 @@ final class WebhookDeliverer: Sendable {
                     metrics.pending[key] = nil
                 }
                 cursor = WebhookCursor(hookId: hook.id, workspace: workspace, delivered: delivery.version)
-                let saved = cursor
-                guard onStore({ store throws(StoreError) in try store.saveWebhookCursor(saved) }) != nil else { return storeRetry }
                 continue
             }
             cursor.attempts += 1
@@ -363,6 +373,7 @@ final class WebhookDeliverer: Sendable {
             }
             return .retry(cursor.nextAttempt ?? due)
         }
+        guard storeProgress() else { return storeRetry }
         return deliveries.count >= Self.batch ? .more : .done
     }
 
