@@ -310,7 +310,7 @@ final class WebhookDeliverer: Sendable {
         var cursor = start
         /// Stores the 2xx'd versions not stored yet; false when the store did not take them.
         func storeProgress() -> Bool {
-            guard cursor.delivered != start.delivered || cursor.attempts != start.attempts else { return true }
+            guard cursor.delivered != start.delivered else { return true }  // a failure stores its own cursor
             let saved = WebhookCursor(hookId: hook.id, workspace: cursor.workspace, delivered: cursor.delivered)
             return onStore({ store throws(StoreError) in try store.saveWebhookCursor(saved) }) != nil
         }
